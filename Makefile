@@ -1,0 +1,29 @@
+# The two quick-start commands: `make demo` and `make test`. Each installs what it needs
+# into .venv first (once; again when pyproject.toml changes).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint install bench
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[test]"
+	@# torch is optional: install the pinned CPU build only where its wheel is on this machine,
+	@# so that no machine ever downloads the CUDA build. Without it, torch tests skip.
+	@if ls /opt/wheels/torch-2.13.0* >/dev/null 2>&1; then \
+		$(PY) -m pip install -q "torch==2.13.0" || echo "torch install failed; torch tests will skip"; \
+	else echo "no local torch wheel; torch tests will skip"; fi
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/opbridge demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q -n 2
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check opbridge tests bench

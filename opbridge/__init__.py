@@ -1,0 +1,44 @@
+"""opbridge: convert trained models into one typed IR, and run it on a simulated TPU.
+
+The public API; see DESIGN.md ("The public API") and the README.
+"""
+
+from __future__ import annotations
+
+from .errors import (
+    AttrError,
+    GraphError,
+    InterpretError,
+    ModelFormatError,
+    OpbridgeError,
+    PluginError,
+    RegistryError,
+    ShapeError,
+    SimulatorError,
+    UnsupportedOpError,
+)
+from .ir import (
+    DEFAULT_OPS,
+    DTYPES,
+    Graph,
+    GraphBuilder,
+    Node,
+    OpDef,
+    Origin,
+    ShapeContext,
+    Value,
+    define_op,
+    format_graph,
+    interpret,
+    load,
+    save,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_OPS", "DTYPES", "AttrError", "Graph", "GraphBuilder", "GraphError", "InterpretError",
+    "ModelFormatError", "Node", "OpDef", "OpbridgeError", "Origin", "PluginError", "RegistryError",
+    "ShapeContext", "ShapeError", "SimulatorError", "UnsupportedOpError", "Value", "__version__",
+    "define_op", "format_graph", "interpret", "load", "save",
+]

@@ -1,0 +1,166 @@
+"""The reference interpreter: runs a Graph node by node with each op's numpy compute."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..errors import InterpretError, OpbridgeError
+from .graph import Graph, Node
+from .types import format_shape, to_numpy_dtype
+
+
+def check_feeds(graph: Graph, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Check feeds against the graph inputs (names, shapes, dtypes); returns them as arrays."""
+    if not isinstance(feeds, Mapping):
+        raise InterpretError("feeds must be a dict of input name -> array")
+    names = [v.name for v in graph.inputs]
+    unknown = sorted(set(feeds) - set(names))
+    if unknown:
+        raise InterpretError(
+            f"graph '{graph.name}' has no input named '{unknown[0]}'",
+            hint=f"its inputs are: {', '.join(names)}",
+        )
+    out: dict[str, np.ndarray] = {}
+    for v in graph.inputs:
+        if v.name not in feeds:
+            raise InterpretError(
+                f"graph input '{v.name}' ({v.dtype}{format_shape(v.shape)}) was not fed",
+                hint=f"pass {{'{v.name}': array}}",
+            )
+        arr = np.asarray(feeds[v.name])
+        want = to_numpy_dtype(v.dtype)
+        if arr.dtype != want:
+            if np.can_cast(arr.dtype, want, casting="same_kind") or arr.dtype.kind == want.kind:
+                arr = arr.astype(want)
+            else:
+                raise InterpretError(
+                    f"graph input '{v.name}' wants {v.dtype}, got {arr.dtype}",
+                    hint=f"cast the array: x.astype(np.{want.name})",
+                )
+        if tuple(arr.shape) != tuple(v.shape):
+            raise InterpretError(
+                f"graph input '{v.name}' wants shape {format_shape(v.shape)}, got "
+                f"{format_shape(arr.shape)}",
+                hint="reshape the input, or convert the model with --input-shape",
+            )
+        out[v.name] = arr
+    return out
+
+
+def run_node(graph: Graph, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
+    """Run one node's compute; the results are checked against the node's declared outputs."""
+    opdef = graph.registry.get(node.op)
+    if opdef.compute_function is None:
+        raise InterpretError(
+            f"{node.where}: op has no compute function",
+            hint="give its define_op a .compute(fn)",
+        )
+    try:
+        result = opdef.compute_function(*args, **node.attrs)
+    except OpbridgeError:
+        raise
+    except Exception as err:
+        shapes = ", ".join(
+            f"{a.dtype}{format_shape(a.shape)}" if a is not None else "None" for a in args
+        )
+        raise InterpretError(
+            f"{node.where}: compute failed on inputs ({shapes}): {type(err).__name__}: {err}"
+        ) from err
+    results = list(result) if isinstance(result, (tuple, list)) else [result]
+    if len(results) != len(node.outputs):
+        raise InterpretError(
+            f"{node.where}: compute returned {len(results)} outputs, the node has {len(node.outputs)}"
+        )
+    outs = []
+    for v, r in zip(node.outputs, results):
+        arr = np.asarray(r)
+        want = to_numpy_dtype(v.dtype)
+        if arr.dtype != want:
+            arr = arr.astype(want)
+        if tuple(arr.shape) != tuple(v.shape):
+            raise InterpretError(
+                f"{node.where}: output '{v.name}' has shape {format_shape(arr.shape)}, "
+                f"declared {format_shape(v.shape)}",
+                hint="the op's compute and its shape function disagree",
+            )
+        outs.append(arr)
+    return outs
+
+
+def interpret(
+    graph: Graph,
+    feeds: Mapping[str, Any],
+    *,
+    keep_intermediates: bool = False,
+    stop_after: str | None = None,
+    dump: str | None = None,
+) -> dict[str, np.ndarray]:
+    """Run ``graph`` on ``feeds``; returns graph-output name -> array, in graph-output order.
+
+    ``keep_intermediates`` adds every named tensor. ``stop_after`` (a node name, or its origin
+    name) stops after that node and returns what has been computed. ``dump`` (or the
+    environment variable ``OPBRIDGE_DEBUG`` set to a path or ``1``) writes every node's
+    inputs and outputs to an ``.npz``.
+    """
+    env = os.environ.get("OPBRIDGE_DEBUG")
+    if dump is None and env and env != "0":
+        dump = env if env.endswith(".npz") else f"{graph.name}_debug.npz"
+    env_stop = os.environ.get("OPBRIDGE_STOP_AFTER")
+    if stop_after is None and env_stop:
+        stop_after = env_stop
+    if stop_after is not None and not any(
+        n.name == stop_after or n.origin.name == stop_after for n in graph.nodes
+    ):
+        raise InterpretError(f"stop_after: graph '{graph.name}' has no node named '{stop_after}'")
+    env_vals: dict[int, np.ndarray] = {}
+    named: dict[str, np.ndarray] = {}
+    for name, arr in check_feeds(graph, feeds).items():
+        v = next(x for x in graph.inputs if x.name == name)
+        env_vals[id(v)] = arr
+        named[name] = arr
+    for c in graph.constants.values():
+        assert c.data is not None
+        env_vals[id(c)] = c.data
+    dumped: dict[str, np.ndarray] = {}
+    stopped = False
+    for node in graph.nodes:
+        args = []
+        for v in node.inputs:
+            if v is None:
+                args.append(None)
+            else:
+                try:
+                    args.append(env_vals[id(v)])
+                except KeyError:
+                    raise InterpretError(
+                        f"{node.where}: input '{v.name}' has no value yet (graph not verified?)"
+                    ) from None
+        outs = run_node(graph, node, args)
+        for v, arr in zip(node.outputs, outs):
+            env_vals[id(v)] = arr
+            named[v.name] = arr
+        if dump:
+            for i, a in enumerate(args):
+                if a is not None:
+                    dumped[f"{node.name}/in{i}"] = a
+            for v, a in zip(node.outputs, outs):
+                dumped[f"{node.name}/out:{v.name}"] = a
+        if stop_after is not None and stop_after in (node.name, node.origin.name):
+            stopped = True
+            break
+    if dump:
+        np.savez(dump, **dumped)
+    result: dict[str, np.ndarray] = {}
+    for v in graph.outputs:
+        if id(v) in env_vals:
+            result[v.name] = env_vals[id(v)]
+        elif not stopped:
+            raise InterpretError(f"graph output '{v.name}' was never computed")
+    if keep_intermediates or stopped:
+        for k, a in named.items():
+            result.setdefault(k, a)
+    return result

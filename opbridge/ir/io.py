@@ -1,0 +1,244 @@
+"""The ``.obir`` file: the graph as JSON in the metadata of a safetensors file of its constants.
+
+Layout: safetensors metadata ``{"format": "opbridge.obir", "format_version": "1",
+"graph": <JSON>}``; one tensor per constant (keyed by value name) and per tensor-typed
+attribute (keyed ``attr/<node>/<param>``). bf16 tensors are stored as their u16 bit patterns.
+No pickle anywhere. The JSON is read with the op definitions, so attribute types come
+from one schema only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import GraphError, ModelFormatError, OpbridgeError, UnsupportedOpError
+from .graph import Graph, Node, Origin, Value
+from .opdef import DEFAULT_OPS, OpRegistry
+from .types import check_shape, is_dtype, to_numpy_dtype
+
+FORMAT = "opbridge.obir"
+FORMAT_VERSION = 1
+
+
+def _to_storable(arr: np.ndarray) -> np.ndarray:
+    arr = np.ascontiguousarray(arr)
+    if arr.dtype.name == "bfloat16":
+        return arr.view(np.uint16)
+    return arr
+
+
+def _from_stored(arr: np.ndarray, dtype: str) -> np.ndarray:
+    want = to_numpy_dtype(dtype)
+    if arr.dtype != want:
+        if arr.dtype.itemsize == want.itemsize:
+            return arr.view(want)
+        raise ModelFormatError(f"stored tensor of dtype {arr.dtype} does not match {dtype}")
+    return arr
+
+
+def _encode_attr(value: Any, key: str, tensors: dict[str, np.ndarray]) -> Any:
+    if isinstance(value, np.ndarray):
+        tensors[key] = _to_storable(value)
+        from .types import from_numpy_dtype
+
+        return {"tensor": key, "dtype": from_numpy_dtype(value.dtype)}
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def graph_to_json(graph: Graph, tensors: dict[str, np.ndarray]) -> dict[str, Any]:
+    """The JSON document of a graph; fills ``tensors`` with what goes beside it."""
+    consts = []
+    for c in graph.constants.values():
+        assert c.data is not None
+        tensors[c.name] = _to_storable(c.data)
+        consts.append({"name": c.name, "dtype": c.dtype, "shape": list(c.shape)})
+    nodes = []
+    for n in graph.nodes:
+        nodes.append(
+            {
+                "name": n.name,
+                "op": n.op,
+                "inputs": [v.name if v is not None else None for v in n.inputs],
+                "outputs": [
+                    {"name": v.name, "dtype": v.dtype, "shape": list(v.shape)} for v in n.outputs
+                ],
+                "attrs": {
+                    k: _encode_attr(v, f"attr/{n.name}/{k}", tensors) for k, v in n.attrs.items()
+                },
+                "origin": {
+                    "framework": n.origin.framework,
+                    "op_type": n.origin.op_type,
+                    "name": n.origin.name,
+                },
+            }
+        )
+    return {
+        "name": graph.name,
+        "metadata": graph.metadata,
+        "inputs": [{"name": v.name, "dtype": v.dtype, "shape": list(v.shape)} for v in graph.inputs],
+        "outputs": [v.name for v in graph.outputs],
+        "constants": consts,
+        "nodes": nodes,
+    }
+
+
+def atomic_write(path: str | os.PathLike[str], write: Any) -> None:
+    """Call ``write(tmp_path)`` and rename the result onto ``path``, so an interrupted run
+    never leaves a half-written file where a good one was."""
+    path = Path(path)
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise OpbridgeError(f"cannot write '{path}': folder '{parent}' does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def save(graph: Graph, path: str | os.PathLike[str]) -> None:
+    """Write ``graph`` as a ``.obir`` file."""
+    from safetensors.numpy import save_file
+
+    tensors: dict[str, np.ndarray] = {}
+    doc = graph_to_json(graph, tensors)
+    meta = {
+        "format": FORMAT,
+        "format_version": str(FORMAT_VERSION),
+        "graph": json.dumps(doc, separators=(",", ":")),
+    }
+    atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata=meta))
+
+
+def read_safetensors(path: str | os.PathLike[str], kind: str) -> tuple[dict[str, str], Any]:
+    """Open a safetensors file, mapping every failure to a ModelFormatError naming it."""
+    from safetensors import safe_open
+
+    p = Path(path)
+    if not p.is_file():
+        raise ModelFormatError(f"{kind} file '{path}' does not exist or is not a file")
+    try:
+        f = safe_open(str(p), framework="numpy")
+        meta = f.metadata() or {}
+    except Exception as err:  # safetensors raises its own error types for bad headers
+        raise ModelFormatError(
+            f"'{path}' is not a valid {kind} file (truncated or not safetensors): {err}",
+            hint=f"re-create the {kind} file",
+        ) from None
+    return meta, f
+
+
+def load(path: str | os.PathLike[str], *, registry: OpRegistry | None = None) -> Graph:
+    """Read a ``.obir`` file; the graph is verified before it is returned."""
+    meta, f = read_safetensors(path, ".obir")
+    if meta.get("format") != FORMAT:
+        raise ModelFormatError(
+            f"'{path}' is a safetensors file but not an opbridge .obir (no '{FORMAT}' marker)",
+            hint="convert the model first: opbridge convert MODEL -o OUT.obir",
+        )
+    try:
+        version = int(meta.get("format_version", ""))
+    except ValueError:
+        raise ModelFormatError(f"'{path}': format_version {meta.get('format_version')!r} is not a number") from None
+    if version > FORMAT_VERSION:
+        raise ModelFormatError(
+            f"'{path}' has .obir format version {version}; this opbridge reads up to {FORMAT_VERSION}",
+            hint="upgrade opbridge",
+        )
+    try:
+        doc = json.loads(meta.get("graph", ""))
+    except json.JSONDecodeError as err:
+        raise ModelFormatError(f"'{path}': the graph JSON is malformed: {err}") from None
+
+    def tensor(key: str, dtype: str) -> np.ndarray:
+        try:
+            return _from_stored(f.get_tensor(key), dtype)
+        except OpbridgeError:
+            raise
+        except Exception as err:
+            raise ModelFormatError(f"'{path}': tensor '{key}' cannot be read: {err}") from None
+
+    try:
+        return graph_from_json(doc, tensor, registry or DEFAULT_OPS)
+    except OpbridgeError as err:
+        if isinstance(err, (UnsupportedOpError,)):
+            raise UnsupportedOpError(
+                f"'{path}': {err.message}",
+                hint="load the plugin that defines it (--plugin FILE)",
+            ) from None
+        raise type(err)(f"'{path}': {err.message}", hint=err.hint) from None
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise ModelFormatError(f"'{path}': the graph JSON is not a valid .obir graph: {err!r}") from None
+
+
+def graph_from_json(doc: dict[str, Any], tensor: Any, registry: OpRegistry) -> Graph:
+    if not isinstance(doc, dict):
+        raise ModelFormatError("graph JSON is not an object")
+    values: dict[str, Value] = {}
+
+    def typed(d: dict[str, Any], what: str) -> tuple[str, str, tuple[Any, ...]]:
+        name, dtype = d["name"], d["dtype"]
+        if not isinstance(name, str) or not is_dtype(dtype):
+            raise ModelFormatError(f"{what} {name!r}: bad name or dtype {dtype!r}")
+        return name, dtype, check_shape(d["shape"], f"{what} '{name}'")
+
+    def add(v: Value) -> Value:
+        if v.name in values:
+            raise GraphError(f"value name '{v.name}' is used twice")
+        values[v.name] = v
+        return v
+
+    inputs = [add(Value(*typed(d, "input"))) for d in doc["inputs"]]
+    consts = []
+    for d in doc["constants"]:
+        name, dtype, shape = typed(d, "constant")
+        data = tensor(name, dtype)
+        if tuple(data.shape) != shape:
+            raise ModelFormatError(f"constant '{name}': stored shape {data.shape} != {shape}")
+        consts.append(add(Value(name, dtype, shape, data=data)))
+    nodes = []
+    for nd in doc["nodes"]:
+        op = nd["op"]
+        opdef = registry.get(op)
+        ins: list[Value | None] = []
+        for ref in nd["inputs"]:
+            if ref is None:
+                ins.append(None)
+            elif ref in values:
+                ins.append(values[ref])
+            else:
+                raise GraphError(f"node '{nd['name']}' ({op}): input '{ref}' is not defined before it")
+        attrs: dict[str, Any] = {}
+        for k, a in dict(nd["attrs"]).items():
+            if isinstance(a, dict) and "tensor" in a:
+                attrs[k] = tensor(a["tensor"], a["dtype"])
+            else:
+                attrs[k] = a
+        attrs = opdef.normalize_attrs(attrs, f"node '{nd['name']}' ({op})")
+        o = nd["origin"]
+        origin = Origin(str(o["framework"]), str(o["op_type"]), str(o["name"]))
+        outs = [add(Value(*typed(d, "output"))) for d in nd["outputs"]]
+        node = Node(op, str(nd["name"]), ins, outs, attrs, origin)
+        nodes.append(node)
+    outputs = []
+    for ref in doc["outputs"]:
+        if ref not in values:
+            raise GraphError(f"graph output '{ref}' is not defined")
+        outputs.append(values[ref])
+    g = Graph(str(doc["name"]), inputs, outputs, nodes, consts, registry,
+              {str(k): str(v) for k, v in dict(doc.get("metadata", {})).items()})
+    g.rebuild_uses()
+    g.verify(require_static=False)
+    return g

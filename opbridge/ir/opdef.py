@@ -1,0 +1,542 @@
+"""Op definitions: schema (inputs, outputs, typed parameters), shape function, numpy compute.
+
+Built-in ops and plugin ops are defined the same way, with :func:`define_op`::
+
+    (define_op("ScaleShift")
+        .input("x", "T").output("y", "T")
+        .param("alpha", "float").param("beta", "float", default=0.0)
+        .type_param("T", allowed=("f32", "f16"))
+        .shape_fn(lambda ctx: ctx.same_as_input(0))
+        .compute(lambda x, alpha, beta: x * alpha + beta))
+
+The compute takes the node's inputs positionally (``None`` for an absent optional input,
+the members of a variadic input spread out) and its parameters as keywords, and returns
+an array or a tuple of arrays.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import AttrError, RegistryError, ShapeError, UnsupportedOpError, node_ctx
+from .types import DTYPES, Shape, check_shape, is_dtype
+
+PARAM_TYPES = ("int", "float", "bool", "str", "ints", "floats", "strs", "dtype", "tensor")
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+#: Default of a parameter that must be given.
+REQUIRED: Any = _Required()
+
+
+def _caller_site() -> str:
+    """file:line of the first frame outside this package's registry modules."""
+    here = os.path.dirname(__file__)
+    for frame in inspect.stack()[2:]:
+        fname = frame.filename
+        if os.path.dirname(fname) == here and os.path.basename(fname) in ("opdef.py",):
+            continue
+        return f"{fname}:{frame.lineno}"
+    return "<unknown>"
+
+
+@dataclass
+class ParamSpec:
+    """One typed parameter of an op, with its default and range."""
+
+    name: str
+    type: str
+    default: Any = REQUIRED
+    minimum: float | None = None
+    maximum: float | None = None
+    allowed: tuple[Any, ...] | None = None
+    length: int | None = None
+    doc: str = ""
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+    def convert(self, value: Any, where: str) -> Any:
+        """Check ``value`` against this spec and return it normalised (tuples for lists)."""
+        what = f"{where} param '{self.name}'"
+        t = self.type
+        try:
+            if t == "int":
+                out: Any = _as_int(value)
+            elif t == "float":
+                out = _as_float(value)
+            elif t == "bool":
+                if isinstance(value, (bool, np.bool_)):
+                    out = bool(value)
+                elif isinstance(value, (int, np.integer)) and int(value) in (0, 1):
+                    out = bool(value)
+                else:
+                    raise TypeError
+            elif t == "str":
+                if isinstance(value, bytes):
+                    value = value.decode("utf-8")
+                if not isinstance(value, str):
+                    raise TypeError
+                out = value
+            elif t in ("ints", "floats", "strs"):
+                if isinstance(value, (str, bytes)) or not isinstance(
+                    value, (list, tuple, np.ndarray)
+                ):
+                    raise TypeError
+                seq = list(np.asarray(value).ravel()) if isinstance(value, np.ndarray) else list(value)
+                if t == "ints":
+                    out = tuple(_as_int(v) for v in seq)
+                elif t == "floats":
+                    out = tuple(_as_float(v) for v in seq)
+                else:
+                    conv = [v.decode("utf-8") if isinstance(v, bytes) else v for v in seq]
+                    if not all(isinstance(v, str) for v in conv):
+                        raise TypeError
+                    out = tuple(conv)
+            elif t == "dtype":
+                if not is_dtype(value):
+                    raise AttrError(
+                        f"{what} = {value!r}: not a dtype", hint=f"use one of {', '.join(DTYPES)}"
+                    )
+                out = value
+            elif t == "tensor":
+                if not isinstance(value, np.ndarray):
+                    raise TypeError
+                out = value
+            else:  # pragma: no cover - guarded in OpDef.param
+                raise AssertionError(t)
+        except (TypeError, ValueError, OverflowError):
+            raise AttrError(
+                f"{what} = {_short(value)}: expected {self.type}",
+                hint=f"give '{self.name}' a value of type {self.type}",
+            ) from None
+        items = out if isinstance(out, tuple) else (out,)
+        if self.type in ("tensor", "str", "strs", "dtype", "bool"):
+            numeric: tuple[Any, ...] = ()
+        else:
+            numeric = items
+        for v in numeric:
+            if self.minimum is not None and v < self.minimum:
+                raise AttrError(f"{what} = {_short(out)}: must be >= {self.minimum}")
+            if self.maximum is not None and v > self.maximum:
+                raise AttrError(f"{what} = {_short(out)}: must be <= {self.maximum}")
+        if self.allowed is not None:
+            for v in items:
+                if v not in self.allowed:
+                    raise AttrError(
+                        f"{what} = {_short(out)}: must be one of {', '.join(map(repr, self.allowed))}"
+                    )
+        if self.length is not None and isinstance(out, tuple) and len(out) != self.length:
+            raise AttrError(f"{what} = {_short(out)}: must have {self.length} entries")
+        return out
+
+    def describe_range(self) -> str:
+        parts = []
+        if self.minimum is not None:
+            parts.append(f">= {self.minimum}")
+        if self.maximum is not None:
+            parts.append(f"<= {self.maximum}")
+        if self.allowed is not None:
+            parts.append("one of " + "|".join(map(str, self.allowed)))
+        if self.length is not None:
+            parts.append(f"length {self.length}")
+        return ", ".join(parts)
+
+
+def _as_int(v: Any) -> int:
+    if isinstance(v, (bool, np.bool_)):
+        raise TypeError
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if isinstance(v, (float, np.floating)) and float(v).is_integer():
+        return int(v)
+    raise TypeError
+
+
+def _as_float(v: Any) -> float:
+    if isinstance(v, (bool, np.bool_)):
+        raise TypeError
+    if isinstance(v, (int, float, np.integer, np.floating)):
+        return float(v)
+    raise TypeError
+
+
+def _short(v: Any) -> str:
+    if isinstance(v, np.ndarray):
+        return f"<tensor {v.dtype} {v.shape}>"
+    s = repr(v)
+    return s if len(s) <= 80 else s[:77] + "..."
+
+
+@dataclass
+class PortSpec:
+    """An input or output of an op: its name and type (a type variable or a dtype)."""
+
+    name: str
+    type: str
+    optional: bool = False
+    variadic: bool = False
+    count: str | None = None  # variadic outputs: the parameter that gives their number
+    doc: str = ""
+
+
+TypeAndShape = tuple[Shape, str]
+
+
+class ShapeContext:
+    """What a shape function sees: the node's input shapes/dtypes, constant inputs, attributes."""
+
+    def __init__(
+        self,
+        opdef: OpDef,
+        node_name: str,
+        inputs: Sequence[TypeAndShape | None],
+        attrs: dict[str, Any],
+        consts: Sequence[np.ndarray | None] | None = None,
+        num_outputs: int | None = None,
+    ) -> None:
+        self.opdef = opdef
+        self.node_name = node_name
+        self._inputs = list(inputs)
+        self._attrs = attrs
+        self._consts = list(consts) if consts is not None else [None] * len(self._inputs)
+        self.num_outputs = num_outputs
+
+    @property
+    def where(self) -> str:
+        return node_ctx(self.node_name, self.opdef.name)
+
+    @property
+    def num_inputs(self) -> int:
+        return len(self._inputs)
+
+    def has_input(self, i: int) -> bool:
+        return i < len(self._inputs) and self._inputs[i] is not None
+
+    def _get(self, i: int) -> TypeAndShape:
+        if not self.has_input(i):
+            raise ShapeError(f"{self.where}: input {i} is required here but absent")
+        t = self._inputs[i]
+        assert t is not None
+        return t
+
+    def input_shape(self, i: int) -> Shape:
+        return self._get(i)[0]
+
+    def input_dtype(self, i: int) -> str:
+        return self._get(i)[1]
+
+    def input_rank(self, i: int) -> int:
+        return len(self._get(i)[0])
+
+    def input_const(self, i: int) -> np.ndarray | None:
+        """The input's data where it is a constant, else None."""
+        return self._consts[i] if i < len(self._consts) else None
+
+    def attr(self, name: str) -> Any:
+        if name not in self._attrs:
+            raise AttrError(f"{self.where}: the shape function asked for undeclared param '{name}'")
+        return self._attrs[name]
+
+    def same_as_input(self, i: int = 0) -> TypeAndShape:
+        return self._get(i)
+
+    def normalize_axis(self, axis: int, rank: int, attr: str = "axis") -> int:
+        """``axis`` in [-rank, rank) made non-negative, or an AttrError naming the attribute."""
+        if not -rank <= axis < max(rank, 1):
+            raise AttrError(f"{self.where} param '{attr}' = {axis}: out of range for rank {rank}")
+        return axis % rank if rank else 0
+
+    def error(self, message: str, *, attr: str | None = None, hint: str | None = None) -> AttrError:
+        """An error naming this node (and the attribute); ``raise ctx.error(...)``."""
+        where = self.where + (f" param '{attr}'" if attr else "")
+        cls = AttrError if attr else ShapeError
+        return cls(f"{where}: {message}", hint=hint)
+
+
+class OpDef:
+    """The definition of one IR op; built with chained calls from :func:`define_op`."""
+
+    def __init__(self, name: str, defined_at: str = "<unknown>") -> None:
+        self.name = name
+        self.defined_at = defined_at
+        self.inputs: list[PortSpec] = []
+        self.outputs: list[PortSpec] = []
+        self.params: dict[str, ParamSpec] = {}
+        self.type_params: dict[str, tuple[str, ...]] = {}
+        self.shape_function: Callable[[ShapeContext], Any] | None = None
+        self.compute_function: Callable[..., Any] | None = None
+        self.description = ""
+        self.domain = "opbridge"
+
+    # -- building ---------------------------------------------------------------------
+    def input(
+        self, name: str, type: str, *, optional: bool = False, variadic: bool = False, doc: str = ""
+    ) -> OpDef:
+        if self.inputs and self.inputs[-1].variadic:
+            raise RegistryError(f"op {self.name}: no input may follow the variadic input")
+        self.inputs.append(PortSpec(name, type, optional=optional, variadic=variadic, doc=doc))
+        return self
+
+    def output(
+        self,
+        name: str,
+        type: str,
+        *,
+        variadic: bool = False,
+        count: str | None = None,
+        optional: bool = False,
+        doc: str = "",
+    ) -> OpDef:
+        self.outputs.append(
+            PortSpec(name, type, variadic=variadic, count=count, optional=optional, doc=doc)
+        )
+        return self
+
+    def param(
+        self,
+        name: str,
+        type: str,
+        default: Any = REQUIRED,
+        *,
+        minimum: float | None = None,
+        maximum: float | None = None,
+        allowed: Sequence[Any] | None = None,
+        length: int | None = None,
+        doc: str = "",
+    ) -> OpDef:
+        if type not in PARAM_TYPES:
+            raise RegistryError(
+                f"op {self.name} param '{name}': unknown type {type!r}; use one of {', '.join(PARAM_TYPES)}"
+            )
+        if name in self.params:
+            raise RegistryError(f"op {self.name}: param '{name}' declared twice")
+        spec = ParamSpec(
+            name, type, default, minimum, maximum, tuple(allowed) if allowed is not None else None,
+            length, doc,
+        )
+        if default is not REQUIRED and default is not None:
+            spec.default = spec.convert(default, f"op {self.name} default")
+        self.params[name] = spec
+        return self
+
+    def type_param(self, name: str, allowed: Sequence[str]) -> OpDef:
+        bad = [d for d in allowed if not is_dtype(d)]
+        if bad:
+            raise RegistryError(f"op {self.name} type param {name}: unknown dtypes {bad}")
+        self.type_params[name] = tuple(allowed)
+        return self
+
+    def shape_fn(self, fn: Callable[[ShapeContext], Any]) -> OpDef:
+        self.shape_function = fn
+        return self
+
+    def compute(self, fn: Callable[..., Any]) -> OpDef:
+        self.compute_function = fn
+        return self
+
+    def doc(self, text: str) -> OpDef:
+        self.description = text
+        return self
+
+    # -- using ------------------------------------------------------------------------
+    def allowed_dtypes(self, type_name: str) -> tuple[str, ...]:
+        if type_name in self.type_params:
+            return self.type_params[type_name]
+        if is_dtype(type_name):
+            return (type_name,)
+        return DTYPES
+
+    def normalize_attrs(self, attrs: dict[str, Any], where: str) -> dict[str, Any]:
+        """Check every attribute and fill the defaults; the result has every param explicit."""
+        unknown = sorted(set(attrs) - set(self.params))
+        if unknown:
+            known = ", ".join(self.params) or "none"
+            raise AttrError(
+                f"{where} param '{unknown[0]}': not a parameter of {self.name}",
+                hint=f"{self.name} takes: {known}",
+            )
+        out: dict[str, Any] = {}
+        for name, spec in self.params.items():
+            if name in attrs and attrs[name] is not None:
+                out[name] = spec.convert(attrs[name], where)
+            elif spec.required:
+                raise AttrError(
+                    f"{where} param '{name}': required but absent",
+                    hint=f"give '{name}' ({spec.type})",
+                )
+            else:
+                out[name] = spec.default
+        return out
+
+    def check_input_count(self, n: int, where: str) -> None:
+        fixed = [p for p in self.inputs if not p.variadic]
+        required = sum(1 for p in fixed if not p.optional)
+        variadic = any(p.variadic for p in self.inputs)
+        if n < required or (not variadic and n > len(fixed)):
+            expect = f"{required}" if required == len(fixed) else f"{required} to {len(fixed)}"
+            if variadic:
+                expect = f"at least {required}"
+            raise ShapeError(f"{where}: takes {expect} inputs, got {n}")
+
+    def input_spec(self, i: int) -> PortSpec:
+        if i < len(self.inputs):
+            return self.inputs[i]
+        return self.inputs[-1]
+
+    def infer(
+        self,
+        node_name: str,
+        inputs: Sequence[TypeAndShape | None],
+        attrs: dict[str, Any],
+        consts: Sequence[np.ndarray | None] | None = None,
+        num_outputs: int | None = None,
+    ) -> list[TypeAndShape]:
+        """Run the shape function; returns one (shape, dtype) per output."""
+        where = node_ctx(node_name, self.name)
+        if self.shape_function is None:
+            raise RegistryError(f"op {self.name} has no shape function (defined at {self.defined_at})")
+        ctx = ShapeContext(self, node_name, inputs, attrs, consts, num_outputs)
+        try:
+            result = self.shape_function(ctx)
+        except (AttrError, ShapeError):
+            raise
+        except Exception as err:  # a shape function bug or unexpected input: say where
+            raise ShapeError(
+                f"{where}: shape inference failed: {type(err).__name__}: {err}",
+                hint="check the node's input shapes and attributes",
+            ) from err
+        if isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], str):
+            result = [result]
+        outs: list[TypeAndShape] = []
+        for shape, dtype in result:
+            outs.append((check_shape(shape, where), dtype))
+        return outs
+
+    def num_outputs_for(self, attrs: dict[str, Any]) -> int | None:
+        """Number of outputs when a variadic output's count comes from a parameter."""
+        fixed = [p for p in self.outputs if not p.variadic]
+        var = [p for p in self.outputs if p.variadic]
+        if not var:
+            return len(fixed)
+        if var[0].count and var[0].count in attrs:
+            c = attrs[var[0].count]
+            n = len(c) if isinstance(c, tuple) else int(c)
+            return len(fixed) + n
+        return None
+
+
+class OpRegistry:
+    """A table of op definitions; :data:`DEFAULT_OPS` is the one the package uses."""
+
+    def __init__(self) -> None:
+        self._ops: dict[str, OpDef] = {}
+
+    def define(self, name: str, *, override: bool = False) -> OpDef:
+        site = _caller_site()
+        if name in self._ops and not override:
+            raise RegistryError(
+                f"op {name!r} is already defined at {self._ops[name].defined_at}; "
+                f"defined again at {site}",
+                hint="pass override=True to define_op to replace it",
+            )
+        opdef = OpDef(name, site)
+        self._ops[name] = opdef
+        return opdef
+
+    def get(self, name: str) -> OpDef:
+        try:
+            return self._ops[name]
+        except KeyError:
+            raise UnsupportedOpError(
+                f"op {name!r} is not defined",
+                hint="define it with opbridge.define_op (in a plugin: --plugin FILE)",
+            ) from None
+
+    def remove(self, name: str) -> None:
+        self._ops.pop(name, None)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._ops
+
+    def __iter__(self) -> Iterator[OpDef]:
+        return iter(sorted(self._ops.values(), key=lambda o: o.name))
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    def names(self) -> list[str]:
+        return sorted(self._ops)
+
+
+DEFAULT_OPS = OpRegistry()
+
+
+def define_op(name: str, *, override: bool = False) -> OpDef:
+    """Define an IR op in the default registry; chain ``.input/.output/.param/...`` on the result."""
+    return DEFAULT_OPS.define(name, override=override)
+
+
+def get_op(name: str) -> OpDef:
+    return DEFAULT_OPS.get(name)
+
+
+@dataclass
+class OpInfo:
+    """A plain summary of an op definition (for `opbridge ops`)."""
+
+    name: str
+    inputs: list[dict[str, Any]] = field(default_factory=list)
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+    params: list[dict[str, Any]] = field(default_factory=list)
+    type_params: dict[str, list[str]] = field(default_factory=dict)
+    doc: str = ""
+    defined_at: str = ""
+
+
+def op_info(opdef: OpDef) -> OpInfo:
+    def port(p: PortSpec) -> dict[str, Any]:
+        d: dict[str, Any] = {"name": p.name, "type": p.type}
+        if p.optional:
+            d["optional"] = True
+        if p.variadic:
+            d["variadic"] = True
+        return d
+
+    params = []
+    for s in opdef.params.values():
+        d: dict[str, Any] = {"name": s.name, "type": s.type, "required": s.required}
+        if not s.required:
+            dv = s.default
+            d["default"] = dv.tolist() if isinstance(dv, np.ndarray) else (
+                list(dv) if isinstance(dv, tuple) else dv
+            )
+        if s.minimum is not None:
+            d["minimum"] = s.minimum
+        if s.maximum is not None:
+            d["maximum"] = s.maximum
+        if s.allowed is not None:
+            d["allowed"] = list(s.allowed)
+        if s.length is not None:
+            d["length"] = s.length
+        params.append(d)
+    return OpInfo(
+        name=opdef.name,
+        inputs=[port(p) for p in opdef.inputs],
+        outputs=[port(p) for p in opdef.outputs],
+        params=params,
+        type_params={k: list(v) for k, v in opdef.type_params.items()},
+        doc=opdef.description,
+        defined_at=opdef.defined_at,
+    )

@@ -1,0 +1,191 @@
+"""The verifier: structural, attribute, dtype and shape checks of a Graph.
+
+Every problem is an OpbridgeError naming the node, the op and the attribute or input.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..errors import AttrError, GraphError, ShapeError, UnsupportedOpError
+from .types import format_shape, from_numpy_dtype, is_dtype, is_static
+
+if TYPE_CHECKING:
+    from .graph import Graph, Node
+
+
+def verify(graph: Graph, *, require_static: bool = True) -> None:
+    _check_names(graph)
+    _check_order(graph)
+    if require_static:
+        for v in graph.inputs:
+            if not is_static(v.shape):
+                raise ShapeError(
+                    f"graph input '{v.name}' has symbolic shape {format_shape(v.shape)}",
+                    hint=f"fix it with --input-shape {v.name}=1,3,224,224 "
+                    f"(input_shapes={{'{v.name}': (...)}} in Python)",
+                )
+    for c in graph.constants.values():
+        if c.data is None:
+            raise GraphError(f"constant '{c.name}' has no data")
+        if from_numpy_dtype(c.data.dtype) != c.dtype or tuple(c.data.shape) != c.shape:
+            raise ShapeError(
+                f"constant '{c.name}' is declared {c.dtype}{format_shape(c.shape)} "
+                f"but holds {c.data.dtype}{format_shape(c.data.shape)}"
+            )
+    for node in graph.nodes:
+        _check_node(graph, node)
+    for v in graph.outputs:
+        if not is_dtype(v.dtype):
+            raise ShapeError(f"graph output '{v.name}' has unknown dtype {v.dtype!r}")
+
+
+def _check_names(graph: Graph) -> None:
+    seen: dict[str, str] = {}
+
+    def claim(name: str, what: str) -> None:
+        if not isinstance(name, str) or not name:
+            raise GraphError(f"{what} has an empty or non-string name {name!r}")
+        if name in seen:
+            raise GraphError(
+                f"value name '{name}' is used twice ({seen[name]} and {what})",
+                hint="give every value a unique name",
+            )
+        seen[name] = what
+
+    for v in graph.inputs:
+        claim(v.name, f"graph input '{v.name}'")
+    for c in graph.constants.values():
+        claim(c.name, f"constant '{c.name}'")
+    node_names: set[str] = set()
+    for n in graph.nodes:
+        if n.name in node_names:
+            raise GraphError(f"{n.where}: node name used twice", hint="give every node a unique name")
+        node_names.add(n.name)
+        for v in n.outputs:
+            claim(v.name, f"output of {n.where}")
+
+
+def _check_order(graph: Graph) -> None:
+    defined: set[int] = {id(v) for v in graph.inputs} | {id(c) for c in graph.constants.values()}
+    producers: dict[int, Node] = {}
+    for n in graph.nodes:
+        for v in n.outputs:
+            producers[id(v)] = n
+    for n in graph.nodes:
+        for i, v in enumerate(n.inputs):
+            if v is None or id(v) in defined:
+                continue
+            if id(v) not in producers:
+                raise GraphError(
+                    f"{n.where}: input {i} '{v.name}' is not defined in the graph",
+                    hint="make it a graph input, a constant, or the output of a node",
+                )
+            cycle = _find_cycle(graph)
+            if cycle:
+                raise GraphError(
+                    "the graph has a cycle through nodes " + " -> ".join(f"'{x}'" for x in cycle),
+                    hint="a dataflow graph must be acyclic",
+                )
+            raise GraphError(
+                f"{n.where}: input {i} '{v.name}' is used before the node that defines it",
+                hint="nodes must be in topological order",
+            )
+        for v in n.outputs:
+            defined.add(id(v))
+    for v in graph.outputs:
+        if id(v) not in defined:
+            raise GraphError(f"graph output '{v.name}' is not defined in the graph")
+
+
+def _find_cycle(graph: Graph) -> list[str]:
+    producers = {id(v): n for n in graph.nodes for v in n.outputs}
+    state: dict[int, int] = {}
+    stack: list[Node] = []
+
+    def deps(n: Node) -> list[Node]:
+        return [producers[id(v)] for v in n.inputs if v is not None and id(v) in producers]
+
+    for start in graph.nodes:
+        if state.get(id(start)):
+            continue
+        # iterative DFS: (node, iterator over deps)
+        work = [(start, iter(deps(start)))]
+        state[id(start)] = 1
+        stack = [start]
+        while work:
+            node, it = work[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                state[id(node)] = 2
+                work.pop()
+                stack.pop()
+                continue
+            s = state.get(id(nxt), 0)
+            if s == 1:
+                idx = next(i for i, x in enumerate(stack) if x is nxt)
+                return [x.name for x in stack[idx:]] + [nxt.name]
+            if s == 0:
+                state[id(nxt)] = 1
+                stack.append(nxt)
+                work.append((nxt, iter(deps(nxt))))
+    return []
+
+
+def _check_node(graph: Graph, node: Node) -> None:
+    where = node.where
+    try:
+        opdef = graph.registry.get(node.op)
+    except UnsupportedOpError as err:
+        raise UnsupportedOpError(f"{where}: op '{node.op}' is not defined", hint=err.hint) from None
+    opdef.check_input_count(len(node.inputs), where)
+    for i, v in enumerate(node.inputs):
+        spec = opdef.input_spec(i)
+        if v is None and not spec.optional:
+            raise GraphError(f"{where}: input {i} ('{spec.name}') is required but absent")
+    node.attrs = opdef.normalize_attrs(node.attrs, where)
+    # dtypes against type params: every input bound to one type variable has one dtype
+    bound: dict[str, tuple[str, str]] = {}
+    for i, v in enumerate(node.inputs):
+        if v is None:
+            continue
+        spec = opdef.input_spec(i)
+        allowed = opdef.allowed_dtypes(spec.type)
+        if v.dtype not in allowed:
+            raise ShapeError(
+                f"{where}: input {i} ('{spec.name}') '{v.name}' has dtype {v.dtype}; "
+                f"{node.op} allows {', '.join(allowed)} there",
+                hint="insert a Cast",
+            )
+        if spec.type in opdef.type_params:
+            if spec.type in bound and bound[spec.type][0] != v.dtype:
+                other = bound[spec.type]
+                raise ShapeError(
+                    f"{where}: input {i} ('{spec.name}') is {v.dtype} but '{other[1]}' is "
+                    f"{other[0]}; both are type {spec.type}",
+                    hint="insert a Cast so that they agree",
+                )
+            bound[spec.type] = (v.dtype, v.name)
+    try:
+        types = opdef.infer(
+            node.name,
+            [(v.shape, v.dtype) if v is not None else None for v in node.inputs],
+            node.attrs,
+            [v.data if v is not None else None for v in node.inputs],
+            len(node.outputs),
+        )
+    except AttrError:
+        raise
+    if len(types) != len(node.outputs):
+        raise ShapeError(
+            f"{where}: has {len(node.outputs)} outputs; its shape function gives {len(types)}"
+        )
+    for v, (shape, dtype) in zip(node.outputs, types):
+        if tuple(v.shape) != tuple(shape) or v.dtype != dtype:
+            raise ShapeError(
+                f"{where}: output '{v.name}' is declared {v.dtype}{format_shape(v.shape)} but "
+                f"the op gives {dtype}{format_shape(shape)}",
+                hint="re-infer the shapes (rebuild the node) after changing inputs or attributes",
+            )
+
+
