@@ -1,0 +1,3 @@
+"""conv ops (being filled in)."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""logical ops (being filled in)."""
+
+from __future__ import annotations

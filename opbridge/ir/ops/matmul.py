@@ -1,0 +1,3 @@
+"""matmul ops (being filled in)."""
+
+from __future__ import annotations

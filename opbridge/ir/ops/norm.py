@@ -1,0 +1,3 @@
+"""norm ops (being filled in)."""
+
+from __future__ import annotations

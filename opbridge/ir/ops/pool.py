@@ -1,0 +1,3 @@
+"""pool ops (being filled in)."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""reduce ops (being filled in)."""
+
+from __future__ import annotations

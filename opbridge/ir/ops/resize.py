@@ -1,0 +1,3 @@
+"""resize ops (being filled in)."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""shape ops (being filled in)."""
+
+from __future__ import annotations

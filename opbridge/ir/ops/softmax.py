@@ -1,0 +1,3 @@
+"""softmax ops (being filled in)."""
+
+from __future__ import annotations

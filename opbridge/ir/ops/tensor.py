@@ -1,0 +1,3 @@
+"""tensor ops (being filled in)."""
+
+from __future__ import annotations
