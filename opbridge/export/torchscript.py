@@ -1,0 +1,365 @@
+"""Write a torch module as TorchScript-json (docs/torchscript-json.md): trace or script, freeze,
+inline, then walk the graph.
+
+Needs torch, imported lazily so that ``import opbridge`` works without it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import ModelFormatError, OpbridgeError
+
+FORMAT = "opbridge.torchscript-json"
+FORMAT_VERSION = 1
+
+#: torch dtype name (without "torch.") for the JSON file.
+_DTYPE_NAMES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "int32",
+                "int64", "bool")
+
+
+class TorchExportError(OpbridgeError, ValueError):
+    """The module cannot be exported as TorchScript-json (control flow, unsupported constants)."""
+
+
+def _import_torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        raise OpbridgeError(
+            "exporting TorchScript-json needs torch, which is not installed",
+            hint="pip install 'opbridge[torch]' (torch==2.13.0); converting a .ts.json needs no torch",
+        ) from None
+    return torch
+
+
+def weights_path_for(json_path: str | os.PathLike[str]) -> Path:
+    """``model.ts.json`` -> ``model.ts.safetensors`` (any other name: ``NAME.safetensors``)."""
+    p = Path(json_path)
+    stem = p.name[: -len(".json")] if p.name.endswith(".json") else p.name
+    return p.with_name(stem + ".safetensors")
+
+
+def _dtype_name(dtype: Any) -> str:
+    name = str(dtype).replace("torch.", "")
+    if name not in _DTYPE_NAMES:
+        raise TorchExportError(
+            f"tensor dtype {name} is not supported by TorchScript-json",
+            hint=f"use one of {', '.join(_DTYPE_NAMES)}",
+        )
+    return name
+
+
+@contextlib.contextmanager
+def _no_mha_fastpath(torch: Any) -> Iterator[None]:
+    """Trace attention as its ops, not as the fused fast-path kernel."""
+    mha = getattr(torch.backends, "mha", None)
+    if mha is None:
+        yield
+        return
+    before = mha.get_fastpath_enabled()
+    mha.set_fastpath_enabled(False)
+    try:
+        yield
+    finally:
+        mha.set_fastpath_enabled(before)
+
+
+def _frozen_graph(torch: Any, module: Any, example: tuple[Any, ...], mode: str,
+                  optimize: bool) -> tuple[Any, Any, str]:
+    """(callable, inlined graph, mode actually used) for a module, ScriptModule or function."""
+    script_types = (torch.jit.ScriptModule, torch.jit.ScriptFunction)
+    if isinstance(module, script_types):
+        used = "scripted"
+        scripted = module
+    elif mode == "script":
+        used = "script"
+        scripted = torch.jit.script(module.eval() if hasattr(module, "eval") else module)
+    elif mode == "trace":
+        used = "trace"
+        if hasattr(module, "eval"):
+            module = module.eval()
+        with _no_mha_fastpath(torch), torch.no_grad():
+            scripted = torch.jit.trace(module, example, check_trace=False)
+    else:
+        raise TorchExportError(f"export mode {mode!r}: use 'trace' or 'script'")
+    if isinstance(scripted, torch.jit.ScriptModule):
+        scripted = torch.jit.freeze(scripted.eval(), optimize_numerics=optimize)
+        graph = scripted.graph
+    else:
+        graph = scripted.graph.copy()
+    torch._C._jit_pass_inline(graph)
+    torch._C._jit_pass_dce(graph)
+    return scripted, graph, used
+
+
+def _scope(node: Any) -> str:
+    """``layer1(Sequential).0(Blk).conv2(Conv2d).SELF(Conv2d)`` -> ``layer1.0.conv2``."""
+    try:
+        hier = node.getModuleHierarchy()
+    except RuntimeError:
+        hier = ""
+    parts = []
+    for part in hier.split("."):
+        name = part.split("(", 1)[0]
+        if name and name not in ("SELF", "UNKNOWN_INSTANCE"):
+            parts.append(name)
+    return ".".join(parts)
+
+
+#: Frames of opbridge itself (the exporter's own trace call) are not the node's source.
+_SKIP_DIRS = (str(Path(__file__).resolve().parents[1]),)
+_FRAME = re.compile(r'(?:File "([^"]+)", line (\d+))|(?:^(\S[^\n(]*)\((\d+)\): )', re.M)
+
+
+def _source(node: Any) -> str:
+    """``file.py:line`` of the innermost frame outside torch itself, or ``""``."""
+    try:
+        text = node.sourceRange()
+    except RuntimeError:
+        return ""
+    for m in _FRAME.finditer(text):
+        fname, line = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+        fname = fname.strip()
+        if fname.startswith(_SKIP_DIRS) or f"{os.sep}torch{os.sep}" in fname or fname.startswith("<"):
+            continue
+        return f"{os.path.basename(fname)}:{line}"
+    return ""
+
+
+def _type_str(value: Any) -> str:
+    t = value.type()
+    kind = t.kind()
+    if kind == "TensorType":
+        return "Tensor"
+    try:
+        return str(t.annotation_str)
+    except (AttributeError, RuntimeError):
+        return str(t)
+
+
+class _Writer:
+    """Encodes one graph's nodes and collects the tensors that go into safetensors."""
+
+    def __init__(self, torch: Any) -> None:
+        self.torch = torch
+        self.tensors: dict[str, Any] = {}
+        self.metadata: dict[str, str] = {}
+
+    def tensor_ref(self, key: str, t: Any) -> dict[str, str]:
+        torch = self.torch
+        t = t.detach().to("cpu").contiguous()
+        _dtype_name(t.dtype)
+        if t.dtype == torch.bfloat16:
+            self.metadata[f"{key}.dtype"] = "bfloat16"
+            arr = t.view(torch.int16).numpy().view("uint16").copy()
+        else:
+            arr = t.numpy().copy()
+        self.tensors[key] = arr
+        return {"tensor": key}
+
+    def encode(self, v: Any, key: str, where: str) -> Any:
+        """A constant as JSON (see the 'Constants' table of the format doc)."""
+        torch = self.torch
+        if v is None or isinstance(v, (bool, int, str)):
+            return v
+        if isinstance(v, float):
+            if math.isfinite(v):
+                return v
+            return {"float": "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")}
+        if isinstance(v, torch.Tensor):
+            return self.tensor_ref(key, v)
+        if isinstance(v, torch.device):
+            return {"device": str(v)}
+        if isinstance(v, torch.dtype):  # ScalarType as torch numbers it
+            return _SCALAR_TYPES.get(str(v).replace("torch.", ""), str(v))
+        if isinstance(v, tuple):
+            return {"tuple": [self.encode(x, f"{key}.{i}", where) for i, x in enumerate(v)]}
+        if isinstance(v, list):
+            return [self.encode(x, f"{key}.{i}", where) for i, x in enumerate(v)]
+        raise TorchExportError(
+            f"{where}: constant of type {type(v).__name__} cannot be written to TorchScript-json",
+            hint="make the module hold tensors, numbers, lists or strings only",
+        )
+
+
+_SCALAR_TYPES = {"uint8": 0, "int8": 1, "int16": 2, "int32": 3, "int64": 4, "float16": 5,
+                 "float32": 6, "float64": 7, "bool": 11, "bfloat16": 15}
+
+
+def _node_names(nodes: Sequence[Any], scopes: list[str]) -> list[str]:
+    """Unique, readable node names from module paths (see the format doc, node 'name')."""
+    per_scope: dict[str, int] = {}
+    for n, s in zip(nodes, scopes):
+        if s and n.kind() != "prim::Constant":
+            per_scope[s] = per_scope.get(s, 0) + 1
+    used: set[str] = set()
+    names = []
+    for n, s in zip(nodes, scopes):
+        short = n.kind().split("::", 1)[-1]
+        if n.kind() == "prim::Constant":
+            base = f"const_{n.output().debugName()}" if n.outputsSize() == 1 else "const"
+        elif s and per_scope.get(s) == 1:
+            base = s
+        elif s:
+            base = f"{s}/{short}"
+        else:
+            first = n.outputsAt(0).debugName() if n.outputsSize() else "out"
+            base = f"{short}_{first}"
+        name, i = base, 1
+        while name in used:
+            name = f"{base}_{i}"
+            i += 1
+        used.add(name)
+        names.append(name)
+    return names
+
+
+def _flatten(obj: Any, torch: Any) -> list[Any]:
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (tuple, list)):
+        return [t for o in obj for t in _flatten(o, torch)]
+    raise TorchExportError(
+        f"the module returned a {type(obj).__name__}; TorchScript-json graph outputs are tensors "
+        "(or tuples/lists of them)"
+    )
+
+
+def _flatten_outputs(graph: Any) -> list[Any]:
+    """Graph return values with TupleConstruct/ListConstruct expanded into their elements."""
+    out: list[Any] = []
+
+    def walk(v: Any) -> None:
+        node = v.node()
+        if node.kind() in ("prim::TupleConstruct", "prim::ListConstruct") and _type_str(v) != "Tensor":
+            for i in node.inputs():
+                walk(i)
+        else:
+            out.append(v)
+
+    for v in graph.outputs():
+        walk(v)
+    return out
+
+
+def export_torchscript(
+    module: Any,
+    example_inputs: Any,
+    path: str | os.PathLike[str],
+    *,
+    mode: str = "trace",
+    input_names: Sequence[str] | None = None,
+    optimize: bool = False,
+) -> Path:
+    """Write ``module`` as ``path`` (TorchScript-json) and its tensors beside it.
+
+    ``module`` is an ``nn.Module`` (traced on ``example_inputs``, or scripted with
+    ``mode="script"``), a ``ScriptModule`` (e.g. from ``torch.jit.load``) or a scripted function.
+    ``example_inputs`` is a tensor or a tuple of tensors; their dtypes and shapes become the
+    graph inputs'. ``optimize=True`` lets ``torch.jit.freeze`` fold BatchNorm into convolutions.
+    Returns the path of the JSON file.
+    """
+    torch = _import_torch()
+    from safetensors.numpy import save_file
+
+    from .. import __version__
+
+    example = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
+    for i, t in enumerate(example):
+        if not isinstance(t, torch.Tensor):
+            raise TorchExportError(f"example input {i} is a {type(t).__name__}, not a tensor")
+    scripted, graph, used = _frozen_graph(torch, module, example, mode, optimize)
+    with torch.no_grad():
+        result = scripted(*example)
+    results = _flatten(result, torch)
+
+    g_inputs = [v for v in graph.inputs()]
+    if g_inputs and _type_str(g_inputs[0]) not in ("Tensor",) and not g_inputs[0].uses():
+        g_inputs = g_inputs[1:]  # the module itself ('self'), unused once frozen
+    if len(g_inputs) != len(example):
+        raise TorchExportError(
+            f"the graph takes {len(g_inputs)} inputs but {len(example)} example inputs were given",
+            hint="pass one example tensor per forward() argument",
+        )
+    rename: dict[str, str] = {}
+    taken = {v.debugName() for n in graph.nodes() for v in n.outputs()}
+    for i, v in enumerate(g_inputs):
+        if _type_str(v) != "Tensor":
+            raise TorchExportError(f"graph input {i} '{v.debugName()}' is a {_type_str(v)}, not a Tensor")
+        want = input_names[i] if input_names is not None else re.sub(r"\.\d+$", "", v.debugName())
+        if want != v.debugName() and want not in taken and want not in rename.values():
+            rename[v.debugName()] = want
+    name_of = lambda v: rename.get(v.debugName(), v.debugName())  # noqa: E731
+
+    writer = _Writer(torch)
+    nodes = list(graph.nodes())
+    scopes = [_scope(n) for n in nodes]
+    names = _node_names(nodes, scopes)
+    out_nodes: list[dict[str, Any]] = []
+    for n, scope, name in zip(nodes, scopes, names):
+        kind = n.kind()
+        where = f"[torchscript] node '{name}' ({kind})"
+        if list(n.blocks()):
+            raise TorchExportError(
+                f"{where}: control flow cannot be written to TorchScript-json",
+                hint="trace the module (mode='trace') or make the condition a constant",
+            )
+        rec: dict[str, Any] = {
+            "name": name, "kind": kind,
+            "inputs": [name_of(v) for v in n.inputs()],
+            "outputs": [name_of(v) for v in n.outputs()],
+            "types": [_type_str(v) for v in n.outputs()],
+        }
+        if scope:
+            rec["scope"] = scope
+        src = _source(n)
+        if src:
+            rec["source"] = src
+        if kind == "prim::Constant":
+            out = n.output()
+            rec["value"] = writer.encode(out.toIValue(), out.debugName(), where)
+        elif kind == "prim::GetAttr":
+            raise TorchExportError(
+                f"{where}: attribute '{n.s('name')}' survived freezing",
+                hint="export the module in eval mode without preserved attributes",
+            )
+        out_nodes.append(rec)
+
+    outputs = []
+    for v, t in zip(_flatten_outputs(graph), results):
+        outputs.append({"name": name_of(v), "dtype": _dtype_name(t.dtype), "shape": list(t.shape)})
+    if len(outputs) != len(results):
+        raise TorchExportError(
+            f"the graph returns {len(outputs)} values but the module returned {len(results)} tensors"
+        )
+    inputs = [
+        {"name": name_of(v), "dtype": _dtype_name(t.dtype), "shape": list(t.shape)}
+        for v, t in zip(g_inputs, example)
+    ]
+    json_path = Path(path)
+    wpath = weights_path_for(json_path)
+    name = type(module).__name__ if not isinstance(module, torch.jit.ScriptModule) else (
+        getattr(module, "original_name", None) or "Module")
+    doc = {
+        "format": FORMAT, "version": FORMAT_VERSION, "name": name,
+        "producer": {"torch": torch.__version__.split("+")[0], "opbridge": __version__, "mode": used},
+        "inputs": inputs, "outputs": outputs, "nodes": out_nodes,
+    }
+    if writer.tensors:
+        doc["weights"] = wpath.name
+    try:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        if writer.tensors:
+            save_file(writer.tensors, str(wpath), metadata=writer.metadata or None)
+        json_path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    except OSError as err:
+        raise ModelFormatError(f"cannot write '{json_path}': {err.strerror or err}") from None
+    return json_path
