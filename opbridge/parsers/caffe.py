@@ -1,0 +1,362 @@
+"""The Caffe parser: a deploy prototxt (text) and a caffemodel (binary) -> OriginGraph.
+
+* Layers (``layer {}``, and the legacy V1 ``layers {}`` with enum types such as CONVOLUTION)
+  become :class:`OriginNode` s with Caffe's own type names. Their attributes are the fields set
+  in their parameter blocks (``convolution_param { kernel_size: 3 }`` -> ``{"kernel_size": [3]}``),
+  flattened; repeated fields are lists, enums their names, nested blocks dicts. Blocks and fields
+  the lite schema does not know are read generically (see :mod:`.caffe_text`), so custom layers
+  need no schema change. Unset fields are absent; :func:`layer_defaults` gives the schema's
+  defaults of a parameter block.
+* Graph inputs come from net-level ``input`` + ``input_shape``/``input_dim``, ``Input`` layers,
+  and data layers (``Data``, ``ImageData`` ...) whose shapes the caller gives.
+* In-place layers (``top == bottom``) are put in SSA form: every write of a blob gets its own
+  tensor, and the final writer's tensor keeps the blob's name, so ``conv1`` is still found as
+  ``conv1``; earlier versions are named ``BLOB/LAYER`` (the blob as written by that layer).
+* ``Split`` tops become aliases of their bottom and ``Silence`` layers are dropped (neither
+  computes anything); layers excluded from the TEST phase by include/exclude rules are dropped.
+* Weights (caffemodel blobs) are matched to layers by name and listed in ``node.weights``; the
+  mapping checks their shapes, since those depend on the input shapes.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ModelFormatError, ShapeError
+from .caffe_text import TextBlock, TextScalar, field_defaults, parse_text, typed_block
+from .caffe_weights import read_caffemodel
+from .origin import Framework, OriginGraph, OriginNode, TensorInfo
+
+#: V1 enum layer types -> layer type names (as Caffe's upgrade_proto does).
+V1_TYPES = {
+    "ABSVAL": "AbsVal", "ACCURACY": "Accuracy", "ARGMAX": "ArgMax", "BNLL": "BNLL",
+    "CONCAT": "Concat", "CONTRASTIVE_LOSS": "ContrastiveLoss", "CONVOLUTION": "Convolution",
+    "DATA": "Data", "DECONVOLUTION": "Deconvolution", "DROPOUT": "Dropout",
+    "DUMMY_DATA": "DummyData", "EUCLIDEAN_LOSS": "EuclideanLoss", "ELTWISE": "Eltwise",
+    "EXP": "Exp", "FLATTEN": "Flatten", "HDF5_DATA": "HDF5Data", "HDF5_OUTPUT": "HDF5Output",
+    "HINGE_LOSS": "HingeLoss", "IM2COL": "Im2col", "IMAGE_DATA": "ImageData",
+    "INFOGAIN_LOSS": "InfogainLoss", "INNER_PRODUCT": "InnerProduct", "LRN": "LRN",
+    "MEMORY_DATA": "MemoryData", "MULTINOMIAL_LOGISTIC_LOSS": "MultinomialLogisticLoss",
+    "MVN": "MVN", "POOLING": "Pooling", "POWER": "Power", "RELU": "ReLU", "SIGMOID": "Sigmoid",
+    "SIGMOID_CROSS_ENTROPY_LOSS": "SigmoidCrossEntropyLoss", "SILENCE": "Silence",
+    "SOFTMAX": "Softmax", "SOFTMAX_LOSS": "SoftmaxWithLoss", "SPLIT": "Split", "SLICE": "Slice",
+    "TANH": "TanH", "WINDOW_DATA": "WindowData", "THRESHOLD": "Threshold",
+}
+
+#: Layers that produce the network's data: their tops are graph inputs.
+DATA_LAYERS = frozenset({
+    "Data", "ImageData", "MemoryData", "DummyData", "HDF5Data", "WindowData",
+    "AnnotatedData", "VideoData",
+})
+
+#: LayerParameter fields that are not parameter blocks (structure, training settings).
+_STRUCTURAL = frozenset({
+    "name", "type", "bottom", "top", "phase", "loss_weight", "param", "blobs",
+    "propagate_down", "include", "exclude", "blobs_lr", "weight_decay", "blob_share_mode",
+})
+
+
+def _pb2() -> Any:
+    from ..proto import caffe_pb2
+
+    return caffe_pb2
+
+
+def layer_defaults(block: str) -> dict[str, Any]:
+    """Schema defaults of a LayerParameter parameter block (``"convolution_param"``), or {}."""
+    fd = _pb2().LayerParameter.DESCRIPTOR.fields_by_name.get(block)
+    if fd is None or fd.message_type is None:
+        return {}
+    return field_defaults(fd.message_type)
+
+
+def _read_text(path: Path, what: str) -> str:
+    if not path.is_file():
+        raise ModelFormatError(f"[caffe] {what} '{path}' does not exist or is not a file")
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ModelFormatError(
+            f"[caffe] {what} '{path}' is not UTF-8 text (byte {err.start})",
+            hint="a prototxt is protobuf text format; a binary .caffemodel goes to weights=",
+        ) from None
+
+
+def _rule_matches(rule: dict[str, Any]) -> bool:
+    """Does a NetStateRule match the deploy state (phase TEST, level 0, no stages)?"""
+    if "phase" in rule and rule["phase"] != "TEST":
+        return False
+    if "min_level" in rule and 0 < rule["min_level"]:
+        return False
+    if "max_level" in rule and 0 > rule["max_level"]:
+        return False
+    return not rule.get("stage")
+
+
+def _included(layer: dict[str, Any]) -> bool:
+    if "phase" in layer and layer["phase"] != "TEST":
+        return False
+    inc, exc = layer.get("include", []), layer.get("exclude", [])
+    if inc:
+        return any(_rule_matches(r) for r in inc)
+    return not any(_rule_matches(r) for r in exc)
+
+
+def _shape_of(blob_shape: dict[str, Any]) -> tuple[int, ...]:
+    return tuple(int(d) for d in blob_shape.get("dim", []))
+
+
+class _Layer:
+    """A layer as read from the prototxt, before SSA renaming."""
+
+    def __init__(self, name: str, op_type: str, bottoms: list[str], tops: list[str],
+                 attrs: dict[str, Any], line: int) -> None:
+        self.name, self.op_type, self.bottoms, self.tops = name, op_type, bottoms, tops
+        self.attrs, self.line = attrs, line
+
+
+def _read_layer(block: TextBlock, v1: bool, source: str, index: int) -> tuple[_Layer, dict[str, Any]]:
+    pb = _pb2()
+    desc = (pb.V1LayerParameter if v1 else pb.LayerParameter).DESCRIPTOR
+    names = block.get_all("name")
+    label = (
+        f"'{names[0].text}'" if names and isinstance(names[0], TextScalar) else f"#{index}"
+    )
+    where = f"[caffe] {source}:{block.line}: layer {label}"
+    fields = typed_block(block, desc, where)
+    if "layer" in fields and v1:
+        raise ModelFormatError(
+            f"{where}: a V0 layer definition (layers {{ layer {{ ... }} }})",
+            hint="upgrade it with Caffe's upgrade_net_proto_text tool",
+        )
+    name = fields.get("name") or f"layer{index}"
+    op_type = fields.get("type")
+    if not op_type:
+        raise ModelFormatError(f"{where}: no 'type'", hint="give the layer a type: \"Convolution\" ...")
+    if v1:
+        op_type = V1_TYPES.get(op_type, op_type)
+    attrs: dict[str, Any] = {}
+    for key, val in fields.items():
+        if key in _STRUCTURAL:
+            continue
+        if isinstance(val, dict) and (key.endswith("_param") or key not in desc.fields_by_name):
+            for k, v in val.items():
+                attrs[f"{key}.{k}" if k in attrs else k] = v
+        else:
+            attrs[key] = val
+    return _Layer(name, op_type, list(fields.get("bottom", [])), list(fields.get("top", [])),
+                  attrs, block.line), fields
+
+
+def parse_caffe(
+    prototxt: str | Path,
+    weights: str | Path | None = None,
+    input_shapes: dict[str, Any] | None = None,
+) -> OriginGraph:
+    """Read a deploy prototxt (and optionally its caffemodel) into an OriginGraph.
+
+    ``input_shapes`` (name -> shape) overrides declared input shapes and gives the shapes of
+    data layers' tops, which a deploy prototxt cannot declare.
+    """
+    path = Path(prototxt)
+    source = path.name
+    text = _read_text(path, "prototxt")
+    tree = parse_text(text, source)
+    pb = _pb2()
+    net = typed_block(
+        TextBlock(tree.line, [e for e in tree.entries if e[0] not in ("layer", "layers")]),
+        pb.NetParameter.DESCRIPTOR, f"[caffe] {source}: net",
+    )
+    shapes_given = {k: tuple(int(d) for d in v) for k, v in (input_shapes or {}).items()}
+
+    graph = OriginGraph(name=str(net.get("name") or path.stem), framework=Framework.CAFFE,
+                        source=str(path))
+    graph.opsets[""] = 1
+    inputs: dict[str, tuple[int, ...] | None] = {}
+    _net_inputs(net, inputs, source)
+
+    layers: list[_Layer] = []
+    index = 0
+    for key, value, line in tree.entries:
+        if key not in ("layer", "layers"):
+            continue
+        if not isinstance(value, TextBlock):
+            raise ModelFormatError(f"[caffe] {source}:{line}: '{key}' must be a block {{ ... }}")
+        layer, fields = _read_layer(value, key == "layers", source, index)
+        index += 1
+        if _included(fields):
+            layers.append(layer)
+    if not layers:
+        raise ModelFormatError(f"[caffe] {source}: the prototxt has no layers",
+                               hint="is this a solver file or an empty net?")
+
+    nodes = _to_ssa(layers, inputs, source)
+    for n in nodes:
+        n.location = f"{source}:{n.location}"
+    for name, shape in shapes_given.items():
+        if name not in inputs:
+            known = ", ".join(inputs) or "none"
+            raise ShapeError(f"[caffe] {source}: input_shapes names '{name}', not an input of the net",
+                             hint=f"the net's inputs are: {known}")
+        inputs[name] = shape
+    missing = [n for n, s in inputs.items() if s is None]
+    if missing:
+        raise ShapeError(
+            f"[caffe] {source}: no shape for input(s) {', '.join(missing)} (data layers cannot "
+            "declare one)",
+            hint="give it, e.g. --input-shape " + f"{missing[0]}=1,3,224,224" +
+            " (Python: input_shapes={...})",
+        )
+    graph.inputs = [TensorInfo(n, np.dtype(np.float32), s) for n, s in inputs.items()]
+    graph.nodes = nodes
+    graph.outputs = [TensorInfo(n) for n in _outputs(nodes, inputs)]
+    if weights is not None:
+        _attach_weights(graph, Path(weights))
+    return graph
+
+
+def _net_inputs(net: dict[str, Any], inputs: dict[str, tuple[int, ...] | None], source: str) -> None:
+    names = list(net.get("input", []))
+    shapes = [_shape_of(s) for s in net.get("input_shape", [])]
+    dims = list(net.get("input_dim", []))
+    if dims:
+        if len(dims) != 4 * len(names):
+            raise ModelFormatError(
+                f"[caffe] {source}: {len(dims)} input_dim values for {len(names)} input(s)",
+                hint="give 4 input_dim values (N, C, H, W) per input",
+            )
+        shapes = [tuple(dims[4 * i: 4 * i + 4]) for i in range(len(names))]
+    if shapes and len(shapes) != len(names):
+        raise ModelFormatError(
+            f"[caffe] {source}: {len(shapes)} input_shape blocks for {len(names)} input(s)",
+            hint="give one input_shape per input",
+        )
+    for i, n in enumerate(names):
+        inputs[n] = shapes[i] if shapes else None
+
+
+def _to_ssa(layers: list[_Layer], inputs: dict[str, tuple[int, ...] | None],
+            source: str) -> list[OriginNode]:
+    """Layers -> nodes in SSA form; also registers Input/data layers' tops as inputs."""
+    writers: dict[str, int] = {}
+    for layer in layers:
+        if layer.op_type in ("Input", "Split", "Silence") or layer.op_type in DATA_LAYERS:
+            continue
+        for t in layer.tops:
+            writers[t] = writers.get(t, 0) + 1
+    current: dict[str, str] = {n: n for n in inputs}
+    taken: set[str] = set(current) | set(writers)
+    seen_names: dict[str, int] = {}
+    nodes: list[OriginNode] = []
+    for layer in layers:
+        where = f"[caffe] {source}:{layer.line}: layer '{layer.name}' ({layer.op_type})"
+        if layer.name in seen_names:
+            raise ModelFormatError(f"{where}: a layer with this name is already defined",
+                                   hint="layer names must be unique (weights are matched by name)")
+        seen_names[layer.name] = layer.line
+        bottoms = []
+        for b in layer.bottoms:
+            if b not in current:
+                raise ModelFormatError(
+                    f"{where}: bottom '{b}' is not produced by any earlier layer or input",
+                    hint="check the blob name; layers must come after the layers they read",
+                )
+            bottoms.append(current[b])
+        if layer.op_type == "Input" or layer.op_type in DATA_LAYERS:
+            _data_layer_inputs(layer, inputs, where)
+            for t in layer.tops:
+                current[t] = t
+            continue
+        if layer.op_type == "Split":
+            if len(bottoms) != 1:
+                raise ModelFormatError(f"{where}: takes 1 bottom, got {len(bottoms)}")
+            for t in layer.tops:
+                current[t] = bottoms[0]
+            continue
+        if layer.op_type == "Silence":
+            continue
+        outs = []
+        for t in layer.tops:
+            writers[t] -= 1
+            if writers[t] == 0:
+                name = t
+            else:
+                name = f"{t}/{layer.name}"
+                k = 1
+                while name in taken:
+                    k += 1
+                    name = f"{t}/{layer.name}_{k}"
+            taken.add(name)
+            current[t] = name
+            outs.append(name)
+        nodes.append(OriginNode(
+            name=layer.name, op_type=layer.op_type, inputs=bottoms, outputs=outs,
+            attrs=layer.attrs, framework=Framework.CAFFE, location=str(layer.line),
+        ))
+    return nodes
+
+
+def _data_layer_inputs(layer: _Layer, inputs: dict[str, tuple[int, ...] | None], where: str) -> None:
+    shapes: list[tuple[int, ...]] = []
+    a = layer.attrs
+    if layer.op_type == "Input":
+        shapes = [_shape_of(s) for s in _as_list(a.get("shape", []))]
+    elif layer.op_type == "DummyData":
+        shapes = [_shape_of(s) for s in _as_list(a.get("shape", []))]
+    elif layer.op_type == "MemoryData" and "batch_size" in a:
+        shapes = [tuple(int(a.get(k, 0)) for k in ("batch_size", "channels", "height", "width"))]
+    if len(shapes) not in (0, 1, len(layer.tops)) and layer.op_type == "Input":
+        raise ModelFormatError(
+            f"{where}: {len(shapes)} shapes for {len(layer.tops)} tops",
+            hint="give one shape, or one per top",
+        )
+    for i, t in enumerate(layer.tops):
+        if t in inputs:
+            raise ModelFormatError(f"{where}: input '{t}' is declared twice")
+        if i < len(shapes):
+            inputs[t] = shapes[i]
+        elif len(shapes) == 1 and layer.op_type == "Input":
+            inputs[t] = shapes[0]
+        else:
+            inputs[t] = None
+
+
+def _as_list(v: Any) -> list[Any]:
+    return v if isinstance(v, list) else [v]
+
+
+def _outputs(nodes: list[OriginNode], inputs: dict[str, Any]) -> list[str]:
+    used = {i for n in nodes for i in n.inputs}
+    return [o for n in nodes for o in n.outputs if o not in used]
+
+
+def _attach_weights(graph: OriginGraph, path: Path) -> None:
+    blobs = read_caffemodel(path)
+    tensors: dict[str, np.ndarray] = {}
+    by_name = {n.name: n for n in graph.nodes}
+    extra = []
+    for lname, arrays in blobs.items():
+        node = by_name.get(lname)
+        if node is None:
+            if arrays:
+                extra.append(lname)
+            continue
+        for i, arr in enumerate(arrays):
+            key = f"{lname}/blob{i}"
+            tensors[key] = arr
+            node.weights.append(key)
+    if extra:
+        shown = ", ".join(extra[:8]) + (" ..." if len(extra) > 8 else "")
+        warnings.warn(
+            f"[caffe] {path.name}: weights for {len(extra)} layer(s) the prototxt does not have "
+            f"were ignored: {shown}",
+            stacklevel=3,
+        )
+    graph.tensors = tensors
+    graph.metadata["weights"] = str(path)
+
