@@ -10,6 +10,7 @@ from . import (  # noqa: F401
     activation,
     conv,
     elementwise,
+    generate,
     logical,
     matmul,
     norm,
