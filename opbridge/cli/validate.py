@@ -1,0 +1,105 @@
+"""``opbridge validate``: run a model three ways and point at the first layer that goes wrong."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+
+def _input_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    name, sep, dims = text.partition("=")
+    try:
+        if not sep or not name:
+            raise ValueError
+        return name, tuple(int(d) for d in dims.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}': write NAME=1,3,224,224") from None
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "validate",
+        help="compare the origin framework, the interpreter and the simulator layer by layer",
+        description="Run MODEL in its origin framework where installed (onnxruntime for ONNX), in "
+        "the IR reference interpreter and as a program compiled for the simulator, on the same "
+        "inputs; compare the outputs and every intermediate tensor matched by its origin name "
+        "(cosine and Euclidean similarity, max abs/rel error, SQNR), and report the first layer "
+        "that leaves tolerance. Inputs not given are random (fixed seed). Exit 0 when every "
+        "comparison passes, 1 when one fails, 2 on a user error.",
+    )
+    p.add_argument("model", help="a model file: .onnx, Caffe .prototxt, TorchScript .json, or .obir")
+    p.add_argument("--weights", metavar="W", help="weights file (Caffe .caffemodel)")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE",
+                   help="an input from NAME=FILE.npy, NAME=FILE.npz, FILE.npz (all its arrays) or, "
+                   "for one-input models, FILE.npy (repeatable)")
+    p.add_argument("--input-shape", action="append", default=[], type=_input_shape,
+                   metavar="NAME=DIMS", help="fix an input's shape, e.g. data=1,3,224,224 (repeatable)")
+    p.add_argument("--image", metavar="[NAME=]FILE",
+                   help="an image for the NCHW input with 1 or 3 channels (PNG/JPEG through OpenCV "
+                   "when installed; binary PPM/PGM always)")
+    p.add_argument("--mean", default="0", metavar="M[,M,M]",
+                   help="subtracted from the image per channel, in --pixel-format order (default 0)")
+    p.add_argument("--scale", default="1", metavar="S[,S,S]",
+                   help="multiplies the image after the mean, per channel (default 1)")
+    p.add_argument("--pixel-format", default="bgr", choices=("bgr", "rgb", "gray"),
+                   help="channel order the model expects (default bgr, Caffe's)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--plugin", action="append", default=[], metavar="FILE",
+                   help="load a plugin first (repeatable)")
+    p.add_argument("--tolerance", metavar="COS,EUC",
+                   help="cosine and Euclidean similarity floors, e.g. 0.99,0.99 (default: per dtype; "
+                   "f32 0.99,0.99, f16 0.99,0.95, bf16 0.99,0.90; integers must be equal)")
+    p.add_argument("--target", default="bm1684", help="simulator target (default bm1684)")
+    p.add_argument("--no-simulator", action="store_true", help="skip compiling and simulating")
+    p.add_argument("--no-origin", action="store_true",
+                   help="do not run the origin framework (the interpreter becomes the reference)")
+    p.add_argument("--report", metavar="R.json", help="write the report as JSON")
+    p.add_argument("--debug", dest="dump", nargs="?", const="", default=None, metavar="FILE.npz",
+                   help="dump every node's inputs and outputs to FILE.npz (default "
+                   "MODEL_debug.npz; same as OPBRIDGE_DEBUG=1)")
+    p.add_argument("--stop-after", metavar="NODE",
+                   help="stop the interpreter after this node (origin or IR name) and compare what "
+                   "was computed")
+    p.add_argument("--max-rows", type=int, default=40, help="rows of the table to print (default 40)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from ..validate import validate
+    from ..validate.inputs import image_spec
+    from . import EXIT_FAILED, EXIT_OK
+
+    dump = args.dump
+    if dump == "":
+        base = os.path.basename(args.model)
+        dump = (base.split(".")[0] or "model") + "_debug.npz"
+    image = None
+    if args.image:
+        image = image_spec(args.image, args.mean, args.scale, args.pixel_format)
+    report = validate(
+        args.model,
+        weights=args.weights,
+        plugins=args.plugin,
+        tolerance=args.tolerance,
+        input_shapes=dict(args.input_shape) or None,
+        target=None if args.no_simulator else args.target,
+        input_files=args.input,
+        image=image,
+        seed=args.seed,
+        stop_after=args.stop_after,
+        dump=dump,
+        origin=not args.no_origin,
+        progress=True,
+    )
+    console = Console(width=160 if not sys.stdout.isatty() else None)
+    for name, desc in report.inputs.items():
+        console.print(f"input {name}: {desc}", highlight=False)
+    report.print(console, max_rows=args.max_rows)
+    if args.report:
+        report.write_json(args.report)
+        console.print(f"report written to {args.report}", highlight=False)
+    return EXIT_OK if report.passed else EXIT_FAILED

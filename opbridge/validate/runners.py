@@ -1,0 +1,150 @@
+"""The ways validation runs a model: the origin framework, the reference interpreter, the simulator.
+
+Each runner returns a dict of tensor name -> array. Names are the origin model's tensor names:
+the converter names IR values after them, so the three runners can be matched name by name.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import OpbridgeError
+from ..ir.graph import Graph
+
+#: The highest ONNX IR version the onnxruntime releases we support accept; newer models are
+#: run with this version stamped on a copy (the opsets, which carry the semantics, are kept).
+ORT_MAX_IR_VERSION = 10
+
+
+class OriginRunError(OpbridgeError, RuntimeError):
+    """The origin framework could not run the model (the interpreter then is the reference)."""
+
+
+@dataclass
+class RunOutput:
+    """What one runner produced."""
+
+    runner: str
+    tensors: dict[str, np.ndarray]
+    #: True when only the graph outputs are available (no intermediate tensors)
+    outputs_only: bool = False
+    notes: list[str] = field(default_factory=list)
+    #: runner-specific extras (the simulator's Program)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def detect_framework(path: str | Path) -> str:
+    """``onnx``, ``caffe`` or ``torchscript`` from a model file's name."""
+    name = str(path).lower()
+    if name.endswith(".onnx"):
+        return "onnx"
+    if name.endswith((".prototxt", ".pbtxt")):
+        return "caffe"
+    if name.endswith(".json"):
+        return "torchscript"
+    if name.endswith(".obir"):
+        return "obir"
+    return "unknown"
+
+
+def origin_runner_name(framework: str) -> str | None:
+    """The name of the origin runner for a framework if one is installed, else None."""
+    import importlib.util
+
+    if framework == "onnx" and importlib.util.find_spec("onnxruntime") is not None:
+        return "onnxruntime"
+    return None
+
+
+def run_onnxruntime(path: str | Path, feeds: Mapping[str, np.ndarray], *, intermediates: bool = True) -> RunOutput:
+    """Run an ONNX file with onnxruntime; every top-level node output becomes a graph output
+    on an in-memory copy so its value can be compared."""
+    import onnx
+    import onnxruntime as ort
+
+    try:
+        model = onnx.load(str(path))
+    except Exception as err:
+        raise OriginRunError(f"[onnx] '{path}': onnx cannot load it: {err}") from err
+    outputs = [o.name for o in model.graph.output]
+    if intermediates:
+        seen = set(outputs) | {i.name for i in model.graph.input}
+        for node in model.graph.node:
+            for name in node.output:
+                if name and name not in seen:
+                    seen.add(name)
+                    model.graph.output.append(onnx.ValueInfoProto(name=name))
+    if model.ir_version > ORT_MAX_IR_VERSION:
+        model.ir_version = ORT_MAX_IR_VERSION
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.log_severity_level = 3
+    try:
+        sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        names = [o.name for o in sess.get_outputs()]
+        ins = {i.name for i in sess.get_inputs()}
+        res = sess.run(names, {k: v for k, v in feeds.items() if k in ins})
+    except Exception as err:
+        if intermediates:
+            out = run_onnxruntime(path, feeds, intermediates=False)
+            out.notes.append(f"onnxruntime: intermediate tensors unavailable ({_first_line(err)}); outputs only")
+            return out
+        raise OriginRunError(f"[onnx] '{path}': onnxruntime cannot run it: {_first_line(err)}") from err
+    return RunOutput("onnxruntime", {n: np.asarray(a) for n, a in zip(names, res)},
+                     outputs_only=not intermediates)
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[0][:300] if text else type(err).__name__
+
+
+def run_interpreter(
+    graph: Graph,
+    feeds: Mapping[str, np.ndarray],
+    *,
+    stop_after: str | None = None,
+    dump: str | None = None,
+) -> RunOutput:
+    """Run the IR reference interpreter, keeping every named tensor."""
+    from ..ir.interpret import interpret
+
+    tensors = interpret(graph, feeds, keep_intermediates=True, stop_after=stop_after, dump=dump)
+    notes = [f"interpreter: stopped after node '{stop_after}'"] if stop_after else []
+    if dump:
+        notes.append(f"interpreter: every node's inputs and outputs written to {dump}")
+    return RunOutput("interpreter", dict(tensors), notes=notes)
+
+
+def compile_available() -> bool:
+    """Whether the simulator's ``compile`` exists in this tree."""
+    try:
+        from ..simulator import compile as _compile  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def compile_program(graph: Graph, target: str) -> Any:
+    from ..simulator import compile as sim_compile
+
+    return sim_compile(graph, target=target)
+
+
+def run_simulator(program: Any, feeds: Mapping[str, np.ndarray]) -> RunOutput:
+    """Run a compiled Program; intermediate tensors too if the simulator offers them."""
+    params = inspect.signature(program.run).parameters
+    if "keep_intermediates" in params:
+        tensors = program.run(dict(feeds), keep_intermediates=True)
+        return RunOutput("simulator", dict(tensors), extra={"program": program})
+    tensors = program.run(dict(feeds))
+    return RunOutput("simulator", dict(tensors), outputs_only=True,
+                     notes=["simulator: compared on graph outputs only (it does not expose "
+                            "intermediate tensors)"],
+                     extra={"program": program})
