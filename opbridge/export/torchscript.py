@@ -250,6 +250,18 @@ def _flatten_outputs(graph: Any) -> list[Any]:
     return out
 
 
+def _dumps(doc: dict[str, Any]) -> str:
+    """The document with one line per top-level entry and per node: readable and diffable."""
+    lines = []
+    for key, value in doc.items():
+        if isinstance(value, list) and value:
+            items = ",\n".join(f"  {json.dumps(v, allow_nan=False)}" for v in value)
+            lines.append(f' "{key}": [\n{items}\n ]')
+        else:
+            lines.append(f" {json.dumps(key)}: {json.dumps(value, allow_nan=False)}")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
 def export_torchscript(
     module: Any,
     example_inputs: Any,
@@ -359,7 +371,7 @@ def export_torchscript(
         json_path.parent.mkdir(parents=True, exist_ok=True)
         if writer.tensors:
             save_file(writer.tensors, str(wpath), metadata=writer.metadata or None)
-        json_path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+        json_path.write_text(_dumps(doc), encoding="utf-8")
     except OSError as err:
         raise ModelFormatError(f"cannot write '{json_path}': {err.strerror or err}") from None
     return json_path

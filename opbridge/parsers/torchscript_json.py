@@ -1,0 +1,223 @@
+"""Read a TorchScript-json file (docs/torchscript-json.md) into an OriginGraph, without torch.
+
+The JSON holds the frozen, inlined graph; its tensors are in a safetensors file beside it.
+This module knows the file format only, nothing of the IR.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ModelFormatError
+from .origin import Framework, OriginGraph, OriginNode, TensorInfo
+
+FORMAT = "opbridge.torchscript-json"
+#: Format versions this reader understands.
+VERSIONS = (1,)
+
+_DTYPES: dict[str, Any] = {
+    "float32": np.float32, "float16": np.float16, "float64": np.float64, "int8": np.int8,
+    "uint8": np.uint8, "int16": np.int16, "int32": np.int32, "int64": np.int64, "bool": np.bool_,
+}
+
+
+def _np_dtype(name: Any, what: str) -> np.dtype:
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    if name not in _DTYPES:
+        raise ModelFormatError(
+            f"{what}: dtype {name!r} is not a TorchScript-json dtype",
+            hint=f"use one of {', '.join([*_DTYPES, 'bfloat16'])}",
+        )
+    return np.dtype(_DTYPES[name])
+
+
+class _Weights:
+    """The safetensors file beside the JSON, opened lazily; bf16 words viewed as bfloat16."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._file: Any = None
+        self._keys: set[str] = set()
+        self._meta: dict[str, str] = {}
+
+    def open(self) -> None:
+        if self.path is None or self._file is not None:
+            return
+        from safetensors import safe_open
+
+        if not self.path.is_file():
+            raise ModelFormatError(
+                f"the weights file '{self.path}' does not exist",
+                hint="keep the .safetensors file written by export-torchscript beside the .ts.json",
+            )
+        try:
+            self._file = safe_open(str(self.path), framework="numpy")
+            self._keys = set(self._file.keys())
+            self._meta = self._file.metadata() or {}
+        except Exception as err:  # safetensors raises its own types for bad headers
+            raise ModelFormatError(
+                f"'{self.path}' is not a valid safetensors file (truncated?): {err}",
+                hint="re-export the model with opbridge export-torchscript",
+            ) from None
+
+    def get(self, key: str, where: str) -> np.ndarray:
+        self.open()
+        if key not in self._keys:
+            src = f"'{self.path}'" if self.path is not None else "no weights file (the JSON names none)"
+            raise ModelFormatError(
+                f"{where}: tensor key '{key}' is missing from {src}",
+                hint="re-export the model so that the JSON and the safetensors file match",
+            )
+        try:
+            arr = self._file.get_tensor(key)
+        except Exception as err:
+            raise ModelFormatError(f"{where}: tensor '{key}' cannot be read: {err}") from None
+        if self._meta.get(f"{key}.dtype") == "bfloat16":
+            arr = arr.view(_np_dtype("bfloat16", where))
+        return arr
+
+
+def _decode(v: Any, where: str, weights: _Weights, tensors: dict[str, np.ndarray]) -> Any:
+    """A JSON-encoded constant as a Python value (see the format doc's 'Constants')."""
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, list):
+        return [_decode(x, where, weights, tensors) for x in v]
+    if isinstance(v, dict) and len(v) == 1:
+        (tag, x), = v.items()
+        if tag == "tensor" and isinstance(x, str):
+            if x not in tensors:
+                tensors[x] = weights.get(x, where)
+            return tensors[x]
+        if tag == "float" and x in ("inf", "-inf", "nan"):
+            return float(x)
+        if tag == "tuple" and isinstance(x, list):
+            return tuple(_decode(e, where, weights, tensors) for e in x)
+        if tag == "device" and isinstance(x, str):
+            return x
+    raise ModelFormatError(f"{where}: constant {json.dumps(v)[:80]} is not a TorchScript-json value")
+
+
+def _tensor_infos(doc: dict[str, Any], key: str, src: str) -> list[TensorInfo]:
+    items = doc.get(key, [])
+    if not isinstance(items, list):
+        raise ModelFormatError(f"{src}: '{key}' must be a list")
+    out = []
+    for i, it in enumerate(items):
+        what = f"{src}: graph {key[:-1]} {i}"
+        if not isinstance(it, dict) or not isinstance(it.get("name"), str):
+            raise ModelFormatError(f"{what}: needs a 'name'")
+        shape = it.get("shape")
+        if shape is not None and (
+            not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape)
+        ):
+            raise ModelFormatError(f"{what} '{it['name']}': shape {shape!r} is not a list of sizes")
+        dtype = _np_dtype(it["dtype"], f"{what} '{it['name']}'") if "dtype" in it else None
+        out.append(TensorInfo(it["name"], dtype, tuple(shape) if shape is not None else None))
+    return out
+
+
+def parse_torchscript_json(path: str | os.PathLike[str]) -> OriginGraph:
+    """Read ``path`` (``*.ts.json``) and its weights into an OriginGraph (framework torchscript)."""
+    p = Path(path)
+    src = f"[torchscript] '{p}'"
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ModelFormatError(f"{src}: no such file") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ModelFormatError(f"{src}: cannot be read: {err}") from None
+    try:
+        doc = json.loads(text, parse_constant=lambda c: math.nan)
+    except json.JSONDecodeError as err:
+        raise ModelFormatError(f"{src}: not valid JSON: {err}", hint="re-export the model") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise ModelFormatError(
+            f"{src}: not a TorchScript-json file (no \"format\": \"{FORMAT}\")",
+            hint="write it with opbridge export-torchscript",
+        )
+    version = doc.get("version")
+    if version not in VERSIONS:
+        raise ModelFormatError(
+            f"{src}: TorchScript-json version {version!r} is unknown; this opbridge reads "
+            f"version {', '.join(map(str, VERSIONS))}",
+            hint="upgrade opbridge, or re-export the model with this opbridge's export-torchscript",
+        )
+    wname = doc.get("weights")
+    if wname is not None and (not isinstance(wname, str) or os.path.basename(wname) != wname):
+        raise ModelFormatError(f"{src}: 'weights' must be a file name beside the JSON, got {wname!r}")
+    weights = _Weights(p.with_name(wname) if wname else None)
+    tensors: dict[str, np.ndarray] = {}
+
+    inputs = _tensor_infos(doc, "inputs", src)
+    outputs = _tensor_infos(doc, "outputs", src)
+    defined: set[str] = set()
+    for t in inputs:
+        if t.name in defined:
+            raise ModelFormatError(f"{src}: graph input '{t.name}' is declared twice")
+        defined.add(t.name)
+
+    raw_nodes = doc.get("nodes")
+    if not isinstance(raw_nodes, list):
+        raise ModelFormatError(f"{src}: 'nodes' must be a list")
+    nodes: list[OriginNode] = []
+    names: set[str] = set()
+    for i, rn in enumerate(raw_nodes):
+        if not isinstance(rn, dict) or not isinstance(rn.get("kind"), str):
+            raise ModelFormatError(f"{src}: node {i} needs a 'kind'")
+        kind = rn["kind"]
+        name = rn.get("name", f"node{i}")
+        where = f"[torchscript] node '{name}' ({kind})"
+        if not isinstance(name, str) or name in names:
+            raise ModelFormatError(f"{where}: node name is not a unique string (node {i})")
+        names.add(name)
+        ins, outs = rn.get("inputs", []), rn.get("outputs", [])
+        if not isinstance(ins, list) or not isinstance(outs, list) or not all(
+            isinstance(x, str) for x in ins + outs
+        ):
+            raise ModelFormatError(f"{where}: 'inputs' and 'outputs' must be lists of value names")
+        for x in ins:
+            if x not in defined:
+                raise ModelFormatError(
+                    f"{where}: input '{x}' is not defined by a graph input or an earlier node "
+                    "(dangling value reference)",
+                    hint="the JSON was edited or truncated; re-export the model",
+                )
+        for x in outs:
+            if x in defined:
+                raise ModelFormatError(f"{where}: output '{x}' is already defined")
+            defined.add(x)
+        types = rn.get("types", [])
+        if not isinstance(types, list) or (types and len(types) != len(outs)):
+            raise ModelFormatError(f"{where}: 'types' must give one type per output")
+        attrs: dict[str, Any] = dict(rn.get("attrs") or {})
+        attrs["types"] = list(types)
+        attrs["scope"] = rn.get("scope", "")
+        if "value" in rn:
+            attrs["value"] = _decode(rn["value"], where, weights, tensors)
+        nodes.append(OriginNode(
+            name=name, op_type=kind, inputs=list(ins), outputs=list(outs), attrs=attrs,
+            framework=Framework.TORCHSCRIPT, location=str(rn.get("source", "")),
+        ))
+    for t in outputs:
+        if t.name not in defined:
+            raise ModelFormatError(
+                f"{src}: graph output '{t.name}' is not defined by any node",
+                hint="the JSON was edited or truncated; re-export the model",
+            )
+    return OriginGraph(
+        name=str(doc.get("name", p.name)),
+        framework=Framework.TORCHSCRIPT,
+        nodes=nodes, inputs=inputs, outputs=outputs, tensors=tensors,
+        opsets={"": int(version)}, source=str(p),
+        metadata={k: str(v) for k, v in (doc.get("producer") or {}).items()},
+    )

@@ -1,0 +1,176 @@
+"""The TorchScript-json file: what the exporter writes and what the parser refuses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from opbridge.cli import main
+from opbridge.errors import ModelFormatError
+from opbridge.parsers.torchscript_json import parse_torchscript_json
+from tests.conftest import requires_torch
+
+pytestmark = requires_torch
+
+
+def _tiny() -> Any:
+    import torch
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv2 = nn.Conv2d(3, 4, 3, padding=1)
+            self.bn = nn.BatchNorm2d(4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(self.bn(self.conv2(x)))
+
+    class Tiny(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer1 = nn.Sequential(Block())
+            self.fc = nn.Linear(4, 2)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            y = self.layer1(x)
+            return self.fc(y.mean(dim=(2, 3))), y
+
+    torch.manual_seed(0)
+    return Tiny().eval(), torch.randn(1, 3, 6, 6)
+
+
+@pytest.mark.parametrize("mode", ["trace", "script"])
+def test_export_writes_documented_fields(export: Any, mode: str) -> None:
+    model, x = _tiny()
+    path = export(model, (x,), mode=mode)
+    doc = json.loads(path.read_text())
+    assert doc["format"] == "opbridge.torchscript-json" and doc["version"] == 1
+    assert doc["weights"] == "m.ts.safetensors" and (path.parent / "m.ts.safetensors").is_file()
+    assert doc["inputs"] == [{"name": "x", "dtype": "float32", "shape": [1, 3, 6, 6]}]
+    assert [o["shape"] for o in doc["outputs"]] == [[1, 2], [1, 4, 6, 6]]
+    by_name = {n["name"]: n for n in doc["nodes"]}
+    # the module path names the node, so reports can say where a layer is
+    assert by_name["layer1.0.conv2"]["kind"] in ("aten::_convolution", "aten::conv2d")
+    assert by_name["layer1.0.bn"]["kind"] == "aten::batch_norm"
+    assert by_name["fc"]["kind"] == "aten::linear"
+    g = parse_torchscript_json(path)
+    w = g.tensors["self.fc.weight"]
+    np.testing.assert_array_equal(w, model.fc.weight.detach().numpy())
+
+
+def test_constants_round_trip(export: Any) -> None:
+    import torch
+
+    class Consts(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("scale", torch.tensor([2.0], dtype=torch.bfloat16))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = torch.nn.functional.pad(x, [1, 2], value=float("-inf"))
+            return (torch.clamp(y, min=-1.5).to(torch.bfloat16) * self.scale).float()
+
+    path = export(Consts(), (torch.randn(2, 3),))
+    g = parse_torchscript_json(path)
+    values = [n.attrs["value"] for n in g.nodes if n.op_type == "prim::Constant"]
+    plain = [v for v in values if not isinstance(v, np.ndarray)]
+    assert [1, 2] in plain and -1.5 in plain
+    assert any(isinstance(v, float) and v == float("-inf") for v in plain)
+    bf = [v for v in values if isinstance(v, np.ndarray) and v.dtype.name == "bfloat16"]
+    assert len(bf) == 1 and float(bf[0][0]) == 2.0
+
+
+def _mutate(path: Path, fn: Any) -> Path:
+    doc = json.loads(path.read_text())
+    fn(doc)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _first(doc: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next(n for n in doc["nodes"] if n["kind"] == kind)
+
+
+def _dangle(doc: dict[str, Any]) -> None:
+    _first(doc, "aten::linear")["inputs"][0] = "no_such_value"
+
+
+def _missing_key(doc: dict[str, Any]) -> None:
+    node = next(n for n in doc["nodes"] if isinstance(n.get("value"), dict))
+    node["value"] = {"tensor": "not.in.the.file"}
+
+
+@pytest.mark.parametrize(
+    ("mutation", "pattern"),
+    [
+        (lambda d: d.update(version=99), r"version 99 is unknown"),
+        (lambda d: d.pop("version"), r"version None is unknown"),
+        (lambda d: d.update(format="something-else"), r"not a TorchScript-json file"),
+        (_dangle, r"node 'fc' \(aten::linear\): input 'no_such_value' is not defined"),
+        (_missing_key, r"node 'const_[^']+' \(prim::Constant\): tensor key 'not.in.the.file' is missing"),
+        (lambda d: d["outputs"][0].update(name="ghost"), r"graph output 'ghost' is not defined"),
+        (lambda d: d["inputs"][0].update(dtype="complex64"), r"dtype 'complex64'"),
+    ],
+    ids=["version=99", "version=absent", "format=other", "dangling-input", "missing-tensor-key",
+         "dangling-output", "dtype=unknown"],
+)
+def test_parser_refuses(export: Any, mutation: Any, pattern: str) -> None:
+    model, x = _tiny()
+    path = _mutate(export(model, (x,)), mutation)
+    with pytest.raises(ModelFormatError, match=pattern):
+        parse_torchscript_json(path)
+
+
+def test_parser_refuses_missing_weights_file(export: Any) -> None:
+    model, x = _tiny()
+    path = export(model, (x,))
+    (path.parent / "m.ts.safetensors").unlink()
+    with pytest.raises(ModelFormatError, match=r"weights file .* does not exist"):
+        parse_torchscript_json(path)
+
+
+def test_parser_refuses_truncated_weights(export: Any) -> None:
+    model, x = _tiny()
+    path = export(model, (x,))
+    w = path.parent / "m.ts.safetensors"
+    w.write_bytes(w.read_bytes()[:40])
+    with pytest.raises(ModelFormatError, match=r"not a valid safetensors file"):
+        parse_torchscript_json(path)
+
+
+def test_control_flow_is_refused(export: Any) -> None:
+    import torch
+
+    from opbridge.export.torchscript import TorchExportError
+
+    path = Path(__file__).with_name("_branchy.py")
+    ns: dict[str, Any] = {}
+    code = compile(path.read_text(), str(path), "exec")
+    exec(code, ns)  # a module defined in a file, as torch.jit.script needs its source
+    with pytest.raises(TorchExportError, match=r"control flow"):
+        export(ns["Branchy"](), (torch.randn(2),), mode="script")
+
+
+def test_cli_exports_a_saved_module(tmp_path: Path) -> None:
+    import torch
+
+    model, x = _tiny()
+    pt = tmp_path / "tiny.pt"
+    torch.jit.save(torch.jit.trace(model, (x,)), str(pt))
+    out = tmp_path / "tiny.ts.json"
+    rc = main(["export-torchscript", str(pt), "--input-shape", "x=1,3,6,6", "-o", str(out)])
+    assert rc == 0
+    g = parse_torchscript_json(out)
+    assert [(i.name, i.shape) for i in g.inputs] == [("x", (1, 3, 6, 6))]
+
+
+@pytest.mark.parametrize("arg", ["x=1,a", "x", "=1,2"], ids=["size=not-int", "no-shape", "no-name"])
+def test_cli_rejects_bad_input_shape(tmp_path: Path, arg: str, capsys: Any) -> None:
+    rc = main(["export-torchscript", str(tmp_path / "m.pt"), "--input-shape", arg,
+               "-o", str(tmp_path / "o.ts.json")])
+    assert rc == 2 and "--input-shape" in capsys.readouterr().err
