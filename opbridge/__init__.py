@@ -17,6 +17,7 @@ from .errors import (
     SimulatorError,
     UnsupportedOpError,
 )
+from .export import export_torchscript
 from .ir import (
     DEFAULT_OPS,
     DTYPES,
@@ -40,5 +41,5 @@ __all__ = [
     "DEFAULT_OPS", "DTYPES", "AttrError", "Graph", "GraphBuilder", "GraphError", "InterpretError",
     "ModelFormatError", "Node", "OpDef", "OpbridgeError", "Origin", "PluginError", "RegistryError",
     "ShapeContext", "ShapeError", "SimulatorError", "UnsupportedOpError", "Value", "__version__",
-    "define_op", "format_graph", "interpret", "load", "save",
+    "define_op", "export_torchscript", "format_graph", "interpret", "load", "save",
 ]
