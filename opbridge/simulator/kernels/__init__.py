@@ -1,0 +1,24 @@
+"""Simulator kernels: the registry and the built-in kernels, one module per op family.
+
+Every family module is imported here by name; each registers its kernels with the same
+public :func:`register_kernel` a plugin uses.
+"""
+
+from __future__ import annotations
+
+from . import activation, conv, elementwise, matmul, norm, pool, softmax, tensor  # noqa: F401
+from .registry import (
+    DEFAULT_KERNELS,
+    Kernel,
+    KernelRegistry,
+    register_kernel,
+    tile_pads,
+    window_rows,
+)
+
+FAMILIES = ("activation", "conv", "elementwise", "matmul", "norm", "pool", "softmax", "tensor")
+
+__all__ = [
+    "DEFAULT_KERNELS", "FAMILIES", "Kernel", "KernelRegistry", "register_kernel", "tile_pads",
+    "window_rows",
+]

@@ -1,0 +1,27 @@
+"""Kernels of the activation functions: element by element, so tileable on N, H and W."""
+
+from __future__ import annotations
+
+from .registry import register_kernel
+
+#: Activations whose cost is about one EU operation per element.
+CHEAP = ("Relu", "LeakyRelu", "PRelu", "Clip", "ThresholdedRelu", "Shrink", "HardSigmoid",
+         "HardSwish", "Softsign", "Identity")
+#: Activations evaluated through a transcendental (exp, tanh, erf): a few operations each.
+TRANSCENDENTAL = ("Sigmoid", "Tanh", "Elu", "Selu", "Celu", "Gelu", "Mish", "Softplus", "Swish")
+
+
+def _per_element(ops: float):
+    def cost(node, out_shape) -> float:
+        n = 1
+        for d in out_shape:
+            n *= d
+        return ops * n
+
+    return cost
+
+
+for _op in CHEAP:
+    register_kernel(_op).split("N", "H", "W").cost(_per_element(1.0))
+for _op in TRANSCENDENTAL:
+    register_kernel(_op).split("N", "H", "W").cost(_per_element(4.0))

@@ -1,0 +1,43 @@
+"""Kernels of normalisations: tileable along the axes they do not normalise over."""
+
+from __future__ import annotations
+
+from ...ir.graph import Node
+from .registry import register_kernel
+
+
+def _axes_outside(first_axis: int, rank: int) -> tuple[str, ...]:
+    """The N/H/W axes of a rank-4 tensor that lie before ``first_axis`` (normalised axis)."""
+    a = first_axis % rank if rank else 0
+    names = {0: "N", 2: "H", 3: "W"}
+    return tuple(names[i] for i in (0, 2, 3) if i < a)
+
+
+def _layernorm_split(node: Node) -> tuple[str, ...]:
+    if len(node.outputs) != 1:
+        return ()
+    return _axes_outside(node.attrs.get("axis", -1), len(node.inputs[0].shape))
+
+
+def _lp_split(node: Node) -> tuple[str, ...]:
+    axis = node.attrs.get("axis", -1) % max(1, len(node.inputs[0].shape))
+    return tuple(a for i, a in ((0, "N"), (2, "H"), (3, "W")) if i != axis)
+
+
+def _per_element(ops: float):
+    def cost(node: Node, out_shape: tuple[int, ...]) -> float:
+        n = 1
+        for d in out_shape:
+            n *= d
+        return ops * n
+
+    return cost
+
+
+register_kernel("BatchNormalization").split("N", "H", "W").cost(_per_element(2.0))
+register_kernel("LRN").split("N", "H", "W").cost(
+    lambda n, s: 2.0 * n.attrs.get("size", 1) * float(__import__("math").prod(s)))
+register_kernel("LayerNormalization").split_when(_layernorm_split).cost(_per_element(8.0))
+register_kernel("InstanceNormalization").split("N").cost(_per_element(8.0))
+register_kernel("GroupNormalization").split("N").cost(_per_element(8.0))
+register_kernel("LpNormalization").split_when(_lp_split).cost(_per_element(3.0))

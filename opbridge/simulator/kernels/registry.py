@@ -1,0 +1,184 @@
+"""The kernel registry: what the layer-group compiler needs to run an op on tiles.
+
+An op's ``compute`` (its definition) is the whole-tensor reference; a kernel adds, in the
+spirit of bmcompiler's ``LayerDescriptor`` (``can_split_local_h_w``, ``backward_hslice``,
+``get_local_buffer_size``) and MagicMind's ``IPluginKernel``:
+
+- ``split("N", "H", "W")``: the axes along which the op may be cut into tiles; calling it
+  (even with no axes) makes the op a *local layer* that may join a layer group;
+- ``input_slice(fn)``: ``fn(node, i, lo, hi) -> (lo, hi) | None``: the rows (axis H) of input
+  ``i`` that output rows ``[lo, hi)`` need; rows outside ``[0, H)`` are padding; ``None``
+  means the whole input. Without it, an input with the output's H maps row to row and an
+  input with H = 1 (broadcast) is taken whole;
+- ``tile_attrs(fn)``: ``fn(node, lo, hi, needed, clipped) -> attrs``: the attributes that
+  run the compute on a tile (a convolution's pads change at the tile edges);
+- ``scratch(fn)``: ``fn(node, tile_out_shape) -> bytes per lane`` of scratch buffer;
+- ``cost(fn)``: ``fn(node, out_shape) -> FLOPs`` for one output tile of that shape;
+- ``compute(fn)``: a tile kernel used instead of the op's own compute (same signature);
+- ``cpu()``: the op runs on the host CPU, between TPU segments;
+- ``global_only()``: the op never joins a layer group.
+
+Built-in kernels are registered with exactly this API (see ``kernels/<family>.py``)::
+
+    register_kernel("Conv").split("N", "H").input_slice(conv_rows).tile_attrs(conv_pads)
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from ...errors import RegistryError
+from ...ir.graph import Node
+
+Rows = tuple[int, int]
+InputSliceFn = Callable[[Node, int, int, int], "Rows | None"]
+TileAttrsFn = Callable[[Node, int, int, Sequence["Rows | None"], Sequence["Rows | None"]], dict]
+ScratchFn = Callable[[Node, tuple[int, ...]], int]
+CostFn = Callable[[Node, tuple[int, ...]], float]
+
+AXES = ("N", "H", "W")
+
+
+def _site() -> str:
+    here = os.path.dirname(__file__)
+    for frame in inspect.stack()[2:]:
+        if os.path.dirname(frame.filename) == here and frame.filename.endswith("registry.py"):
+            continue
+        return f"{frame.filename}:{frame.lineno}"
+    return "<unknown>"
+
+
+def elementwise_cost(node: Node, out_shape: tuple[int, ...]) -> float:
+    """One operation per output element: the default cost."""
+    return float(math.prod(out_shape))
+
+
+class Kernel:
+    """The simulator's view of one op: tiling hints, cost, placement. Built by chaining."""
+
+    def __init__(self, op: str, registered_at: str) -> None:
+        self.op = op
+        self.registered_at = registered_at
+        self.local = False
+        self.axes: frozenset[str] = frozenset()
+        self.split_fn: Callable[[Node], Sequence[str]] | None = None
+        self.input_slice_fn: InputSliceFn | None = None
+        self.tile_attrs_fn: TileAttrsFn | None = None
+        self.scratch_fn: ScratchFn | None = None
+        self.cost_fn: CostFn = elementwise_cost
+        self.compute_fn: Callable[..., Any] | None = None
+        self.on_cpu = False
+
+    # -- building ---------------------------------------------------------------------
+    def split(self, *axes: str) -> Kernel:
+        """Axes the op may be tiled on (any of N, H, W); the op becomes a local layer."""
+        bad = [a for a in axes if a not in AXES]
+        if bad:
+            raise RegistryError(f"kernel {self.op}: split axis {bad[0]!r} is not one of N, H, W")
+        self.axes = frozenset(axes)
+        self.local = True
+        return self
+
+    def split_when(self, fn: Callable[[Node], Sequence[str]]) -> Kernel:
+        """Like :meth:`split`, but the axes depend on the node (e.g. a softmax's axis)."""
+        self.split_fn = fn
+        self.local = True
+        return self
+
+    def input_slice(self, fn: InputSliceFn) -> Kernel:
+        self.input_slice_fn = fn
+        return self
+
+    def tile_attrs(self, fn: TileAttrsFn) -> Kernel:
+        self.tile_attrs_fn = fn
+        return self
+
+    def scratch(self, fn: ScratchFn) -> Kernel:
+        self.scratch_fn = fn
+        return self
+
+    def cost(self, fn: CostFn) -> Kernel:
+        self.cost_fn = fn
+        return self
+
+    def compute(self, fn: Callable[..., Any]) -> Kernel:
+        self.compute_fn = fn
+        return self
+
+    def cpu(self) -> Kernel:
+        """Run the op on the host CPU (like ``ImplyType.CPU`` in a mapping)."""
+        self.on_cpu = True
+        self.local = False
+        return self
+
+    def global_only(self) -> Kernel:
+        self.local = False
+        return self
+
+    # -- using ------------------------------------------------------------------------
+    def split_axes(self, node: Node) -> frozenset[str]:
+        if self.split_fn is not None:
+            return frozenset(self.split_fn(node))
+        return self.axes
+
+    def __repr__(self) -> str:
+        kind = "cpu" if self.on_cpu else ("local" if self.local else "global")
+        return f"Kernel({self.op!r}, {kind}, split={sorted(self.axes)})"
+
+
+class KernelRegistry:
+    """Kernels by op name; :data:`DEFAULT_KERNELS` is the one ``compile`` uses by default."""
+
+    def __init__(self) -> None:
+        self._kernels: dict[str, Kernel] = {}
+
+    def register(self, op: str, *, override: bool = False) -> Kernel:
+        site = _site()
+        if op in self._kernels and not override:
+            raise RegistryError(
+                f"a kernel for op {op!r} is already registered at "
+                f"{self._kernels[op].registered_at}; registered again at {site}",
+                hint="pass override=True to register_kernel to replace it",
+            )
+        k = Kernel(op, site)
+        self._kernels[op] = k
+        return k
+
+    def get(self, op: str) -> Kernel | None:
+        return self._kernels.get(op)
+
+    def remove(self, op: str) -> None:
+        self._kernels.pop(op, None)
+
+    def __contains__(self, op: object) -> bool:
+        return op in self._kernels
+
+    def __iter__(self) -> Iterator[Kernel]:
+        return iter(sorted(self._kernels.values(), key=lambda k: k.op))
+
+
+DEFAULT_KERNELS = KernelRegistry()
+
+
+def register_kernel(op: str, *, override: bool = False) -> Kernel:
+    """Register the simulator kernel of ``op``; chain ``.split(...).input_slice(...)...``."""
+    return DEFAULT_KERNELS.register(op, override=override)
+
+
+# -- helpers for window ops (convolution, pooling), usable by plugins -----------------------
+def window_rows(lo: int, hi: int, kernel: int, stride: int, dilation: int, pad_begin: int) -> Rows:
+    """Input rows that output rows ``[lo, hi)`` of a sliding window read (may leave [0, H))."""
+    if hi <= lo:
+        return (lo * stride - pad_begin, lo * stride - pad_begin)
+    return (lo * stride - pad_begin, (hi - 1) * stride - pad_begin + (kernel - 1) * dilation + 1)
+
+
+def tile_pads(pads: Sequence[int], needed: Rows, clipped: Rows) -> tuple[int, ...]:
+    """2-D pads (top, left, bottom, right) for a tile whose input rows were clipped."""
+    top = clipped[0] - needed[0]
+    bottom = needed[1] - clipped[1]
+    return (top, pads[1], bottom, pads[3])

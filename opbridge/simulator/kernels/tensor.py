@@ -1,0 +1,20 @@
+"""Kernels of data-movement ops that can stay in local memory.
+
+Concat along channels (axis 1) or along W (axis 3) keeps rows aligned, so it tiles like an
+element-wise op. Reshape, Transpose, Slice, Gather and the rest change the layout and run
+as global layers (no kernel needed: the op's compute is the global layer).
+"""
+
+from __future__ import annotations
+
+from ...ir.graph import Node
+from .registry import register_kernel
+
+
+def concat_split(node: Node) -> tuple[str, ...]:
+    rank = len(node.outputs[0].shape)
+    axis = node.attrs.get("axis", 0) % max(rank, 1)
+    return tuple(a for i, a in ((0, "N"), (2, "H"), (3, "W")) if i != axis)
+
+
+register_kernel("Concat").split_when(concat_split).cost(lambda n, s: 0.0)

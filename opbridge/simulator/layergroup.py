@@ -1,0 +1,312 @@
+"""Layer groups: runs of local layers tiled on N and H so that every live tile fits local memory.
+
+For a candidate group and a tiling (``n_per`` batch items, ``k`` row tiles) the compiler
+slices *backwards* from the group's outputs, as bmcompiler's backward slice functions do:
+each stored output asks for its next rows, each node computes the hull of the rows its
+consumers need, and its kernel says which input rows that takes (the halo of a window).
+Every tensor's largest tile then gets a per-lane footprint (``memory.activation_lane_bytes``)
+and a local address from a lifetime-based allocator; the tiling fits when the allocator's
+peak is within the lane's local memory. The group grows node by node while a tiling fits
+and the recomputed halo rows stay under :data:`MAX_REDUNDANCY`; a node that fits no tiling
+on its own becomes a global layer.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..errors import SimulatorError
+from ..ir.graph import Node, Value
+from .lower import Lowered
+from .memory import Buffer, activation_lane_bytes, constant_lane_bytes, plan
+from .target import Target
+
+Rows = tuple[int, int]
+
+#: Largest ratio of computed to needed elements (halo rows recomputed by several tiles).
+MAX_REDUNDANCY = 1.3
+#: Largest number of nodes in one group (bounds compile time).
+MAX_GROUP_NODES = 48
+
+
+@dataclass
+class Tile:
+    """One tile: its batch range, the rows of every tensor it holds, what it stores."""
+
+    n: Rows
+    rows: dict[str, Rows]
+    computed: dict[str, Rows]                       # node name -> output rows computed
+    needs: dict[str, list[tuple[Rows, Rows] | None]]  # node -> per input (needed, clipped)
+    stores: dict[str, Rows]                         # output tensor -> rows stored
+
+
+@dataclass
+class GroupPlan:
+    """A layer group: its nodes, its tiles and its local-memory allocation."""
+
+    nodes: list[Lowered]
+    inputs: list[Value]
+    consts: list[Value]
+    outputs: list[Value]
+    n_per: int
+    k: int
+    tiles: list[Tile]
+    alloc: dict[str, tuple[int, int]] = field(default_factory=dict)  # key -> (addr, lane bytes)
+    lmem_peak: int = 0
+    redundancy: float = 1.0
+
+    @property
+    def node_names(self) -> list[str]:
+        return [ln.node.name for ln in self.nodes]
+
+
+def _hull(a: Rows | None, b: Rows) -> Rows:
+    return b if a is None else (min(a[0], b[0]), max(a[1], b[1]))
+
+
+def _input_rows(ln: Lowered, i: int, v: Value, r: Rows) -> Rows:
+    out_h = ln.node.outputs[0].shape[2]
+    hv = v.shape[2]
+    k = ln.kernel
+    if k is not None and k.input_slice_fn is not None:
+        s = k.input_slice_fn(ln.node, i, r[0], r[1])
+        return (0, hv) if s is None else (int(s[0]), int(s[1]))
+    if hv == out_h:
+        return r
+    return (0, hv)
+
+
+class _Group:
+    """The static structure of a candidate group, shared by every tiling tried on it."""
+
+    def __init__(self, nodes: list[Lowered], graph_outputs: set[str]) -> None:
+        self.nodes = nodes
+        names = {ln.node.name for ln in nodes}
+        produced: dict[str, int] = {}
+        for j, ln in enumerate(nodes):
+            produced[ln.node.outputs[0].name] = j
+        self.inputs: list[Value] = []
+        self.consts: list[Value] = []
+        seen: set[str] = set()
+        self.first_use: dict[str, int] = {}
+        self.last_use: dict[str, int] = {}
+        for j, ln in enumerate(nodes):
+            for v in ln.node.inputs:
+                if v is None:
+                    continue
+                self.last_use[v.name] = j
+                self.first_use.setdefault(v.name, j)
+                if v.name in seen or v.name in produced:
+                    continue
+                seen.add(v.name)
+                (self.consts if v.is_constant else self.inputs).append(v)
+        self.outputs: list[Value] = []
+        for ln in nodes:
+            v = ln.node.outputs[0]
+            if v.name in graph_outputs or any(u.name not in names for u in v.users):
+                self.outputs.append(v)
+        self.produced = produced
+        self.n = nodes[0].node.outputs[0].shape[0]
+        self.anchor = nodes[-1].node.outputs[0]
+        self.can_split_n = all("N" in ln.axes for ln in nodes)
+
+    def slice(self, n_per: int, k: int) -> list[Tile]:
+        """Backward slicing of every tile of the tiling (n_per, k)."""
+        href = self.anchor.shape[2]
+        bounds = [round(i * href / k) for i in range(k + 1)]
+        tiles = []
+        for n0 in range(0, self.n, n_per):
+            n1 = min(self.n, n0 + n_per)
+            upto = {v.name: 0 for v in self.outputs}
+            for t in range(k):
+                last = t == k - 1
+                req: dict[str, Rows] = {}
+                for v in self.outputs:
+                    h = v.shape[2]
+                    hi = h if last else -(-bounds[t + 1] * h // href)
+                    lo = upto[v.name]
+                    req[v.name] = (lo, max(lo, hi))
+                computed: dict[str, Rows] = {}
+                needs: dict[str, list[tuple[Rows, Rows] | None]] = {}
+                for ln in reversed(self.nodes):
+                    node = ln.node
+                    out = node.outputs[0]
+                    r = req.get(out.name)
+                    if r is None or r[0] >= r[1]:
+                        continue
+                    if "H" not in ln.axes:
+                        r = (0, out.shape[2])
+                        req[out.name] = r
+                    computed[node.name] = r
+                    nd: list[tuple[Rows, Rows] | None] = []
+                    for i, v in enumerate(node.inputs):
+                        if v is None or v.is_constant:
+                            nd.append(None)
+                            continue
+                        s = _input_rows(ln, i, v, r)
+                        hv = v.shape[2]
+                        c = (min(max(s[0], 0), hv), max(min(s[1], hv), 0))
+                        nd.append((s, c))
+                        req[v.name] = _hull(req.get(v.name), c)
+                    needs[node.name] = nd
+                stores = {}
+                for v in self.outputs:
+                    r = req[v.name]
+                    if r[1] > upto[v.name]:
+                        stores[v.name] = (upto[v.name], r[1])
+                        upto[v.name] = r[1]
+                rows = {name: r for name, r in req.items() if r[1] > r[0]}
+                tiles.append(Tile((n0, n1), rows, computed, needs, stores))
+            for v in self.outputs:
+                if upto[v.name] != v.shape[2]:
+                    raise SimulatorError(
+                        f"layer group ending at {self.nodes[-1].node.where}: tiling stores rows "
+                        f"[0, {upto[v.name]}) of '{v.name}', not all {v.shape[2]}",
+                        hint="a kernel's input_slice is inconsistent with its op",
+                    )
+        return tiles
+
+    def fit(self, target: Target, n_per: int, k: int) -> GroupPlan | None:
+        """The tiling (n_per, k) with its local-memory allocation, or None if it does not fit."""
+        tiles = self.slice(n_per, k)
+        values = {v.name: v for v in self.inputs}
+        for ln in self.nodes:
+            values[ln.node.outputs[0].name] = ln.node.outputs[0]
+        max_rows: dict[str, int] = {}
+        for t in tiles:
+            for name, (lo, hi) in t.rows.items():
+                if hi - lo > max_rows.get(name, 0):
+                    max_rows[name] = hi - lo
+        budget = target.lmem_bytes_per_lane
+        last = len(self.nodes) - 1
+        buffers: list[Buffer] = []
+        for c in self.consts:
+            buffers.append(Buffer(c.name, constant_lane_bytes(target, c.shape, c.dtype), 0, last))
+        for name, rows in max_rows.items():
+            v = values[name]
+            n_ext = (min(n_per, self.n) if v.shape[0] == self.n else 1)
+            size = activation_lane_bytes(target, (n_ext, v.shape[1], rows, v.shape[3]), v.dtype)
+            if name in self.produced:
+                first = self.produced[name]
+                lastu = max(first, self.last_use.get(name, first))
+            else:
+                first, lastu = self.first_use[name], self.last_use[name]
+            buffers.append(Buffer(name, size, first, lastu))
+        for j, ln in enumerate(self.nodes):
+            if ln.kernel is not None and ln.kernel.scratch_fn is not None:
+                out = ln.node.outputs[0]
+                r = max_rows.get(out.name, 0)
+                size = int(ln.kernel.scratch_fn(ln.node, (n_per, out.shape[1], r, out.shape[3])))
+                if size > 0:
+                    buffers.append(Buffer(f"scratch/{ln.node.name}", size, j, j))
+        if sum(b.size for b in buffers if b.first == 0 and b.last == last) > budget:
+            return None
+        peak = plan(buffers, target.lmem_align_bytes)
+        if peak > budget:
+            return None
+        done = needed = 0.0
+        for ln in self.nodes:
+            out = ln.node.outputs[0]
+            per_row = math.prod(out.shape) / out.shape[2] / out.shape[0]
+            needed += math.prod(out.shape)
+            for t in tiles:
+                r = t.computed.get(ln.node.name)
+                if r is not None:
+                    done += (r[1] - r[0]) * per_row * (t.n[1] - t.n[0])
+        return GroupPlan(
+            self.nodes, self.inputs, self.consts, self.outputs, n_per, k, tiles,
+            {b.key: (b.offset, b.size) for b in buffers}, peak, done / max(needed, 1.0),
+        )
+
+    def best(self, target: Target, start: tuple[int, int] | None = None) -> GroupPlan | None:
+        """The tiling with the fewest tiles that fits (``start``: try that tiling first)."""
+        if start is not None:
+            p = self.fit(target, *start)
+            if p is not None:
+                return p
+        href = self.anchor.shape[2]
+        n_options = [self.n]
+        if self.can_split_n:
+            m = self.n
+            while m > 1:
+                m = -(-m // 2)
+                n_options.append(m)
+        best: GroupPlan | None = None
+        for n_per in n_options:
+            p = self._min_k(target, n_per, href)
+            if p is not None and (best is None or len(p.tiles) < len(best.tiles)):
+                best = p
+            if best is not None and best.k == 1:
+                break
+        return best
+
+    def _min_k(self, target: Target, n_per: int, href: int) -> GroupPlan | None:
+        p = self.fit(target, n_per, 1)
+        if p is not None:
+            return p
+        lo, hi = 1, 2
+        found: GroupPlan | None = None
+        while True:
+            hi = min(hi, href)
+            found = self.fit(target, n_per, hi)
+            if found is not None or hi >= href:
+                break
+            lo, hi = hi, hi * 2
+        if found is None:
+            return None
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            p = self.fit(target, n_per, mid)
+            if p is not None:
+                found, hi = p, mid
+            else:
+                lo = mid
+        return found
+
+
+def form_groups(
+    lowered: list[Lowered], target: Target, graph_outputs: set[str]
+) -> list[GroupPlan | Lowered]:
+    """Split the node sequence into layer groups and single (global or host) nodes, in order.
+
+    A group is a contiguous run of the topological order, so it is convex: no path leaves it
+    and comes back.
+    """
+    units: list[GroupPlan | Lowered] = []
+    cur: list[Lowered] = []
+    cur_plan: GroupPlan | None = None
+
+    def close() -> None:
+        nonlocal cur, cur_plan
+        if cur and cur_plan is not None:
+            final = _Group(cur, graph_outputs).best(target)
+            units.append(final if final is not None else cur_plan)
+        cur, cur_plan = [], None
+
+    for ln in lowered:
+        if not ln.local:
+            close()
+            units.append(ln)
+            continue
+        n = ln.node.outputs[0].shape[0]
+        if cur and len(cur) < MAX_GROUP_NODES and cur[0].node.outputs[0].shape[0] == n:
+            assert cur_plan is not None
+            g = _Group(cur + [ln], graph_outputs)
+            p = g.best(target, start=(cur_plan.n_per, cur_plan.k))
+            if p is not None and p.redundancy <= MAX_REDUNDANCY:
+                cur.append(ln)
+                cur_plan = p
+                continue
+        close()
+        p = _Group([ln], graph_outputs).best(target)
+        if p is None:
+            units.append(ln)  # fits no tile on its own: a global layer that streams
+        else:
+            cur, cur_plan = [ln], p
+    close()
+    return units
+
+
+def node_of(unit: GroupPlan | Lowered) -> Node | None:
+    return unit.node if isinstance(unit, Lowered) else None

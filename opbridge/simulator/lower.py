@@ -1,0 +1,81 @@
+"""Lowering: every IR node gets a placement (TPU or host CPU) and a kernel.
+
+Placement comes from, in order: the ``placement`` callable given to ``compile`` (if it
+returns a value), a kernel registered with ``.cpu()``, and the mapping registry's
+``imply_type_of`` (an op whose mapping says ``ImplyType.CPU``). Everything else runs on
+the TPU: as a local layer (may join a layer group) when its kernel has tiling hints and
+its tensors fit the NCHW local layout, else as a global layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..ir.graph import Graph, Node
+from .kernels import DEFAULT_KERNELS, Kernel, KernelRegistry
+
+TPU, CPU = "tpu", "cpu"
+
+Placement = Callable[[Node], "str | None"]
+
+
+def _mapping_placement(node: Node) -> str | None:
+    """What the mapping registry says (``ImplyType.CPU`` -> host); None if it says nothing."""
+    try:
+        from ..mappers.registry import imply_type_of
+    except ImportError:
+        return None
+    try:
+        imply = imply_type_of(node.op)
+    except Exception:  # the registry is optional for the simulator: no answer, no opinion
+        return None
+    value = getattr(imply, "value", imply)
+    return CPU if str(value).lower() == "cpu" else None
+
+
+@dataclass
+class Lowered:
+    """A node with its placement and kernel (None: the op's compute as a global layer)."""
+
+    index: int
+    node: Node
+    placement: str
+    kernel: Kernel | None
+    local: bool
+    axes: frozenset[str]
+
+
+def _layout_ok(node: Node) -> bool:
+    """Local layers work on rank-4 NCHW tiles: one rank-4 output, rank-4 non-constant inputs."""
+    if len(node.outputs) != 1 or len(node.outputs[0].shape) != 4:
+        return False
+    n = node.outputs[0].shape[0]
+    for v in node.inputs:
+        if v is None or v.is_constant:
+            continue
+        if len(v.shape) != 4 or v.shape[0] not in (n, 1):
+            return False
+    return all(isinstance(d, int) for d in node.outputs[0].shape)
+
+
+def lower(
+    graph: Graph,
+    *,
+    kernels: KernelRegistry | None = None,
+    placement: Placement | None = None,
+) -> list[Lowered]:
+    """Placement and kernel for every node of ``graph``, in the graph's order."""
+    reg = kernels if kernels is not None else DEFAULT_KERNELS
+    out = []
+    for i, node in enumerate(graph.nodes):
+        k = reg.get(node.op)
+        where = placement(node) if placement is not None else None
+        if where is None:
+            where = CPU if (k is not None and k.on_cpu) else (_mapping_placement(node) or TPU)
+        if where not in (TPU, CPU):
+            where = TPU
+        local = where == TPU and k is not None and k.local and _layout_ok(node)
+        axes = k.split_axes(node) if local and k is not None else frozenset()
+        out.append(Lowered(i, node, where, k, local, axes))
+    return out

@@ -1,0 +1,80 @@
+"""Memory layouts and allocators: per-lane local-memory footprints, and lifetime-based plans.
+
+Local memory (DESIGN.md, "The simulated target"): a tensor is spread over the lanes by
+channel (channel ``c`` on lane ``c mod lanes``), each lane holding its channels' H*W planes
+aligned to the EU width, so a tile of shape (N, C, H, W) takes
+``N * ceil(C / lanes) * align(H * W, EU) * itemsize`` bytes in *every* lane. A constant
+(weights) is spread by its first axis: ``ceil(d0 / lanes) * align(d1 * d2 * ..., EU) * itemsize``
+bytes per lane; a constant of shape (1, C, H, W) (a broadcast operand) uses the activation
+layout.
+
+Both local memory and DDR are planned the same way: every buffer has a size and a lifetime
+(first and last step that uses it), and buffers whose lifetimes overlap never share bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .target import Target, itemsize
+
+
+def align(x: int, a: int) -> int:
+    return -(-x // a) * a
+
+
+def activation_lane_bytes(target: Target, shape: Sequence[int], dtype: str) -> int:
+    """Per-lane bytes of a rank-4 (N, C, H, W) tile in the channel-over-lanes layout."""
+    n, c, h, w = shape
+    eu = target.eu_elems(dtype)
+    return n * -(-c // target.lanes) * align(h * w, eu) * itemsize(dtype)
+
+
+def constant_lane_bytes(target: Target, shape: Sequence[int], dtype: str) -> int:
+    """Per-lane bytes of a constant held whole in local memory."""
+    shape = tuple(shape)
+    if len(shape) == 4 and shape[0] == 1:
+        return activation_lane_bytes(target, shape, dtype)
+    if not shape:
+        shape = (1,)
+    rest = math.prod(shape[1:])
+    return -(-shape[0] // target.lanes) * align(rest, target.eu_elems(dtype)) * itemsize(dtype)
+
+
+@dataclass
+class Buffer:
+    """One allocation request: a key, a size, and the steps ``[first, last]`` it is live."""
+
+    key: str
+    size: int
+    first: int
+    last: int
+    offset: int = -1
+
+
+def plan(buffers: list[Buffer], alignment: int) -> int:
+    """Give every buffer an offset so that buffers live at the same step never overlap.
+
+    Greedy by size (largest first), each at the lowest aligned offset that is free for its
+    whole lifetime; returns the peak (the end of the highest buffer).
+    """
+    placed: list[Buffer] = []
+    peak = 0
+    for b in sorted(buffers, key=lambda b: (-b.size, b.first, b.key)):
+        size = align(max(b.size, 1), alignment)
+        clashes = sorted(
+            (p.offset, p.offset + align(max(p.size, 1), alignment))
+            for p in placed
+            if p.first <= b.last and b.first <= p.last
+        )
+        off = 0
+        for lo, hi in clashes:
+            if off + size <= lo:
+                break
+            off = max(off, hi)
+        b.offset = off
+        placed.append(b)
+        peak = max(peak, off + size)
+    return peak

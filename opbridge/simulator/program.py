@@ -1,0 +1,158 @@
+"""The compiled program, and its ``.obprog`` file (see ``docs/obprog.md``).
+
+A Program is the graph (for its op definitions and weights), the target, the units (layer
+groups, global layers, host-CPU ops) with their local-memory allocations, the DDR plan and
+the instruction list. The file is a safetensors file: the weights are its tensors, and the
+metadata holds ``format = "opbridge.obprog"``, ``format_version`` and two JSON documents,
+``graph`` (as in ``.obir``) and ``program``. No pickle.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..errors import ModelFormatError, OpbridgeError, SimulatorError
+from ..ir.graph import Graph
+from ..ir.io import _from_stored, atomic_write, graph_from_json, graph_to_json, read_safetensors
+from ..ir.opdef import DEFAULT_OPS
+from .target import Target
+
+FORMAT = "opbridge.obprog"
+FORMAT_VERSION = 1
+
+
+class Program:
+    """A compiled program for a simulated target: run it, profile it, save it."""
+
+    def __init__(
+        self,
+        graph: Graph,
+        target: Target,
+        units: list[dict[str, Any]],
+        instrs: list[dict[str, Any]],
+        ddr: dict[str, Any],
+    ) -> None:
+        self.graph = graph
+        self.target = target
+        self.units = units
+        self.instrs = instrs
+        self.ddr = ddr
+        self._executor: Any = None
+
+    # -- running -------------------------------------------------------------------------
+    def run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Execute the instructions on ``feeds``; returns graph-output name -> array."""
+        from .run import Executor
+
+        if self._executor is None:
+            self._executor = Executor(self)
+        return self._executor.run(feeds)
+
+    def profile(self) -> Any:
+        """The cost model's estimate: latency, DDR traffic, local-memory use, per group."""
+        from .cost import profile
+
+        return profile(self)
+
+    # -- summary -------------------------------------------------------------------------
+    @property
+    def groups(self) -> list[dict[str, Any]]:
+        return [u for u in self.units if u["kind"] == "group"]
+
+    @property
+    def num_tiles(self) -> int:
+        return sum(u["tiles"] for u in self.groups)
+
+    def __repr__(self) -> str:
+        kinds = [u["kind"] for u in self.units]
+        return (f"Program({self.graph.name!r}, target={self.target.name}, "
+                f"{kinds.count('group')} layer groups, {self.num_tiles} tiles, "
+                f"{kinds.count('global')} global layers, {kinds.count('host')} host ops, "
+                f"{len(self.instrs)} instructions)")
+
+    # -- files ---------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {"target": self.target.to_dict(), "units": self.units, "ddr": self.ddr,
+                "instructions": self.instrs}
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the program as a ``.obprog`` file (documented in docs/obprog.md)."""
+        from safetensors.numpy import save_file
+
+        tensors: dict[str, np.ndarray] = {}
+        gdoc = graph_to_json(self.graph, tensors)
+        meta = {
+            "format": FORMAT,
+            "format_version": str(FORMAT_VERSION),
+            "graph": json.dumps(gdoc, separators=(",", ":")),
+            "program": json.dumps(self.to_json(), separators=(",", ":")),
+        }
+        atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata=meta))
+
+
+def load_program(path: str | os.PathLike[str]) -> Program:
+    """Read a ``.obprog`` file written by :meth:`Program.save`."""
+    meta, f = read_safetensors(path, ".obprog")
+    if meta.get("format") != FORMAT:
+        raise ModelFormatError(
+            f"'{path}' is a safetensors file but not an opbridge .obprog (no '{FORMAT}' marker)",
+            hint="compile the model first: opbridge compile MODEL -o OUT.obprog",
+        )
+    try:
+        version = int(meta.get("format_version", ""))
+    except ValueError:
+        raise ModelFormatError(f"'{path}': format_version is not a number") from None
+    if version > FORMAT_VERSION:
+        raise ModelFormatError(
+            f"'{path}' has .obprog format version {version}; this opbridge reads up to "
+            f"{FORMAT_VERSION}", hint="upgrade opbridge")
+    try:
+        gdoc = json.loads(meta.get("graph", ""))
+        pdoc = json.loads(meta.get("program", ""))
+    except json.JSONDecodeError as err:
+        raise ModelFormatError(f"'{path}': the program JSON is malformed: {err}") from None
+
+    def tensor(key: str, dtype: str) -> np.ndarray:
+        try:
+            return _from_stored(f.get_tensor(key), dtype)
+        except OpbridgeError:
+            raise
+        except Exception as err:
+            raise ModelFormatError(f"'{path}': tensor '{key}' cannot be read: {err}") from None
+
+    try:
+        graph = graph_from_json(gdoc, tensor, DEFAULT_OPS)
+        target = Target.from_dict(pdoc["target"], where=f"'{path}'")
+        prog = Program(graph, target, list(pdoc["units"]), list(pdoc["instructions"]),
+                       dict(pdoc["ddr"]))
+    except OpbridgeError as err:
+        raise type(err)(f"'{path}': {err.message}", hint=err.hint) from None
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise ModelFormatError(f"'{path}': not a valid .obprog program: {err!r}") from None
+    _check_program(prog, str(path))
+    return prog
+
+
+def _check_program(prog: Program, where: str) -> None:
+    """Structural checks of a loaded program, before anything is allocated."""
+    nodes = {n.name for n in prog.graph.nodes}
+    tensors = prog.ddr.get("tensors", {})
+    total = prog.ddr.get("total_bytes")
+    if not isinstance(total, int) or total < 0 or total > (1 << 36):
+        raise ModelFormatError(f"{where}: DDR size {total!r} is not a sane byte count")
+    for ins in prog.instrs:
+        op = ins.get("op") if isinstance(ins, dict) else None
+        if op not in ("load", "store", "compute", "global", "host"):
+            raise ModelFormatError(f"{where}: unknown instruction {op!r}")
+        if op in ("compute", "global", "host") and ins.get("node") not in nodes:
+            raise ModelFormatError(f"{where}: instruction names unknown node {ins.get('node')!r}")
+        if op in ("load", "store") and ins.get("tensor") not in tensors:
+            raise ModelFormatError(f"{where}: instruction names unknown tensor {ins.get('tensor')!r}")
+    for name, t in tensors.items():
+        if t["addr"] < 0 or t["addr"] + t["nbytes"] > total:
+            raise SimulatorError(f"{where}: tensor '{name}' lies outside the DDR plan")

@@ -1,0 +1,172 @@
+"""Executing a Program: a numpy DDR byte buffer, per-lane local memory, GDMA copies, kernels.
+
+DDR is one ``uint8`` buffer laid out by the program's DDR plan (weights, then activations).
+Local memory is ``lanes x lmem_bytes_per_lane`` bytes. A tile tensor allocated at per-lane
+address ``A`` with per-lane footprint ``F`` owns the byte range ``[A, A + F)`` of every
+lane; the simulator stores its elements, in NCHW order, in the ``lanes * F`` bytes of the
+flat bank ``[A * lanes, (A + F) * lanes)``, so two tensors share bytes exactly when their
+per-lane ranges overlap, and every range is checked against the lane's size. (Channels are
+not scattered lane by lane: the footprint and addresses are those of the channel-over-lanes
+layout, the element order inside the region is plain NCHW so kernels see ordinary arrays.)
+
+Every instruction is turned once into a prepared step (numpy views of the two buffers and
+the function to call), so a run is a loop of copies and kernel calls at tile granularity.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import OpbridgeError, SimulatorError
+from ..ir.interpret import check_feeds
+from ..ir.types import to_numpy_dtype
+from .kernels import DEFAULT_KERNELS
+from .memory import activation_lane_bytes, constant_lane_bytes
+from .target import itemsize
+
+if TYPE_CHECKING:
+    from .program import Program
+
+
+class Executor:
+    """The prepared form of a Program; ``run`` executes it on feeds."""
+
+    def __init__(self, prog: Program) -> None:
+        self.prog = prog
+        t = prog.target
+        self.lanes = t.lanes
+        self.budget = t.lmem_bytes_per_lane
+        ddr = prog.ddr
+        self.ddr = np.zeros(int(ddr["total_bytes"]), np.uint8)
+        self.lmem = np.zeros(t.lanes * t.lmem_bytes_per_lane, np.uint8)
+        self.act_start = int(ddr["weights_bytes"])
+        self.nodes = {n.name: n for n in prog.graph.nodes}
+        self.views: dict[str, np.ndarray] = {}
+        for name, d in ddr["tensors"].items():
+            self.views[name] = self._ddr_view(name, d)
+        for name, c in prog.graph.constants.items():
+            if name in self.views:
+                self.views[name][...] = c.data
+        self.steps = [self._prepare(i) for i in prog.instrs]
+
+    # -- views ---------------------------------------------------------------------------
+    def _ddr_view(self, name: str, d: dict[str, Any]) -> np.ndarray:
+        dt = to_numpy_dtype(d["dtype"])
+        shape = tuple(d["shape"])
+        n = math.prod(shape) * dt.itemsize
+        a = int(d["addr"])
+        if a < 0 or a + n > self.ddr.size:
+            raise SimulatorError(f"tensor '{name}' at DDR {a} + {n} bytes lies outside the DDR")
+        return self.ddr[a:a + n].view(dt).reshape(shape)
+
+    def _lmem_view(self, addr: int, shape: list[int], dtype: str, what: str,
+                   const: bool = False) -> np.ndarray:
+        """The local-memory view of a tile (or a constant) at per-lane address ``addr``."""
+        dt = to_numpy_dtype(dtype)
+        if const:
+            lane = constant_lane_bytes(self.prog.target, shape, dtype)
+        else:
+            lane = activation_lane_bytes(self.prog.target, shape, dtype)
+        if addr < 0 or addr + lane > self.budget:
+            raise SimulatorError(
+                f"{what}: local range [{addr}, {addr + lane}) exceeds the lane's "
+                f"{self.budget} bytes", hint="the program was compiled for a larger local memory")
+        n = math.prod(shape) * itemsize(dtype)
+        off = addr * self.lanes
+        return self.lmem[off:off + n].view(dt).reshape(shape)
+
+    def _fn(self, node_name: str) -> Any:
+        node = self.nodes[node_name]
+        k = DEFAULT_KERNELS.get(node.op)
+        if k is not None and k.compute_fn is not None:
+            return k.compute_fn
+        fn = self.prog.graph.registry.get(node.op).compute_function
+        if fn is None:
+            raise SimulatorError(f"{node.where}: op has no compute function",
+                                 hint="give its define_op a .compute(fn)")
+        return fn
+
+    def _prepare(self, ins: dict[str, Any]) -> tuple[Any, ...]:
+        op = ins["op"]
+        if op == "load":
+            src = self.views[ins["tensor"]]
+            if ins["n"] is not None:
+                src = src[ins["n"][0]:ins["n"][1], :, ins["h"][0]:ins["h"][1], :]
+            dtype = self.prog.ddr["tensors"][ins["tensor"]]["dtype"]
+            dst = self._lmem_view(ins["lmem"], list(src.shape), dtype, f"load of '{ins['tensor']}'",
+                                  bool(ins.get("const")))
+            return ("copy", dst, src)
+        if op == "store":
+            dtype = self.prog.ddr["tensors"][ins["tensor"]]["dtype"]
+            tile = self._lmem_view(ins["lmem"], ins["tile_shape"], dtype, f"store of '{ins['tensor']}'")
+            h0 = ins["tile_h0"]
+            s0, s1 = ins["h"]
+            src = tile[:, :, s0 - h0:s1 - h0, :]
+            dst = self.views[ins["tensor"]][ins["n"][0]:ins["n"][1], :, s0:s1, :]
+            return ("copy", dst, src)
+        node = self.nodes[ins["node"]]
+        fn = self._fn(node.name)
+        attrs = dict(node.attrs)
+        if op == "compute":
+            attrs.update({k: tuple(v) if isinstance(v, list) else v for k, v in ins["attrs"].items()})
+            args: list[np.ndarray | None] = []
+            for v, a in zip(node.inputs, ins["ins"]):
+                if a is None or v is None:
+                    args.append(None)
+                    continue
+                view = self._lmem_view(a["lmem"], a["shape"], v.dtype, node.where, bool(a.get("const")))
+                if a["h"] is not None:
+                    view = view[:, :, a["h"][0]:a["h"][1], :]
+                args.append(view)
+            o = ins["out"]
+            out = self._lmem_view(o["lmem"], o["shape"], node.outputs[0].dtype, node.where)
+            return ("compute", fn, args, attrs, [out], node)
+        args = [self.views[v.name] if v is not None else None for v in node.inputs]
+        outs = [self.views[v.name] for v in node.outputs]
+        return ("compute", fn, args, attrs, outs, node)
+
+    # -- running -------------------------------------------------------------------------
+    def run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        g = self.prog.graph
+        arrays = check_feeds(g, feeds)
+        self.ddr[self.act_start:] = 0
+        for name, arr in arrays.items():
+            if name in self.views:
+                self.views[name][...] = arr
+        for step in self.steps:
+            if step[0] == "copy":
+                np.copyto(step[1], step[2])
+                continue
+            _, fn, args, attrs, outs, node = step
+            try:
+                res = fn(*args, **attrs)
+            except OpbridgeError:
+                raise
+            except Exception as err:
+                raise SimulatorError(
+                    f"{node.where}: kernel failed on a tile of shapes "
+                    f"{[None if a is None else a.shape for a in args]}: {type(err).__name__}: {err}"
+                ) from err
+            results = res if isinstance(res, (tuple, list)) else (res,)
+            if len(results) != len(outs):
+                raise SimulatorError(f"{node.where}: kernel returned {len(results)} outputs, "
+                                     f"expected {len(outs)}")
+            for o, r in zip(outs, results):
+                if np.shape(r) != o.shape:
+                    raise SimulatorError(
+                        f"{node.where}: kernel returned shape {np.shape(r)} for a tile of "
+                        f"{o.shape}", hint="the kernel's input_slice/tile_attrs disagree with its compute")
+                o[...] = r
+        out: dict[str, np.ndarray] = {}
+        for v in g.outputs:
+            if v.name in self.views:
+                out[v.name] = self.views[v.name].copy()
+            elif v.name in arrays:
+                out[v.name] = arrays[v.name].copy()
+            else:
+                raise SimulatorError(f"graph output '{v.name}' has no place in DDR")
+        return out
