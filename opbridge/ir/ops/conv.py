@@ -1,3 +1,342 @@
-"""conv ops (being filled in)."""
+"""Convolutions: Conv and ConvTranspose over 1-3 spatial axes (NC + spatial layout).
+
+Attribute conventions (shared with ``pool.py``): ``pads`` are explicit, all begins then all
+ends (ONNX order), never ``auto_pad`` (the mappers resolve it from static shapes).
+``kernel_shape``, ``strides``, ``dilations`` and ``pads`` may be left ``None``, which means
+what ONNX means when they are absent: the kernel's spatial shape from the weights, stride 1,
+dilation 1, no padding. The mappers always write them out; the shape function checks that
+each has one entry per spatial axis (``pads``: two).
+
+The kernels are vectorised: Conv is im2col (a strided window view copied once) followed by
+one (grouped, batched) matmul; a conv with one input channel per group (depthwise) sums
+the kernel taps over whole shifted views instead, so no loop ever runs per channel.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from ..opdef import ShapeContext, define_op
+from .common import FLOATS
+
+Ints = tuple[int, ...]
+
+
+def _check_len(ctx: ShapeContext, name: str, value: Sequence[int] | None, n: int) -> None:
+    if value is not None and len(value) != n:
+        raise ctx.error(
+            f"has {len(value)} entries, the input has {n // (2 if name == 'pads' else 1)} "
+            f"spatial axes",
+            attr=name,
+            hint="give one entry per spatial axis" + (" (begins, then ends)" if name == "pads" else ""),
+        )
+
+
+def check_spatial(
+    ctx: ShapeContext,
+    nsp: int,
+    *,
+    kernel: Sequence[int] | None,
+    strides: Sequence[int] | None,
+    dilations: Sequence[int] | None,
+    pads: Sequence[int] | None,
+) -> tuple[Ints, Ints, Ints, Ints]:
+    """Validate the spatial attributes (lengths, ranges); returns them with defaults filled."""
+    if nsp < 1:
+        raise ctx.error(
+            f"input has rank {nsp + 2}; it needs N, C and at least one spatial axis",
+            hint="the layout is N, C, D1, D2, ...",
+        )
+    for name, val, n in (("kernel_shape", kernel, nsp), ("strides", strides, nsp),
+                         ("dilations", dilations, nsp), ("pads", pads, 2 * nsp)):
+        _check_len(ctx, name, val, n)
+    for name, val, low in (("kernel_shape", kernel, 1), ("strides", strides, 1),
+                           ("dilations", dilations, 1), ("pads", pads, 0)):
+        if val is not None and any(v < low for v in val):
+            raise ctx.error(f"= {list(val)}: every entry must be >= {low}", attr=name)
+    return resolve_spatial(nsp, kernel or (1,) * nsp, strides, dilations, pads)
+
+
+def resolve_spatial(
+    nsp: int,
+    kernel: Sequence[int],
+    strides: Sequence[int] | None,
+    dilations: Sequence[int] | None,
+    pads: Sequence[int] | None,
+) -> tuple[Ints, Ints, Ints, Ints]:
+    """The spatial attributes with their ONNX defaults filled in."""
+    return (
+        tuple(kernel),
+        tuple(strides) if strides is not None else (1,) * nsp,
+        tuple(dilations) if dilations is not None else (1,) * nsp,
+        tuple(pads) if pads is not None else (0,) * (2 * nsp),
+    )
+
+
+def out_size(size: int, k: int, s: int, d: int, pb: int, pe: int, ceil_mode: bool = False) -> int:
+    """Output length of a sliding window; in ceil mode a window starting in the end padding is
+    dropped (onnx reference / PyTorch rule)."""
+    span = size + pb + pe - ((k - 1) * d + 1)
+    if span < 0:
+        return 0
+    if not ceil_mode:
+        return span // s + 1
+    n = -(-span // s) + 1
+    if (n - 1) * s >= size + pb:
+        n -= 1
+    return n
+
+
+def spatial_out(ctx: ShapeContext, in_sp: Sequence[Any], k: Ints, s: Ints, d: Ints, p: Ints,
+                ceil_mode: bool = False) -> list[Any]:
+    """Output spatial dims (symbolic input dims stay symbolic), erroring on empty outputs."""
+    nsp = len(in_sp)
+    out: list[Any] = []
+    for i, size in enumerate(in_sp):
+        if not isinstance(size, int):
+            out.append(f"{size}_out")
+            continue
+        o = out_size(size, k[i], s[i], d[i], p[i], p[i + nsp], ceil_mode)
+        if o < 1:
+            raise ctx.error(
+                f"spatial axis {i}: the window ({(k[i] - 1) * d[i] + 1} wide with dilation) does not "
+                f"fit the padded input ({size} + pads {p[i]}, {p[i + nsp]})",
+                attr="kernel_shape",
+                hint="use a smaller kernel or dilation, or more padding",
+            )
+        out.append(o)
+    return out
+
+
+def pad_spatial(x: np.ndarray, pads: Ints, value: Any = 0, extra_end: Sequence[int] = ()) -> np.ndarray:
+    """``x`` padded on its spatial axes (begins, then ends), plus ``extra_end`` more at the ends."""
+    nsp = x.ndim - 2
+    ends = [pads[nsp + i] + (extra_end[i] if extra_end else 0) for i in range(nsp)]
+    if not any(pads[:nsp]) and not any(ends):
+        return x
+    widths = [(0, 0), (0, 0)] + [(pads[i], ends[i]) for i in range(nsp)]
+    return np.pad(x, widths, mode="constant", constant_values=value)
+
+
+def taps(xp: np.ndarray, k: Ints, s: Ints, d: Ints, out_sp: Sequence[int]):
+    """Yield (tap index, strided view of ``xp``) for each kernel tap; views have the output's
+    spatial shape."""
+    nsp = len(k)
+    for t, pos in enumerate(np.ndindex(*k)):
+        sl = tuple(slice(pos[i] * d[i], pos[i] * d[i] + (out_sp[i] - 1) * s[i] + 1, s[i])
+                   for i in range(nsp))
+        yield t, xp[(slice(None), slice(None)) + sl]
+
+
+def windows(xp: np.ndarray, k: Ints, s: Ints, d: Ints, out_sp: Sequence[int]) -> np.ndarray:
+    """A zero-copy view (N, C, *out, *kernel) of the windows of the padded ``xp``."""
+    nsp = len(k)
+    eff = tuple((k[i] - 1) * d[i] + 1 for i in range(nsp))
+    v = sliding_window_view(xp, eff, axis=tuple(range(2, 2 + nsp)))
+    sl = tuple(slice(0, (out_sp[i] - 1) * s[i] + 1, s[i]) for i in range(nsp))
+    sl += tuple(slice(None, None, d[i]) for i in range(nsp))
+    return v[(slice(None), slice(None)) + sl]
+
+
+def _compute_dtype(dt: np.dtype) -> np.dtype:
+    return np.dtype(np.float64) if dt == np.float64 else np.dtype(np.float32)
+
+
+# -- Conv ------------------------------------------------------------------------------
+def _conv_shape(ctx: ShapeContext) -> Any:
+    xs, ws = ctx.input_shape(0), ctx.input_shape(1)
+    nsp = len(xs) - 2
+    if len(ws) != len(xs):
+        raise ctx.error(f"weights W have rank {len(ws)}, input X has rank {len(xs)}; they must agree",
+                        hint="W is (M, C/group, k1, k2, ...)")
+    k, s, d, p = check_spatial(ctx, nsp, kernel=ctx.attr("kernel_shape"), strides=ctx.attr("strides"),
+                               dilations=ctx.attr("dilations"), pads=ctx.attr("pads"))
+    if ctx.attr("kernel_shape") is not None and tuple(ws[2:]) != k:
+        raise ctx.error(f"= {list(k)} but the weights' spatial shape is {list(ws[2:])}",
+                        attr="kernel_shape", hint="drop kernel_shape or make it match W")
+    k = tuple(ws[2:])
+    group = ctx.attr("group")
+    c, m = xs[1], ws[0]
+    if isinstance(c, int) and c % group:
+        raise ctx.error(f"= {group} does not divide the {c} input channels", attr="group")
+    if isinstance(m, int) and m % group:
+        raise ctx.error(f"= {group} does not divide the {m} output channels (W's dim 0)",
+                        attr="group")
+    if isinstance(c, int) and isinstance(ws[1], int) and ws[1] * group != c:
+        raise ctx.error(
+            f"input X has {c} channels but W expects {ws[1]} per group x group {group} = "
+            f"{ws[1] * group}",
+            hint="check the weights' shape (M, C/group, ...) and the group attribute",
+        )
+    if ctx.has_input(2) and tuple(ctx.input_shape(2)) != (m,):
+        raise ctx.error(f"bias B has shape {list(ctx.input_shape(2))}; it must be [{m}]")
+    return (xs[0], m, *spatial_out(ctx, xs[2:], k, s, d, p)), ctx.input_dtype(0)
+
+
+def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, k: Ints, s: Ints,
+            d: Ints, p: Ints) -> np.ndarray:
+    """N-d convolution (cross-correlation) in NC+spatial layout; the numpy kernel of Conv."""
+    out_dt = x.dtype
+    cdt = _compute_dtype(x.dtype)
+    x = x.astype(cdt, copy=False)
+    w = w.astype(cdt, copy=False)
+    n, c = x.shape[:2]
+    m = w.shape[0]
+    nsp = len(k)
+    out_sp = [out_size(x.shape[2 + i], k[i], s[i], d[i], p[i], p[i + nsp]) for i in range(nsp)]
+    kprod = int(np.prod(k))
+    cg, mg = c // group, m // group
+    if kprod == 1 and all(v == 1 for v in s) and not any(p):
+        # 1x1, stride 1: one matmul per group, no im2col
+        xr = x.reshape(n, group, cg, -1)
+        y = np.matmul(w.reshape(group, mg, cg), xr)
+    elif cg == 1:
+        # depthwise (one input channel per group): sum the taps over whole shifted views
+        xp = pad_spatial(x, p)
+        if mg > 1:
+            xp = np.repeat(xp, mg, axis=1)
+        wk = w.reshape(m, kprod)
+        bshape = (1, m) + (1,) * nsp
+        acc = np.zeros((n, m, *out_sp), cdt)
+        for t, view in taps(xp, k, s, d, out_sp):
+            acc += view * wk[:, t].reshape(bshape)
+        y = acc
+    else:
+        xp = pad_spatial(x, p)
+        win = windows(xp, k, s, d, out_sp)  # (N, C, *out, *k)
+        # (C, *k, N, *out) made contiguous once: the im2col matrix, grouped
+        order = (1, *range(2 + nsp, 2 + 2 * nsp), 0, *range(2, 2 + nsp))
+        col = np.ascontiguousarray(win.transpose(order)).reshape(group, cg * kprod, -1)
+        y = np.matmul(w.reshape(group, mg, cg * kprod), col)  # (G, Mg, N*out)
+        y = y.reshape(m, n, *out_sp)
+        y = np.moveaxis(y, 0, 1)
+    y = y.reshape(n, m, *out_sp)
+    if b is not None:
+        y = y + b.astype(cdt).reshape((1, m) + (1,) * nsp)
+    return y.astype(out_dt, copy=False)
+
+
+def _conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, group: int,
+          kernel_shape: Ints | None, strides: Ints | None, dilations: Ints | None,
+          pads: Ints | None) -> np.ndarray:
+    k, s, d, p = resolve_spatial(x.ndim - 2, w.shape[2:], strides, dilations, pads)
+    return conv_nd(x, w, b, group=group, k=k, s=s, d=d, p=p)
+
+
+_SPATIAL_DOC = {
+    "kernel_shape": "kernel spatial shape; None = taken from W",
+    "strides": "one per spatial axis; None = all 1",
+    "dilations": "one per spatial axis; None = all 1",
+    "pads": "begins then ends, one pair per spatial axis; None = no padding",
+}
+
+(
+    define_op("Conv")
+    .doc("N-d convolution (cross-correlation) of X (N, C, D1..) with W (M, C/group, k1..), plus "
+         "optional bias B (M); explicit pads, no auto_pad")
+    .input("X", "T").input("W", "T").input("B", "T", optional=True)
+    .output("Y", "T")
+    .param("group", "int", default=1, minimum=1, doc="number of channel groups")
+    .param("kernel_shape", "ints", default=None, doc=_SPATIAL_DOC["kernel_shape"])
+    .param("strides", "ints", default=None, doc=_SPATIAL_DOC["strides"])
+    .param("dilations", "ints", default=None, doc=_SPATIAL_DOC["dilations"])
+    .param("pads", "ints", default=None, doc=_SPATIAL_DOC["pads"])
+    .type_param("T", FLOATS)
+    .shape_fn(_conv_shape)
+    .compute(_conv)
+)
+
+
+# -- ConvTranspose -----------------------------------------------------------------------
+def _convt_shape(ctx: ShapeContext) -> Any:
+    xs, ws = ctx.input_shape(0), ctx.input_shape(1)
+    nsp = len(xs) - 2
+    if len(ws) != len(xs):
+        raise ctx.error(f"weights W have rank {len(ws)}, input X has rank {len(xs)}; they must agree",
+                        hint="W is (C, M/group, k1, k2, ...)")
+    k, s, d, p = check_spatial(ctx, nsp, kernel=ctx.attr("kernel_shape"), strides=ctx.attr("strides"),
+                               dilations=ctx.attr("dilations"), pads=ctx.attr("pads"))
+    if ctx.attr("kernel_shape") is not None and tuple(ws[2:]) != k:
+        raise ctx.error(f"= {list(k)} but the weights' spatial shape is {list(ws[2:])}",
+                        attr="kernel_shape", hint="drop kernel_shape or make it match W")
+    k = tuple(ws[2:])
+    op = ctx.attr("output_padding")
+    _check_len(ctx, "output_padding", op, nsp)
+    op = op or (0,) * nsp
+    if any(v < 0 for v in op):
+        raise ctx.error(f"= {list(op)}: entries must be >= 0", attr="output_padding")
+    group = ctx.attr("group")
+    c = xs[1]
+    if isinstance(c, int) and ws[0] != c:
+        raise ctx.error(f"input X has {c} channels but W's dim 0 is {ws[0]}",
+                        hint="W is (C, M/group, k1, ...)")
+    if isinstance(c, int) and c % group:
+        raise ctx.error(f"= {group} does not divide the {c} input channels", attr="group")
+    m = ws[1] * group
+    if ctx.has_input(2) and tuple(ctx.input_shape(2)) != (m,):
+        raise ctx.error(f"bias B has shape {list(ctx.input_shape(2))}; it must be [{m}]")
+    out: list[Any] = []
+    for i, size in enumerate(xs[2:]):
+        if not isinstance(size, int):
+            out.append(f"{size}_out")
+            continue
+        o = (size - 1) * s[i] + (k[i] - 1) * d[i] + 1 + op[i] - p[i] - p[i + nsp]
+        if o < 1:
+            raise ctx.error(f"spatial axis {i}: the pads crop the whole output", attr="pads")
+        out.append(o)
+    return (xs[0], m, *out), ctx.input_dtype(0)
+
+
+def _conv_transpose(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, group: int,
+                    kernel_shape: Ints | None, strides: Ints | None, dilations: Ints | None,
+                    pads: Ints | None, output_padding: Ints | None) -> np.ndarray:
+    nsp = x.ndim - 2
+    k, s, d, p = resolve_spatial(nsp, w.shape[2:], strides, dilations, pads)
+    op = output_padding or (0,) * nsp
+    out_dt = x.dtype
+    cdt = _compute_dtype(x.dtype)
+    n, c = x.shape[:2]
+    in_sp = x.shape[2:]
+    cg, mg = c // group, w.shape[1]
+    m = mg * group
+    kprod = int(np.prod(k))
+    # cols[g, mg*k, n*in] = W_g^T @ X_g, then scattered (col2im) tap by tap
+    xg = x.astype(cdt, copy=False).reshape(n, group, cg, -1).transpose(1, 2, 0, 3).reshape(group, cg, -1)
+    wg = w.astype(cdt, copy=False).reshape(group, cg, mg * kprod)
+    cols = np.matmul(wg.transpose(0, 2, 1), xg).reshape(group, mg, kprod, n, *in_sp)
+    cols = cols.reshape(m, kprod, n, *in_sp)
+    full = [(in_sp[i] - 1) * s[i] + (k[i] - 1) * d[i] + 1 + op[i] for i in range(nsp)]
+    acc = np.zeros((m, n, *full), cdt)
+    for t, pos in enumerate(np.ndindex(*k)):
+        sl = tuple(slice(pos[i] * d[i], pos[i] * d[i] + (in_sp[i] - 1) * s[i] + 1, s[i])
+                   for i in range(nsp))
+        acc[(slice(None), slice(None)) + sl] += cols[:, t]
+    crop = tuple(slice(p[i], full[i] - p[i + nsp]) for i in range(nsp))
+    y = np.moveaxis(acc[(slice(None), slice(None)) + crop], 0, 1)
+    if b is not None:
+        y = y + b.astype(cdt).reshape((1, m) + (1,) * nsp)
+    return np.ascontiguousarray(y).astype(out_dt, copy=False)
+
+
+(
+    define_op("ConvTranspose")
+    .doc("N-d transposed convolution of X (N, C, D1..) with W (C, M/group, k1..), plus optional "
+         "bias B (M); output size (in-1)*stride + (k-1)*dilation + 1 + output_padding - pads. "
+         "ONNX's output_shape and auto_pad are resolved into pads/output_padding by the mapper")
+    .input("X", "T").input("W", "T").input("B", "T", optional=True)
+    .output("Y", "T")
+    .param("group", "int", default=1, minimum=1, doc="number of channel groups")
+    .param("kernel_shape", "ints", default=None, doc=_SPATIAL_DOC["kernel_shape"])
+    .param("strides", "ints", default=None, doc=_SPATIAL_DOC["strides"])
+    .param("dilations", "ints", default=None, doc=_SPATIAL_DOC["dilations"])
+    .param("pads", "ints", default=None, doc="output crop, begins then ends; None = none")
+    .param("output_padding", "ints", default=None,
+           doc="extra output at the end of each spatial axis; None = all 0")
+    .type_param("T", FLOATS)
+    .shape_fn(_convt_shape)
+    .compute(_conv_transpose)
+)

@@ -1,3 +1,242 @@
-"""pool ops (being filled in)."""
+"""Pooling: MaxPool, AveragePool, LpPool and their global forms (NC + 1-3 spatial axes).
+
+Same attribute conventions as ``conv.py``: explicit ``pads`` (begins, then ends), no
+``auto_pad``; ``strides``/``dilations``/``pads`` ``None`` mean 1/1/0. ``kernel_shape`` is
+required (pooling has no weights to infer it from).
+
+Ceil mode follows the onnx reference and PyTorch: the output length is rounded up, but a
+window that would start inside the end padding is dropped; the part of a window past the
+padded input is ignored (not counted, even with ``count_include_pad``).
+
+The kernels loop over kernel taps (at most a few dozen), never over channels or pixels.
+"""
 
 from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..opdef import ShapeContext, define_op
+from .common import FLOATS
+from .conv import Ints, check_spatial, out_size, pad_spatial, resolve_spatial, spatial_out, taps, windows
+
+
+def _pool_shape(ctx: ShapeContext) -> tuple[list[Any], Ints, Ints, Ints, Ints]:
+    xs = ctx.input_shape(0)
+    nsp = len(xs) - 2
+    k, s, d, p = check_spatial(
+        ctx, nsp, kernel=ctx.attr("kernel_shape"), strides=ctx.attr("strides"),
+        dilations=ctx.attr("dilations") if "dilations" in ctx.opdef.params else None,
+        pads=ctx.attr("pads"),
+    )
+    eff = [(k[i] - 1) * d[i] + 1 for i in range(nsp)]
+    for i in range(nsp):
+        if p[i] >= eff[i] or p[i + nsp] >= eff[i]:
+            raise ctx.error(
+                f"= {list(p)}: a pad of spatial axis {i} is as large as the window ({eff[i]}); "
+                "some windows would hold only padding",
+                attr="pads", hint="pads must be smaller than the (dilated) kernel",
+            )
+    ceil = bool(ctx.attr("ceil_mode"))
+    out = [xs[0], xs[1], *spatial_out(ctx, xs[2:], k, s, d, p, ceil)]
+    return out, k, s, d, p
+
+
+def _geometry(x: np.ndarray, kernel_shape: Ints, strides: Ints | None, dilations: Ints | None,
+              pads: Ints | None, ceil_mode: int) -> tuple[Ints, Ints, Ints, Ints, list[int], list[int]]:
+    """Resolved attributes, output spatial shape, and the extra end padding ceil mode needs."""
+    nsp = x.ndim - 2
+    k, s, d, p = resolve_spatial(nsp, kernel_shape, strides, dilations, pads)
+    out_sp, extra = [], []
+    for i in range(nsp):
+        o = out_size(x.shape[2 + i], k[i], s[i], d[i], p[i], p[i + nsp], bool(ceil_mode))
+        out_sp.append(o)
+        need = (o - 1) * s[i] + (k[i] - 1) * d[i] + 1
+        extra.append(max(0, need - (x.shape[2 + i] + p[i] + p[i + nsp])))
+    return k, s, d, p, out_sp, extra
+
+
+def _work_dtype(dt: np.dtype) -> np.dtype:
+    return np.dtype(np.float64) if dt == np.float64 else np.dtype(np.float32)
+
+
+# -- MaxPool ---------------------------------------------------------------------------
+def _maxpool_shape(ctx: ShapeContext) -> Any:
+    out, *_ = _pool_shape(ctx)
+    res = [(tuple(out), ctx.input_dtype(0))]
+    if ctx.attr("output_indices"):
+        res.append((tuple(out), "i64"))
+    return res
+
+
+def _maxpool(x: np.ndarray, *, kernel_shape: Ints, strides: Ints | None, dilations: Ints | None,
+             pads: Ints | None, ceil_mode: int, storage_order: int, output_indices: bool) -> Any:
+    k, s, d, p, out_sp, extra = _geometry(x, kernel_shape, strides, dilations, pads, ceil_mode)
+    nsp = len(k)
+    xw = x.astype(_work_dtype(x.dtype), copy=False)
+    xp = pad_spatial(xw, p, -np.inf, extra)
+    y: np.ndarray | None = None
+    for _, view in taps(xp, k, s, d, out_sp):
+        y = view.copy() if y is None else np.maximum(y, view)
+    assert y is not None
+    y = y.astype(x.dtype)
+    if not output_indices:
+        return y
+    win = windows(xp, k, s, d, out_sp)
+    flat = win.reshape(*win.shape[: 2 + nsp], -1)
+    arg = np.argmax(flat, axis=-1)  # first maximum in window order, as the onnx reference
+    tap = np.unravel_index(arg, k)
+    in_sp = x.shape[2:]
+    # row-major (storage_order 0) or column-major (1) strides of the spatial block
+    if storage_order == 0:
+        sstr = [int(np.prod(in_sp[i + 1:])) for i in range(nsp)]
+    else:
+        sstr = [int(np.prod(in_sp[:i])) for i in range(nsp)]
+    n, c = x.shape[:2]
+    idx = (np.arange(n * c, dtype=np.int64).reshape(n, c, *([1] * nsp)) * int(np.prod(in_sp)))
+    for i in range(nsp):
+        o = np.arange(out_sp[i], dtype=np.int64).reshape([1, 1] + [-1 if j == i else 1
+                                                                   for j in range(nsp)])
+        coord = o * s[i] + tap[i].astype(np.int64) * d[i] - p[i]
+        idx = idx + coord * sstr[i]
+    return y, idx
+
+
+(
+    define_op("MaxPool")
+    .doc("max over sliding windows; optional second output Indices: the flat index of each "
+         "maximum in X (row-major, or column-major over the spatial axes if storage_order=1)")
+    .input("X", "T").output("Y", "T").output("Indices", "i64", optional=True)
+    .param("kernel_shape", "ints", doc="window shape, one per spatial axis")
+    .param("strides", "ints", default=None, doc="one per spatial axis; None = all 1")
+    .param("dilations", "ints", default=None, doc="one per spatial axis; None = all 1")
+    .param("pads", "ints", default=None, doc="begins then ends; None = no padding")
+    .param("ceil_mode", "int", default=0, allowed=(0, 1), doc="round the output size up")
+    .param("storage_order", "int", default=0, allowed=(0, 1),
+           doc="layout the Indices output counts in (0 row-major, 1 column-major)")
+    .param("output_indices", "bool", default=False, doc="whether the node has the Indices output")
+    .type_param("T", FLOATS + ("i8", "u8"))
+    .shape_fn(_maxpool_shape)
+    .compute(_maxpool)
+)
+
+
+# -- AveragePool / LpPool ----------------------------------------------------------------
+def _same_pool_shape(ctx: ShapeContext) -> Any:
+    out, *_ = _pool_shape(ctx)
+    return tuple(out), ctx.input_dtype(0)
+
+
+def _window_sum(xp: np.ndarray, k: Ints, s: Ints, d: Ints, out_sp: list[int]) -> np.ndarray:
+    acc: np.ndarray | None = None
+    for _, view in taps(xp, k, s, d, out_sp):
+        acc = view.copy() if acc is None else acc + view
+    assert acc is not None
+    return acc
+
+
+def _averagepool(x: np.ndarray, *, kernel_shape: Ints, strides: Ints | None,
+                 dilations: Ints | None, pads: Ints | None, ceil_mode: int,
+                 count_include_pad: int) -> np.ndarray:
+    k, s, d, p, out_sp, extra = _geometry(x, kernel_shape, strides, dilations, pads, ceil_mode)
+    nsp = len(k)
+    wdt = _work_dtype(x.dtype)
+    total = _window_sum(pad_spatial(x.astype(wdt, copy=False), p, 0, extra), k, s, d, out_sp)
+    # the divisor: how many counted positions each window covers (a spatial-only count)
+    ones = np.ones((1, 1, *x.shape[2:]), wdt)
+    if count_include_pad:
+        mask = pad_spatial(ones, p, 1.0)
+        mask = pad_spatial(mask, (0,) * (2 * nsp), 0.0, extra)
+    else:
+        mask = pad_spatial(ones, p, 0.0, extra)
+    count = _window_sum(mask, k, s, d, out_sp)
+    return (total / count).astype(x.dtype)
+
+
+(
+    define_op("AveragePool")
+    .doc("mean over sliding windows; count_include_pad=1 counts the explicit pads in the divisor")
+    .input("X", "T").output("Y", "T")
+    .param("kernel_shape", "ints", doc="window shape, one per spatial axis")
+    .param("strides", "ints", default=None, doc="one per spatial axis; None = all 1")
+    .param("dilations", "ints", default=None, doc="one per spatial axis; None = all 1")
+    .param("pads", "ints", default=None, doc="begins then ends; None = no padding")
+    .param("ceil_mode", "int", default=0, allowed=(0, 1), doc="round the output size up")
+    .param("count_include_pad", "int", default=0, allowed=(0, 1),
+           doc="count padded positions in the divisor")
+    .type_param("T", FLOATS)
+    .shape_fn(_same_pool_shape)
+    .compute(_averagepool)
+)
+
+
+def _lppool(x: np.ndarray, *, kernel_shape: Ints, strides: Ints | None, dilations: Ints | None,
+            pads: Ints | None, ceil_mode: int, p: int) -> np.ndarray:
+    k, s, d, pd, out_sp, extra = _geometry(x, kernel_shape, strides, dilations, pads, ceil_mode)
+    wdt = _work_dtype(x.dtype)
+    xp = pad_spatial(np.abs(x.astype(wdt, copy=False)) ** p, pd, 0, extra)
+    return (_window_sum(xp, k, s, d, out_sp) ** (1.0 / p)).astype(x.dtype)
+
+
+(
+    define_op("LpPool")
+    .doc("(sum over each window of |x|^p)^(1/p); padding contributes 0")
+    .input("X", "T").output("Y", "T")
+    .param("kernel_shape", "ints", doc="window shape, one per spatial axis")
+    .param("strides", "ints", default=None, doc="one per spatial axis; None = all 1")
+    .param("dilations", "ints", default=None, doc="one per spatial axis; None = all 1")
+    .param("pads", "ints", default=None, doc="begins then ends; None = no padding")
+    .param("ceil_mode", "int", default=0, allowed=(0, 1), doc="round the output size up")
+    .param("p", "int", default=2, minimum=1, doc="the norm's order")
+    .type_param("T", FLOATS)
+    .shape_fn(_same_pool_shape)
+    .compute(_lppool)
+)
+
+
+# -- global pools ------------------------------------------------------------------------
+def _global_shape(ctx: ShapeContext) -> Any:
+    xs = ctx.input_shape(0)
+    if len(xs) < 3:
+        raise ctx.error(f"input has rank {len(xs)}; it needs N, C and at least one spatial axis")
+    return (xs[0], xs[1], *([1] * (len(xs) - 2))), ctx.input_dtype(0)
+
+
+def _spatial_axes(x: np.ndarray) -> tuple[int, ...]:
+    return tuple(range(2, x.ndim))
+
+
+def _global_lp(x: np.ndarray, *, p: int) -> np.ndarray:
+    xw = np.abs(x.astype(_work_dtype(x.dtype), copy=False))
+    return (np.sum(xw**p, axis=_spatial_axes(x), keepdims=True) ** (1.0 / p)).astype(x.dtype)
+
+
+(
+    define_op("GlobalAveragePool")
+    .doc("mean over all spatial axes (kept as size 1)")
+    .input("X", "T").output("Y", "T")
+    .type_param("T", FLOATS)
+    .shape_fn(_global_shape)
+    .compute(lambda x: np.mean(x, axis=_spatial_axes(x), keepdims=True,
+                               dtype=_work_dtype(x.dtype)).astype(x.dtype))
+)
+
+(
+    define_op("GlobalMaxPool")
+    .doc("max over all spatial axes (kept as size 1)")
+    .input("X", "T").output("Y", "T")
+    .type_param("T", FLOATS)
+    .shape_fn(_global_shape)
+    .compute(lambda x: np.max(x, axis=_spatial_axes(x), keepdims=True))
+)
+
+(
+    define_op("GlobalLpPool")
+    .doc("(sum over all spatial axes of |x|^p)^(1/p) (kept as size 1)")
+    .input("X", "T").output("Y", "T")
+    .param("p", "int", default=2, minimum=1, doc="the norm's order")
+    .type_param("T", FLOATS)
+    .shape_fn(_global_shape)
+    .compute(_global_lp)
+)
