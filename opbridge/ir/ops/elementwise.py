@@ -92,13 +92,6 @@ def _pow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.power(x.astype(np.float64), y.astype(np.float64)).astype(x.dtype)
 
 
-def _mod_shape(ctx: ShapeContext) -> Any:
-    if ctx.attr("fmod") == 0 and ctx.input_dtype(0) in FLOATS:
-        raise ctx.error(f"= 0 is not allowed for {ctx.input_dtype(0)} inputs", attr="fmod",
-                        hint="set fmod=1 (C fmod, sign of the dividend) for floating-point Mod")
-    return broadcast_fn()(ctx)
-
-
 def _mod(a: np.ndarray, b: np.ndarray, fmod: int) -> np.ndarray:
     return np.fmod(a, b) if fmod else np.mod(a, b)
 
@@ -141,11 +134,12 @@ for _name, _fn, _doc in (
 
 (
     define_op("Mod")
-    .doc("remainder: sign of the divisor (fmod=0, integers only) or of the dividend (fmod=1)")
+    .doc("remainder: a - floor(a / b) * b, the sign of b (fmod=0), or a - trunc(a / b) * b, "
+         "the sign of a (fmod=1)")
     .input("a", "T").input("b", "T").output("c", "T")
     .param("fmod", "int", default=0, allowed=(0, 1))
     .type_param("T", NUMERIC)
-    .shape_fn(_mod_shape)
+    .shape_fn(broadcast_fn())
     .compute(binary(_mod))
 )
 
