@@ -5,6 +5,7 @@ The public API; see DESIGN.md ("The public API") and the README.
 
 from __future__ import annotations
 
+from .convert import convert
 from .errors import (
     AttrError,
     GraphError,
@@ -34,6 +35,17 @@ from .ir import (
     load,
     save,
 )
+from .mappers import (
+    DEFAULT_MAPPINGS,
+    Framework,
+    ImplyType,
+    MapContext,
+    OriginNode,
+    imply_type_of,
+    mapping,
+    register_custom_op,
+)
+from .plugins_loader import load_plugins
 
 __version__ = "0.1.0"
 
@@ -42,4 +54,6 @@ __all__ = [
     "ModelFormatError", "Node", "OpDef", "OpbridgeError", "Origin", "PluginError", "RegistryError",
     "ShapeContext", "ShapeError", "SimulatorError", "UnsupportedOpError", "Value", "__version__",
     "define_op", "export_torchscript", "format_graph", "interpret", "load", "save",
+    "DEFAULT_MAPPINGS", "Framework", "ImplyType", "MapContext", "OriginNode", "convert",
+    "imply_type_of", "load_plugins", "mapping", "register_custom_op",
 ]

@@ -1,0 +1,82 @@
+"""``convert()``: a model file (or an in-memory model) -> a verified IR graph.
+
+The parser is chosen by the file's name ending in :data:`PARSERS`; each frontend adds one
+line there. A parser is ``fn(path, weights=None) -> OriginGraph``, named "module:function"
+so that a frontend is imported only when a file of its kind is converted.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .errors import ModelFormatError
+from .ir.graph import Graph
+from .ir.passes import DEFAULT_PASSES, GraphPass, optimize
+from .mappers import DEFAULT_MAPPINGS, MappingRegistry, convert_origin_graph
+from .parsers.origin import OriginGraph
+from .plugins_loader import load_plugins
+
+#: File-name ending -> "module:function" of the parser for it. Longest ending wins.
+PARSERS: dict[str, str] = {
+    ".onnx": "opbridge.parsers.onnx:parse_file",
+}
+
+
+def parser_for(path: str | os.PathLike[str]) -> Callable[..., OriginGraph]:
+    """The parser function for a model file, by its name ending."""
+    name = Path(path).name.lower()
+    for ending in sorted(PARSERS, key=len, reverse=True):
+        if name.endswith(ending):
+            module, _, func = PARSERS[ending].partition(":")
+            return getattr(importlib.import_module(module), func)  # type: ignore[no-any-return]
+    raise ModelFormatError(
+        f"'{path}': unknown model kind",
+        hint=f"opbridge reads files ending in {', '.join(sorted(PARSERS))}",
+    )
+
+
+def parse(model: Any, *, weights: str | os.PathLike[str] | None = None) -> OriginGraph:
+    """Parse a model file, an ``onnx.ModelProto`` or pass an OriginGraph through."""
+    if isinstance(model, OriginGraph):
+        return model
+    if isinstance(model, (str, os.PathLike)):
+        return parser_for(model)(model, weights=weights)
+    try:
+        import onnx
+    except ImportError:  # pragma: no cover - onnx is a dependency
+        onnx = None
+    if onnx is not None and isinstance(model, onnx.ModelProto):
+        from .parsers.onnx import parse_model
+
+        return parse_model(model)
+    raise ModelFormatError(
+        f"cannot convert a {type(model).__name__}",
+        hint="pass a model file path, an onnx.ModelProto or an OriginGraph",
+    )
+
+
+def convert(
+    model: Any,
+    *,
+    weights: str | os.PathLike[str] | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    plugins: Iterable[str | os.PathLike[str]] = (),
+    passes: Iterable[str | GraphPass] = DEFAULT_PASSES,
+    registry: MappingRegistry | None = None,
+) -> Graph:
+    """Convert ``model`` to a verified IR graph.
+
+    ``input_shapes`` fixes symbolic input dims by input name; ``plugins`` are Python files
+    loaded first (with those of ``OPBRIDGE_PLUGIN_PATH`` and the ``opbridge.plugins`` entry
+    points); ``passes`` are the IR passes to run after mapping (names from
+    :data:`opbridge.ir.passes.PASSES`; ``()`` for none).
+    """
+    load_plugins(plugins)
+    origin = parse(model, weights=weights)
+    graph = convert_origin_graph(origin, registry=registry if registry is not None else DEFAULT_MAPPINGS,
+                                 input_shapes=input_shapes)
+    return optimize(graph, passes)

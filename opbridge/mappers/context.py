@@ -1,0 +1,124 @@
+"""MapContext: what a mapping function sees of the conversion (the ``g`` in ``fn(node, g)``).
+
+It gives the node's inputs as IR Values, their data where they are constant, the framework
+weights, and emits IR nodes with the origin (framework, op type, node name) set automatically.
+An op whose inputs are all constant is evaluated at once (its reference compute) and becomes
+a constant, so shape-computing chains (Shape -> Gather -> Concat -> Reshape) reach the
+mappings that need them as attributes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import AttrError, OpbridgeError, UnsupportedOpError
+from ..ir.graph import Value
+from ..parsers.origin import Framework, OriginNode
+from .registry import MappingError
+
+if TYPE_CHECKING:
+    from .converter import Conversion
+
+
+class MapContext:
+    """The conversion as one mapping sees it; built by the converter for each origin node."""
+
+    def __init__(self, conv: Conversion, node: OriginNode, opset: int) -> None:
+        self._conv = conv
+        self.node = node
+        self.opset = opset
+        #: Values created while mapping this node (the converter names them after the origin).
+        self.created: set[int] = set()
+        self._emitted = 0
+
+    @property
+    def framework(self) -> Framework:
+        return self.node.framework
+
+    # -- inputs -----------------------------------------------------------------------------
+    @property
+    def num_inputs(self) -> int:
+        return len(self.node.inputs)
+
+    def has_input(self, i: int) -> bool:
+        return 0 <= i < len(self.node.inputs) and bool(self.node.inputs[i])
+
+    def input(self, i: int) -> Value | None:
+        """The Value of the node's i-th input; None when absent (optional, or past the end)."""
+        if not self.has_input(i):
+            return None
+        return self._conv.value_of(self.node.inputs[i], self.node)
+
+    def inputs(self) -> list[Value | None]:
+        return [self.input(i) for i in range(self.num_inputs)]
+
+    def const(self, i: int) -> np.ndarray | None:
+        """The data of input i if it is a constant (initializer, Constant node, folded), else None."""
+        v = self.input(i)
+        if v is None:
+            return None
+        if v.data is None:
+            self._conv.note_const_request(v)
+        return v.data
+
+    def require_const(self, i: int, what: str) -> np.ndarray:
+        """The data of input i, which must be constant; ``what`` names it in the error."""
+        data = self.const(i)
+        if data is None:
+            name = self.node.inputs[i] if self.has_input(i) else "<absent>"
+            if not self.has_input(i):
+                raise AttrError(f"{self.node.where} input {i} ({what}): required but absent")
+            raise UnsupportedOpError(
+                f"{self.node.where} input {i} ({what}) '{name}' is computed at run time; "
+                "opbridge needs it constant (static graphs)",
+                hint="fix the graph inputs' shapes with --input-shape, or make it an initializer",
+            )
+        return data
+
+    # -- framework weights (Caffe blobs and the like) ----------------------------------------
+    @property
+    def num_weights(self) -> int:
+        return len(self.node.weights)
+
+    def weight_array(self, i: int) -> np.ndarray:
+        if not 0 <= i < len(self.node.weights):
+            raise MappingError(
+                f"{self.node.where}: weight {i} asked for, the node has {len(self.node.weights)}",
+                hint="check the model's weights file matches its definition",
+            )
+        return self._conv.tensor_array(self.node.weights[i], self.node)
+
+    def weight(self, i: int) -> Value:
+        """The i-th framework weight as a constant Value (created once, named after the weight)."""
+        self.weight_array(i)
+        return self._conv.value_of(self.node.weights[i], self.node)
+
+    # -- emitting ---------------------------------------------------------------------------
+    def op(self, op_type: str, inputs: Sequence[Value | None], *, num_outputs: int | None = None,
+           **attrs: Any) -> Any:
+        """Emit IR op ``op_type``; returns its Value, or a tuple of Values when it has several."""
+        self._emitted += 1
+        outs = self._conv.emit(self, op_type, list(inputs), attrs, num_outputs)
+        self.created.update(id(v) for v in outs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def constant(self, array: Any, name: str | None = None, dtype: str | None = None) -> Value:
+        """A constant Value holding ``array`` (named after the node unless ``name`` is given)."""
+        v = self._conv.new_constant(self.node, np.asarray(array) if dtype is None else array,
+                                    name, dtype)
+        self.created.add(id(v))
+        return v
+
+    # -- errors -----------------------------------------------------------------------------
+    def error(self, message: str, attr: str | None = None, hint: str | None = None) -> OpbridgeError:
+        """An error naming framework, node and op (and the attribute); ``raise g.error(...)``."""
+        if attr is not None:
+            return AttrError(f"{self.node.where} attribute '{attr}': {message}", hint=hint)
+        return MappingError(f"{self.node.where}: {message}", hint=hint)
+
+    def unsupported(self, message: str, hint: str | None = None) -> UnsupportedOpError:
+        """An error for a case of the op that opbridge does not support (raise it)."""
+        return UnsupportedOpError(f"{self.node.where}: {message}", hint=hint)

@@ -1,0 +1,353 @@
+"""The conversion loop: OriginGraph -> verified ir.Graph, through the mapping registry.
+
+Before anything is converted, a pre-flight looks up every node's mapping and reports every
+unmapped (domain, op type, version) at once. Then each origin node is mapped in file order;
+the Values a mapping returns are named after the node's output tensors, and every IR node
+keeps the origin (framework, op type, node name), so tensors can be compared by the names
+they have in the user's model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import GraphError, OpbridgeError, ShapeError, UnsupportedOpError, node_ctx
+from ..ir.graph import Graph, GraphBuilder, Origin, Value
+from ..ir.opdef import DEFAULT_OPS, OpRegistry
+from ..ir.passes.fold import can_fold, evaluate
+from ..ir.types import format_shape, from_numpy_dtype, is_static
+from ..parsers.origin import Framework, OriginGraph, OriginNode, TensorInfo
+from .context import MapContext
+from .registry import (
+    DEFAULT_MAPPINGS,
+    MappingEntry,
+    MappingError,
+    MappingRegistry,
+    normalize_domain,
+    qualified_name,
+    registration_line,
+)
+
+
+def _ir_dtype(dt: Any, what: str) -> str:
+    try:
+        return from_numpy_dtype(dt)
+    except ShapeError:
+        raise UnsupportedOpError(
+            f"{what} has dtype {dt}, which the opbridge IR does not support",
+            hint="the IR has f32 f16 bf16 f64, signed/unsigned ints and bool",
+        ) from None
+
+
+class Conversion:
+    """The state of one conversion: the builder, origin tensor name -> Value, names in use."""
+
+    def __init__(self, origin: OriginGraph, registry: MappingRegistry, ops: OpRegistry,
+                 constant_inputs: Mapping[str, np.ndarray], const_requests: set[str] | None) -> None:
+        self.origin = origin
+        self.registry = registry
+        self.ops = ops
+        self.builder = GraphBuilder(origin.name or "graph", registry=ops)
+        self.values: dict[str, Value] = {}
+        self.inputs: dict[str, Value] = {}
+        self.constant_inputs = constant_inputs
+        self.const_requests = const_requests
+        # every origin tensor name is reserved, so names we invent never take one of them
+        self.reserved: set[str] = {t.name for t in origin.inputs} | {t.name for t in origin.outputs}
+        for n in origin.nodes:
+            self.reserved.update(x for x in n.inputs if x)
+            self.reserved.update(x for x in n.outputs if x)
+            self.reserved.update(n.weights)
+        self.used: set[str] = set()
+        self.node_names: set[str] = set()
+
+    # -- names ------------------------------------------------------------------------------
+    def fresh(self, base: str, *, nodes: bool = False) -> str:
+        taken = self.node_names if nodes else self.used
+        blocked = set() if nodes else self.reserved
+        name, i = base, 0
+        while name in taken or name in blocked:
+            i += 1
+            name = f"{base}_{i}"
+        taken.add(name)
+        return name
+
+    def _claim_origin(self, name: str) -> None:
+        self.used.add(name)
+
+    # -- values -----------------------------------------------------------------------------
+    def tensor_array(self, name: str, node: OriginNode | None) -> np.ndarray:
+        try:
+            return self.origin.tensors[name]
+        except KeyError:
+            where = node.where if node is not None else f"[{self.origin.framework}]"
+            raise GraphError(f"{where}: weight '{name}' is not in the model's tensors") from None
+
+    def value_of(self, name: str, node: OriginNode) -> Value:
+        """The Value of origin tensor ``name`` (initializers become constants on first use)."""
+        v = self.values.get(name)
+        if v is not None:
+            return v
+        if name in self.origin.tensors:
+            arr = self.origin.tensors[name]
+            _ir_dtype(arr.dtype, f"tensor '{name}'")
+            self._claim_origin(name)
+            v = self.builder.constant(name, arr)
+            self.values[name] = v
+            return v
+        raise GraphError(
+            f"{node.where}: input '{name}' is not produced by any node, graph input or initializer",
+            hint="check the model: every node input must be defined before it is used",
+        )
+
+    def new_constant(self, node: OriginNode, arr: Any, name: str | None, dtype: str | None) -> Value:
+        base = name or f"{node.name or node.op_type.lower()}/const"
+        return self.builder.constant(self.fresh(base), arr, dtype)
+
+    def note_const_request(self, v: Value) -> None:
+        if self.const_requests is not None and v.name in self.inputs:
+            self.const_requests.add(v.name)
+
+    # -- emitting IR nodes ------------------------------------------------------------------
+    def emit(self, ctx: MapContext, op_type: str, inputs: list[Value | None], attrs: dict[str, Any],
+             num_outputs: int | None) -> list[Value]:
+        node = ctx.node
+        opdef = self.ops.get(op_type)
+        label = node.name or node.op_type.lower()
+        base = label if ctx._emitted == 1 else f"{label}/{op_type}"
+        name = self.fresh(base, nodes=True)
+        where = node_ctx(name, op_type)
+        ins = list(inputs)
+        while ins and ins[-1] is None:
+            ins.pop()
+        for i, v in enumerate(ins):
+            if v is not None and not isinstance(v, Value):
+                raise MappingError(f"{node.where}: input {i} of the {op_type} it emits is a "
+                                   f"{type(v).__name__}, not a Value",
+                                   hint="pass g.input(i), g.constant(array) or the result of g.op")
+        opdef.check_input_count(len(ins), where)
+        norm = opdef.normalize_attrs(attrs, where)
+        n_out = num_outputs if num_outputs is not None else opdef.num_outputs_for(norm)
+        if n_out is None:
+            n_out = len(node.outputs)
+        origin = Origin(str(node.framework), node.op_type, node.name)
+        if can_fold(opdef, ins):
+            types = opdef.infer(name, [(v.shape, v.dtype) if v is not None else None for v in ins],
+                                norm, [v.data if v is not None else None for v in ins], n_out)
+            results = evaluate(opdef, name, [v.data if v is not None else None for v in ins], norm,
+                               types)
+            if results is not None:
+                return [self.builder.constant(self.fresh(f"{name}:{i}" if len(results) > 1 else name),
+                                              arr) for i, arr in enumerate(results)]
+        out_names = [self.fresh(f"{name}:{i}" if n_out > 1 else name) for i in range(n_out)]
+        out = self.builder.op(op_type, ins, name=name, outputs=out_names, origin=origin,
+                              num_outputs=n_out, **attrs)
+        return list(out) if isinstance(out, tuple) else [out]
+
+    # -- one origin node --------------------------------------------------------------------
+    def map_node(self, node: OriginNode, entry: MappingEntry, opset: int) -> None:
+        ctx = MapContext(self, node, opset)
+        try:
+            result = entry.fn(node, ctx)
+        except OpbridgeError as err:
+            if node.where in err.message:
+                raise
+            if f"node '{node.name}' (" in err.message:  # an IR node named after this origin node
+                message = f"[{node.framework}] {err.message}"
+            else:
+                message = f"{node.where}: {err.message}"
+            try:
+                wrapped = type(err)(message, hint=err.hint)
+            except TypeError:
+                wrapped = MappingError(message, hint=err.hint)
+            raise wrapped from err
+        except Exception as err:
+            raise MappingError(
+                f"{node.where}: the mapping at {entry.defined_at} failed: {type(err).__name__}: {err}",
+                hint="this is a bug in that mapping function; rerun with --debug for the traceback",
+            ) from err
+        outs = self._as_values(node, entry, result)
+        for i, (oname, v) in enumerate(zip(node.outputs, outs)):
+            if not oname or v is None:
+                continue
+            if id(v) in ctx.created and v.name not in self.reserved:
+                self.used.discard(v.name)
+                v.name = oname
+                self.used.add(oname)
+                if i == 0 and v.producer is not None and node.name and v.producer.name != node.name \
+                        and node.name not in self.node_names:
+                    self.node_names.add(node.name)
+                    v.producer.name = node.name
+            self.values[oname] = v
+
+    def _as_values(self, node: OriginNode, entry: MappingEntry, result: Any) -> list[Value | None]:
+        if result is None:
+            outs: list[Any] = []
+        elif isinstance(result, (tuple, list)):
+            outs = list(result)
+        else:
+            outs = [result]
+        if len(outs) > len(node.outputs):
+            raise MappingError(
+                f"{node.where}: the mapping at {entry.defined_at} returned {len(outs)} values for "
+                f"{len(node.outputs)} outputs",
+                hint="return one Value per origin output, in order",
+            )
+        for v in outs:
+            if v is not None and not isinstance(v, Value):
+                raise MappingError(
+                    f"{node.where}: the mapping at {entry.defined_at} returned a "
+                    f"{type(v).__name__}, not a Value",
+                    hint="return the Value(s) given by g.op(...) or g.input(i)",
+                )
+        return outs + [None] * (len(node.outputs) - len(outs))
+
+
+def _fix_inputs(origin: OriginGraph, input_shapes: Mapping[str, Sequence[int]] | None,
+                require_static: bool) -> list[TensorInfo]:
+    """The origin inputs with ``input_shapes`` applied; symbolic dims left are errors by name."""
+    shapes = dict(input_shapes or {})
+    names = [t.name for t in origin.inputs]
+    unknown = sorted(set(shapes) - set(names))
+    if unknown:
+        raise ShapeError(
+            f"input_shapes names '{unknown[0]}', which is not an input of the model",
+            hint=f"the model's inputs are: {', '.join(names) or 'none'}",
+        )
+    out = []
+    for t in origin.inputs:
+        shape = t.shape
+        if t.name in shapes:
+            try:
+                given = tuple(int(d) for d in shapes[t.name])
+            except (TypeError, ValueError):
+                raise ShapeError(f"input_shapes['{t.name}'] = {shapes[t.name]!r}: not a list of ints") from None
+            if any(d < 0 for d in given):
+                raise ShapeError(f"input_shapes['{t.name}'] = {given}: dims must be >= 0")
+            if shape is not None and len(shape) != len(given):
+                raise ShapeError(
+                    f"input '{t.name}' has rank {len(shape)} ({format_shape(shape)}); "
+                    f"input_shapes gives {len(given)} dims {list(given)}",
+                    hint=f"give {len(shape)} dims for '{t.name}'",
+                )
+            for d_decl, d_new in zip(shape or (), given):
+                if isinstance(d_decl, int) and d_decl != d_new:
+                    raise ShapeError(
+                        f"input '{t.name}' declares dim {d_decl} where input_shapes gives {d_new} "
+                        f"({format_shape(shape or ())} vs {list(given)})",
+                        hint="only symbolic dims can be fixed with input shapes",
+                    )
+            shape = given
+        if shape is None:
+            raise ShapeError(
+                f"input '{t.name}' has no declared shape",
+                hint=f"give it with --input-shape {t.name}=1,3,224,224",
+            )
+        if require_static and not is_static(shape):
+            sym = [d for d in shape if not isinstance(d, int)]
+            raise ShapeError(
+                f"input '{t.name}' has symbolic dim(s) {', '.join(map(str, sym))} in "
+                f"{format_shape(shape)}",
+                hint=f"fix them with --input-shape {t.name}="
+                + ",".join(str(d) if isinstance(d, int) else "1" for d in shape)
+                + f" (input_shapes={{'{t.name}': (...)}} in Python)",
+            )
+        if t.dtype is None:
+            raise ShapeError(f"input '{t.name}' has no declared element type")
+        out.append(TensorInfo(t.name, t.dtype, shape))
+    return out
+
+
+def node_opset(origin: OriginGraph, node: OriginNode) -> int | None:
+    """The model's version for the node's domain (None when it declares none)."""
+    return origin.opsets.get(normalize_domain(node.domain))
+
+
+def preflight(origin: OriginGraph, registry: MappingRegistry, ops: OpRegistry) -> dict[int, MappingEntry]:
+    """Find every node's mapping; report every unmapped op (and missing IR op) in one error."""
+    found: dict[int, MappingEntry] = {}
+    missing: dict[tuple[str, str, int | None], list[str]] = {}
+    no_ir: dict[str, list[str]] = {}
+    for idx, node in enumerate(origin.nodes):
+        domain = normalize_domain(node.domain)
+        version = node_opset(origin, node)
+        entry = registry.find(node.framework, node.op_type, domain, version)
+        if entry is None:
+            missing.setdefault((domain, node.op_type, version), []).append(node.name)
+            continue
+        if entry.ir_op is not None and entry.ir_op not in ops:
+            no_ir.setdefault(entry.ir_op, []).append(node.name)
+        found[idx] = entry
+    if not missing and not no_ir:
+        return found
+    fw = Framework(origin.framework)
+    lines = []
+    for (domain, op, version), nodes in missing.items():
+        vs = registry.versions(fw, op, domain)
+        at = f" (opset {version})" if version is not None and fw == Framework.ONNX else ""
+        shown = ", ".join(f"'{n}'" for n in nodes[:5]) + (f" and {len(nodes) - 5} more" if len(nodes) > 5 else "")
+        have = (f"registered since-versions {', '.join(map(str, vs))}, none <= {version}" if vs
+                else "no mapping registered")
+        lines.append(f"  - {qualified_name(op, domain)}{at}: node(s) {shown}; {have}; "
+                     f"to add one: {registration_line(fw, op, domain, version)}")
+    for ir_op, nodes in no_ir.items():
+        lines.append(f"  - IR op '{ir_op}' (target of a register_custom_op mapping) is not defined; "
+                     f"node(s) {', '.join(repr(n) for n in nodes[:5])}; define it with "
+                     f'opbridge.define_op("{ir_op}")')
+    n = len(lines)
+    src = f" in '{origin.source}'" if origin.source else ""
+    raise UnsupportedOpError(
+        f"[{fw}] {n} unsupported op type{'s' if n > 1 else ''}{src}:\n" + "\n".join(lines),
+        hint="register mappings in a plugin file and pass it with --plugin FILE (plugins=[...])",
+    )
+
+
+def convert_origin_graph(
+    origin: OriginGraph,
+    *,
+    registry: MappingRegistry | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    ops: OpRegistry | None = None,
+    constant_inputs: Mapping[str, np.ndarray] | None = None,
+    const_requests: set[str] | None = None,
+) -> Graph:
+    """Map ``origin`` into a verified IR graph.
+
+    ``constant_inputs`` binds graph inputs to fixed values (they become constants);
+    ``const_requests``, when given, collects the names of graph inputs that a mapping needed
+    as constants (the ONNX backend binds those and converts again).
+    """
+    registry = registry if registry is not None else DEFAULT_MAPPINGS
+    ops = ops if ops is not None else DEFAULT_OPS
+    bound = dict(constant_inputs or {})
+    entries = preflight(origin, registry, ops)
+    conv = Conversion(origin, registry, ops, bound, const_requests)
+    free = [t for t in origin.inputs if t.name not in bound]
+    sub = OriginGraph(origin.name, origin.framework, inputs=free)
+    for t in _fix_inputs(sub, input_shapes, require_static=True):
+        conv._claim_origin(t.name)
+        v = conv.builder.input(t.name, _ir_dtype(t.dtype, f"input '{t.name}'"), t.shape)
+        conv.values[t.name] = conv.inputs[t.name] = v
+    for name, arr in bound.items():
+        conv._claim_origin(name)
+        conv.values[name] = conv.builder.constant(name, np.asarray(arr))
+    for idx, node in enumerate(origin.nodes):
+        entry = entries[idx]
+        version = node_opset(origin, node)
+        conv.map_node(node, entry, version if version is not None else entry.since)
+    for t in origin.outputs:
+        v = conv.values.get(t.name)
+        if v is None:
+            raise GraphError(
+                f"[{origin.framework}] graph output '{t.name}' is not produced by any node",
+                hint="check the model's outputs",
+            )
+        conv.builder.output(v)
+    conv.builder.metadata.update(origin.metadata)
+    conv.builder.metadata.setdefault("framework", str(origin.framework))
+    if origin.source:
+        conv.builder.metadata.setdefault("source", str(origin.source))
+    return conv.builder.build()

@@ -1,0 +1,113 @@
+"""The CANN-style builder for one-to-one mappings: ``register_custom_op(IR_OP)...``.
+
+::
+
+    def parse_upsample(src: OriginNode, dst) -> None:
+        dst.set_attr("scale", int(src.get_attr("scale")))
+
+    (register_custom_op("Upsample").framework_type(Framework.CAFFE).origin_op_type("Upsample")
+        .parse_params_by_operator_fn(parse_upsample).imply_type(ImplyType.TPU))
+
+The mapping is registered as soon as both the framework and the origin op type are known
+(a duplicate raises there, naming both places); later calls refine it. Without a parse
+function, the origin attributes are copied by name. The emitted node takes the origin node's
+inputs, then its framework weights, and has one output per origin output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..parsers.origin import Framework, OriginNode
+from .context import MapContext
+from .registry import (
+    DEFAULT_MAPPINGS,
+    ImplyType,
+    MappingEntry,
+    MappingRegistry,
+    _caller_site,
+)
+
+ParseFn = Callable[[OriginNode, "DstOp"], None]
+
+
+class DstOp:
+    """The IR node being filled by a parse function: ``dst.set_attr(name, value)``."""
+
+    def __init__(self, op_type: str) -> None:
+        self.op_type = op_type
+        self.attrs: dict[str, Any] = {}
+
+    def set_attr(self, name: str, value: Any) -> DstOp:
+        self.attrs[name] = value
+        return self
+
+    def get_attr(self, name: str, default: Any = None) -> Any:
+        return self.attrs.get(name, default)
+
+
+class CustomOpBuilder:
+    """Chained registration of a one-to-one mapping onto IR op ``ir_op``."""
+
+    def __init__(self, ir_op: str, registry: MappingRegistry, site: str, override: bool) -> None:
+        self.ir_op = ir_op
+        self._registry = registry
+        self._site = site
+        self._override = override
+        self._framework: Framework | None = None
+        self._origin_types: tuple[str, ...] = ()
+        self._since = 1
+        self._parse_fn: ParseFn | None = None
+        self._entries: list[MappingEntry] = []
+
+    def framework_type(self, framework: Framework | str) -> CustomOpBuilder:
+        self._framework = Framework(framework)
+        return self._sync()
+
+    def origin_op_type(self, *op_types: str) -> CustomOpBuilder:
+        """The origin op type(s) this IR op maps from (``"dom::Op"`` pins an ONNX domain)."""
+        self._origin_types = tuple(op_types)
+        return self._sync()
+
+    def since_opset(self, version: int) -> CustomOpBuilder:
+        self._since = version
+        return self._sync()
+
+    def parse_params_by_operator_fn(self, fn: ParseFn) -> CustomOpBuilder:
+        """``fn(src: OriginNode, dst: DstOp)`` sets the IR attributes with ``dst.set_attr``."""
+        self._parse_fn = fn
+        return self
+
+    def imply_type(self, imply: ImplyType | str) -> CustomOpBuilder:
+        """Where the IR op runs: ImplyType.TPU (default) or ImplyType.CPU (the host)."""
+        self._registry.set_imply_type(self.ir_op, imply)
+        return self
+
+    def _sync(self) -> CustomOpBuilder:
+        if self._framework is None or not self._origin_types:
+            return self
+        for e in self._entries:
+            self._registry.unregister(e)
+        self._entries = [
+            self._registry.register(self._framework, t, self._map, since_opset=self._since,
+                                    override=self._override, defined_at=self._site, ir_op=self.ir_op)
+            for t in self._origin_types
+        ]
+        return self
+
+    def _map(self, node: OriginNode, g: MapContext) -> Any:
+        dst = DstOp(self.ir_op)
+        if self._parse_fn is not None:
+            self._parse_fn(node, dst)
+        else:
+            dst.attrs.update(node.attrs)
+        inputs = g.inputs() + [g.weight(i) for i in range(g.num_weights)]
+        return g.op(self.ir_op, inputs, num_outputs=len(node.outputs), **dst.attrs)
+
+
+def register_custom_op(ir_op: str, *, override: bool = False,
+                       registry: MappingRegistry | None = None) -> CustomOpBuilder:
+    """Start a one-to-one mapping onto IR op ``ir_op``; chain ``.framework_type(...)`` etc."""
+    reg = registry if registry is not None else DEFAULT_MAPPINGS
+    return CustomOpBuilder(ir_op, reg, _caller_site(), override)

@@ -1,0 +1,274 @@
+"""The mapping registry: which function turns an origin op into IR, per framework and version.
+
+Two public ways to register, both ending in :meth:`MappingRegistry.register`:
+
+- ``@mapping(Framework.ONNX, "Gemm", since_opset=11)`` for a function that may emit any
+  subgraph (one-to-many);
+- ``register_custom_op("Upsample").framework_type(...).origin_op_type(...)
+  .parse_params_by_operator_fn(fn).imply_type(...)`` for a one-to-one attribute mapping.
+
+Keys are (framework, domain, origin op type, since_opset). A plain op type (``"FooScale"``)
+matches that op in any domain the model declares; ``"com.example::FooScale"`` pins the domain
+and wins over a plain registration. Lookup picks the highest ``since_opset`` <= the model's
+version for the node's domain, and never falls back silently.
+
+Where an IR op runs (TPU or host CPU) is recorded per IR op in this module's placement table,
+read with :func:`imply_type_of`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from ..errors import OpbridgeError, RegistryError, UnsupportedOpError
+from ..parsers.origin import Framework, OriginNode
+
+if TYPE_CHECKING:
+    from .context import MapContext
+
+MapFn = Callable[[OriginNode, "MapContext"], Any]
+
+#: Domain names that mean "the default ONNX domain".
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+class ImplyType(str, Enum):
+    """Where an IR op runs: on the TPU (default) or on the host CPU, between TPU segments."""
+
+    TPU = "tpu"
+    CPU = "cpu"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class MappingError(OpbridgeError, ValueError):
+    """A mapping could not turn an origin node into IR (a problem it reports, or a bug in it)."""
+
+
+def normalize_domain(domain: str | None) -> str:
+    """``"ai.onnx"`` and ``""`` are one domain; returned as ``""``."""
+    d = domain or ""
+    return "" if d in DEFAULT_DOMAINS else d
+
+
+def split_op_key(op_type: str) -> tuple[str | None, str]:
+    """``"com.example::Foo"`` -> ("com.example", "Foo"); ``"Foo"`` -> (None, "Foo") (any domain)."""
+    if "::" in op_type:
+        domain, _, name = op_type.rpartition("::")
+        return normalize_domain(domain), name
+    return None, op_type
+
+
+def _site_of(fn: Callable[..., Any]) -> str:
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return "<unknown>"
+    return f"{code.co_filename}:{code.co_firstlineno}"
+
+
+#: The registry's own modules, skipped when finding who registered something.
+_OWN_FILES = {os.path.join(os.path.dirname(os.path.abspath(__file__)), f) for f in ("registry.py", "custom_op.py")}
+
+
+def _caller_site() -> str:
+    """file:line of the first frame outside the registry's own modules."""
+    frame = inspect.currentframe()
+    while frame is not None:
+        if os.path.abspath(frame.f_code.co_filename) not in _OWN_FILES:
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "<unknown>"
+
+
+@dataclass
+class MappingEntry:
+    """One registered mapping: the key, the function, and where it was registered."""
+
+    framework: Framework
+    domain: str | None
+    op_type: str
+    since: int
+    fn: MapFn
+    defined_at: str
+    #: The IR op a one-to-one (register_custom_op) mapping emits; None for @mapping functions.
+    ir_op: str | None = None
+
+    @property
+    def key_text(self) -> str:
+        return f"{self.domain}::{self.op_type}" if self.domain is not None else self.op_type
+
+
+class MappingRegistry:
+    """A table of mappings; :data:`DEFAULT_MAPPINGS` is the one the package uses.
+
+    Tests can make their own instance and pass it to ``convert_origin_graph(registry=...)``.
+    """
+
+    def __init__(self) -> None:
+        # (framework, domain or None, op type) -> {since: entry}
+        self._table: dict[tuple[Framework, str | None, str], dict[int, MappingEntry]] = {}
+        self._imply: dict[str, ImplyType] = {}
+
+    # -- registering ----------------------------------------------------------------------
+    def register(
+        self,
+        framework: Framework | str,
+        op_type: str,
+        fn: MapFn,
+        *,
+        since_opset: int = 1,
+        override: bool = False,
+        defined_at: str | None = None,
+        ir_op: str | None = None,
+    ) -> MappingEntry:
+        """Register ``fn`` for ``op_type``; a second registration of the same key raises."""
+        fw = Framework(framework)
+        if not isinstance(op_type, str) or not op_type or op_type.endswith("::"):
+            raise RegistryError(f"mapping for {op_type!r}: the origin op type must be a non-empty string")
+        if isinstance(since_opset, bool) or not isinstance(since_opset, int) or since_opset < 1:
+            raise RegistryError(f"mapping for {fw} {op_type}: since_opset={since_opset!r} must be an int >= 1")
+        domain, name = split_op_key(op_type)
+        site = defined_at or _caller_site()
+        versions = self._table.setdefault((fw, domain, name), {})
+        old = versions.get(since_opset)
+        if old is not None and not override:
+            raise RegistryError(
+                f"mapping for [{fw}] {op_type} since_opset={since_opset} is registered twice: "
+                f"first at {old.defined_at}, again at {site}",
+                hint="pass override=True to the second registration to replace the first",
+            )
+        entry = MappingEntry(fw, domain, name, since_opset, fn, site, ir_op)
+        versions[since_opset] = entry
+        return entry
+
+    def unregister(self, entry: MappingEntry) -> None:
+        versions = self._table.get((entry.framework, entry.domain, entry.op_type), {})
+        if versions.get(entry.since) is entry:
+            del versions[entry.since]
+
+    def set_imply_type(self, ir_op: str, imply: ImplyType | str) -> None:
+        """Record where ``ir_op`` runs (the simulator reads it with :meth:`imply_type_of`)."""
+        self._imply[ir_op] = ImplyType(imply)
+
+    def imply_type_of(self, ir_op: str) -> ImplyType:
+        return self._imply.get(ir_op, ImplyType.TPU)
+
+    # -- looking up -----------------------------------------------------------------------
+    def versions(self, framework: Framework | str, op_type: str, domain: str | None = None) -> list[int]:
+        """The registered since-versions for an op (pinned to ``domain`` and plain), ascending."""
+        fw = Framework(framework)
+        out = set(self._table.get((fw, None, op_type), {}))
+        if domain is not None:
+            out |= set(self._table.get((fw, normalize_domain(domain), op_type), {}))
+        return sorted(out)
+
+    def find(
+        self, framework: Framework | str, op_type: str, domain: str = "", version: int | None = None
+    ) -> MappingEntry | None:
+        """The entry for ``op_type`` in ``domain`` at ``version`` (None: the newest), or None.
+
+        A domain-pinned registration wins over a plain one when both have a usable version.
+        """
+        fw = Framework(framework)
+        for key in ((fw, normalize_domain(domain), op_type), (fw, None, op_type)):
+            versions = self._table.get(key)
+            if not versions:
+                continue
+            usable = [v for v in versions if version is None or v <= version]
+            if usable:
+                return versions[max(usable)]
+        return None
+
+    def lookup(
+        self, framework: Framework | str, op_type: str, domain: str = "", version: int | None = None
+    ) -> MappingEntry:
+        """Like :meth:`find`, but a missing mapping is an UnsupportedOpError that says why."""
+        entry = self.find(framework, op_type, domain, version)
+        if entry is not None:
+            return entry
+        fw = Framework(framework)
+        vs = self.versions(fw, op_type, domain)
+        shown = qualified_name(op_type, domain)
+        if vs:
+            raise UnsupportedOpError(
+                f"[{fw}] {shown}: no mapping version <= {version}; registered since-versions: "
+                f"{', '.join(map(str, vs))}",
+                hint=f"register one: {registration_line(fw, op_type, domain, version)}",
+            )
+        raise UnsupportedOpError(
+            f"[{fw}] {shown}: no mapping is registered",
+            hint=f"register one: {registration_line(fw, op_type, domain, version)}",
+        )
+
+    def entries(self, framework: Framework | str | None = None) -> Iterator[MappingEntry]:
+        """Every entry (optionally of one framework), sorted by op type, domain and version."""
+        fw = Framework(framework) if framework is not None else None
+        rows = [
+            e for (f, _d, _o), versions in self._table.items() if fw is None or f == fw
+            for e in versions.values()
+        ]
+        rows.sort(key=lambda e: (e.framework.value, e.op_type, e.domain or "", e.since))
+        return iter(rows)
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, tuple) or len(key) != 2:
+            return False
+        fw, op = key
+        domain, name = split_op_key(op)
+        return bool(self._table.get((Framework(fw), domain, name)))
+
+
+def qualified_name(op_type: str, domain: str | None) -> str:
+    d = normalize_domain(domain)
+    return f"{d}::{op_type}" if d else op_type
+
+
+def registration_line(
+    framework: Framework, op_type: str, domain: str | None = "", version: int | None = None
+) -> str:
+    """The Python line that would register a mapping for this op."""
+    key = qualified_name(op_type, domain)
+    since = f", since_opset={version}" if framework == Framework.ONNX and version else ""
+    return f'@opbridge.mapping(opbridge.Framework.{framework.name}, "{key}"{since})'
+
+
+DEFAULT_MAPPINGS = MappingRegistry()
+
+
+def imply_type_of(ir_op: str) -> ImplyType:
+    """Where the IR op ``ir_op`` runs, as its mappings declared it (TPU unless told CPU)."""
+    return DEFAULT_MAPPINGS.imply_type_of(ir_op)
+
+
+def set_imply_type(ir_op: str, imply: ImplyType | str) -> None:
+    """Declare where ``ir_op`` runs, for ops emitted by ``@mapping`` functions."""
+    DEFAULT_MAPPINGS.set_imply_type(ir_op, imply)
+
+
+def mapping(
+    framework: Framework | str,
+    origin_op_type: str,
+    *,
+    since_opset: int = 1,
+    override: bool = False,
+    registry: MappingRegistry | None = None,
+) -> Callable[[MapFn], MapFn]:
+    """Decorator: register ``fn(node, g)`` as the mapping of ``origin_op_type`` from ``since_opset``.
+
+    ``fn`` receives the OriginNode and a MapContext and returns the Value(s) for the node's
+    outputs, in order. ``origin_op_type`` may pin a domain: ``"com.example::FooScale"``.
+    """
+    reg = registry if registry is not None else DEFAULT_MAPPINGS
+
+    def deco(fn: MapFn) -> MapFn:
+        reg.register(framework, origin_op_type, fn, since_opset=since_opset, override=override,
+                     defined_at=_site_of(fn))
+        return fn
+
+    return deco

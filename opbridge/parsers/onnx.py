@@ -1,0 +1,306 @@
+"""The ONNX parser: a ModelProto (or an .onnx file) -> OriginGraph.
+
+- Initializers become arrays lazily, on first use, without copying their bytes again
+  (``numpy_helper.to_array`` views ``raw_data``; external data is memory-mapped).
+- External data is read by our own loader: a location that escapes the model's folder,
+  is absolute, or is not a regular file (a device, a FIFO) is refused. Models above 2 GB
+  always keep their weights outside the protobuf, so they load this way, memory-mapped.
+- ``Constant`` nodes stay nodes (their ``value`` attribute is an array); model-local
+  functions are inlined; opset imports are kept per domain ("ai.onnx" is "").
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx.inliner
+from onnx import AttributeProto, TensorProto, helper, numpy_helper
+
+from ..errors import ModelFormatError, UnsupportedOpError
+from .origin import Framework, OriginGraph, OriginNode, TensorInfo
+
+#: A protobuf message cannot exceed this; larger models must use external data.
+PROTOBUF_LIMIT = 2**31 - 1
+
+
+def _np_dtype(elem_type: int, what: str) -> np.dtype | None:
+    if elem_type == TensorProto.UNDEFINED:
+        return None
+    try:
+        return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+    except (KeyError, TypeError, ValueError):
+        raise UnsupportedOpError(f"[onnx] {what}: element type {elem_type} is not supported") from None
+
+
+def _dims(dims: Any) -> list[int]:
+    out = [int(d) for d in dims]
+    if any(d < 0 for d in out):
+        raise ModelFormatError(f"[onnx] tensor dims {out} contain a negative dim")
+    return out
+
+
+class ExternalDataLoader:
+    """Reads tensors stored outside the .onnx file, safely, as read-only memory maps."""
+
+    def __init__(self, base_dir: str | os.PathLike[str] | None, source: str = "") -> None:
+        self.base_dir = Path(base_dir).resolve() if base_dir is not None else None
+        self.source = source
+
+    def resolve(self, tensor_name: str, location: str) -> Path:
+        """The file ``location`` names, checked to be a regular file inside the model's folder."""
+        what = f"[onnx] initializer '{tensor_name}' external data location '{location}'"
+        if self.base_dir is None:
+            raise ModelFormatError(f"{what}: the model was not loaded from a file, so external data "
+                                   "cannot be found", hint="load the model from its .onnx path")
+        if not location or "\x00" in location:
+            raise ModelFormatError(f"{what}: empty or invalid path")
+        if os.path.isabs(location) or location.startswith(("/", "\\")) or (len(location) > 1 and location[1] == ":"):
+            raise ModelFormatError(f"{what}: absolute paths are refused",
+                                   hint="external data must be a relative path inside the model's folder")
+        path = (self.base_dir / location).resolve()
+        try:
+            path.relative_to(self.base_dir)
+        except ValueError:
+            raise ModelFormatError(f"{what}: escapes the model's folder {self.base_dir}",
+                                   hint="external data must be a relative path inside the model's folder") from None
+        try:
+            st = path.stat()
+        except OSError as err:
+            raise ModelFormatError(f"{what}: cannot be read: {err.strerror}") from None
+        if not stat.S_ISREG(st.st_mode):
+            raise ModelFormatError(f"{what}: is not a regular file (a device, FIFO or folder)")
+        return path
+
+    def load(self, tensor: TensorProto) -> np.ndarray:
+        info = {e.key: e.value for e in tensor.external_data}
+        name = tensor.name
+        dtype = _np_dtype(tensor.data_type, f"initializer '{name}'")
+        if dtype is None or dtype.kind in "OUSV" or dtype.itemsize == 0:
+            raise UnsupportedOpError(f"[onnx] initializer '{name}': external data of element type "
+                                     f"{tensor.data_type} is not supported")
+        if tensor.data_type in (TensorProto.INT4, TensorProto.UINT4, TensorProto.FLOAT4E2M1):
+            raise UnsupportedOpError(f"[onnx] initializer '{name}': packed 4-bit external data is not supported")
+        path = self.resolve(name, info.get("location", ""))
+        try:
+            offset = int(info.get("offset", "0"))
+            length = int(info["length"]) if "length" in info else None
+        except ValueError:
+            raise ModelFormatError(f"[onnx] initializer '{name}': external data offset/length are not integers") from None
+        dims = _dims(tensor.dims)
+        count = 1
+        for d in dims:
+            count *= d
+        nbytes = count * dtype.itemsize
+        size = path.stat().st_size
+        if offset < 0 or (length is not None and length < 0):
+            raise ModelFormatError(f"[onnx] initializer '{name}': negative external data offset/length")
+        if length is not None and length != nbytes:
+            raise ModelFormatError(f"[onnx] initializer '{name}': external data length {length} does not "
+                                   f"match its dims {dims} ({nbytes} bytes of {dtype})")
+        if offset + nbytes > size:
+            raise ModelFormatError(f"[onnx] initializer '{name}': external data needs bytes "
+                                   f"{offset}..{offset + nbytes} of '{path.name}', which has {size}",
+                                   hint="the external data file is truncated or does not belong to this model")
+        if count == 0:
+            return np.empty(dims, dtype)
+        arr = np.memmap(path, dtype=dtype.newbyteorder("<"), mode="r", offset=offset, shape=tuple(dims))
+        return arr if dtype.byteorder in ("<", "=", "|") else arr.astype(dtype)
+
+
+class LazyTensors(Mapping[str, np.ndarray]):
+    """Initializers by name, turned into arrays on first access (and then cached)."""
+
+    def __init__(self, protos: dict[str, TensorProto], loader: ExternalDataLoader) -> None:
+        self._protos = protos
+        self._loader = loader
+        self._arrays: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        arr = self._arrays.get(name)
+        if arr is None:
+            arr = tensor_to_array(self._protos[name], self._loader)
+            self._arrays[name] = arr
+        return arr
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._protos
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._protos)
+
+    def __len__(self) -> int:
+        return len(self._protos)
+
+
+def tensor_to_array(t: TensorProto, loader: ExternalDataLoader | None = None) -> np.ndarray:
+    """A TensorProto as a numpy array (a view of its raw bytes, or a memory map of external data)."""
+    if t.data_location == TensorProto.EXTERNAL:
+        return (loader or ExternalDataLoader(None)).load(t)
+    if t.data_type == TensorProto.UNDEFINED:
+        raise ModelFormatError(f"[onnx] tensor '{t.name}' has an undefined element type")
+    try:
+        return numpy_helper.to_array(t)
+    except (ValueError, TypeError, KeyError) as err:
+        raise ModelFormatError(f"[onnx] tensor '{t.name}' cannot be read: {err}") from None
+
+
+def _sparse_to_dense(sp: onnx.SparseTensorProto, loader: ExternalDataLoader | None) -> np.ndarray:
+    values = tensor_to_array(sp.values, loader)
+    indices = tensor_to_array(sp.indices, loader).astype(np.int64)
+    dims = _dims(sp.dims)
+    dense = np.zeros(int(np.prod(dims)) if dims else 1, dtype=values.dtype)
+    if indices.ndim == 2:
+        flat = np.ravel_multi_index(tuple(indices.T), dims)
+    else:
+        flat = indices
+    dense[flat] = values
+    return dense.reshape(dims)
+
+
+def attribute_value(a: AttributeProto, loader: ExternalDataLoader | None = None) -> Any:
+    """An attribute as a plain Python value: int, float, str, list, ndarray or OriginGraph."""
+    T = AttributeProto
+    if a.type == T.FLOAT:
+        return float(a.f)
+    if a.type == T.INT:
+        return int(a.i)
+    if a.type == T.STRING:
+        return a.s.decode("utf-8", errors="replace")
+    if a.type == T.TENSOR:
+        return tensor_to_array(a.t, loader)
+    if a.type == T.SPARSE_TENSOR:
+        return _sparse_to_dense(a.sparse_tensor, loader)
+    if a.type == T.GRAPH:
+        return parse_graph(a.g, {}, loader or ExternalDataLoader(None), subgraph=True)
+    if a.type == T.FLOATS:
+        return [float(x) for x in a.floats]
+    if a.type == T.INTS:
+        return [int(x) for x in a.ints]
+    if a.type == T.STRINGS:
+        return [s.decode("utf-8", errors="replace") for s in a.strings]
+    if a.type == T.TENSORS:
+        return [tensor_to_array(t, loader) for t in a.tensors]
+    if a.type == T.GRAPHS:
+        return [parse_graph(g, {}, loader or ExternalDataLoader(None), subgraph=True) for g in a.graphs]
+    if a.type == T.TYPE_PROTO:
+        return a.tp
+    if a.type == T.TYPE_PROTOS:
+        return list(a.type_protos)
+    raise ModelFormatError(f"[onnx] attribute '{a.name}' has unknown type {a.type}")
+
+
+def _value_info(vi: onnx.ValueInfoProto, what: str) -> TensorInfo:
+    tt = vi.type
+    kind = tt.WhichOneof("value")
+    if kind is None:
+        return TensorInfo(vi.name)
+    if kind != "tensor_type":
+        raise UnsupportedOpError(f"[onnx] {what} '{vi.name}' is a {kind.replace('_type', '')}; "
+                                 "opbridge supports tensors only")
+    dtype = _np_dtype(tt.tensor_type.elem_type, f"{what} '{vi.name}'")
+    if not tt.tensor_type.HasField("shape"):
+        return TensorInfo(vi.name, dtype, None)
+    shape: list[Any] = []
+    for i, d in enumerate(tt.tensor_type.shape.dim):
+        if d.HasField("dim_value") and d.dim_value >= 0:
+            shape.append(int(d.dim_value))
+        else:
+            shape.append(d.dim_param or f"{vi.name}_dim{i}")
+    return TensorInfo(vi.name, dtype, tuple(shape))
+
+
+def parse_graph(g: onnx.GraphProto, opsets: dict[str, int], loader: ExternalDataLoader, *,
+                subgraph: bool = False, source: str = "") -> OriginGraph:
+    """One GraphProto as an OriginGraph (subgraphs of If/Loop included, as attribute values)."""
+    protos: dict[str, TensorProto] = {t.name: t for t in g.initializer}
+    tensors = LazyTensors(protos, loader)
+    dense_sparse = {sp.values.name: sp for sp in g.sparse_initializer}
+    if dense_sparse:
+        merged = {name: _sparse_to_dense(sp, loader) for name, sp in dense_sparse.items()}
+        tensors._arrays.update(merged)
+        protos.update({name: sp.values for name, sp in dense_sparse.items()})
+    inputs = [_value_info(vi, "graph input") for vi in g.input if vi.name not in protos]
+    outputs = [_value_info(vi, "graph output") for vi in g.output]
+    value_info = {vi.name: _value_info(vi, "value_info") for vi in g.value_info
+                  if vi.type.WhichOneof("value") in (None, "tensor_type")}
+    nodes = []
+    for i, n in enumerate(g.node):
+        nodes.append(OriginNode(
+            name=n.name or f"{n.op_type}_{i}",
+            op_type=n.op_type,
+            inputs=list(n.input),
+            outputs=list(n.output),
+            attrs={a.name: attribute_value(a, loader) for a in n.attribute},
+            framework=Framework.ONNX,
+            domain="" if n.domain in ("", "ai.onnx") else n.domain,
+            location=f"node #{i}",
+        ))
+    return OriginGraph(name=g.name or "onnx_graph", framework=Framework.ONNX, nodes=nodes,
+                       inputs=inputs, outputs=outputs, tensors=tensors, value_info=value_info,
+                       opsets=dict(opsets), source=source)
+
+
+def parse_model(model: onnx.ModelProto, *, base_dir: str | os.PathLike[str] | None = None,
+                source: str = "") -> OriginGraph:
+    """Parse an in-memory ModelProto; ``base_dir`` is where its external data lives."""
+    if not isinstance(model, onnx.ModelProto):
+        raise ModelFormatError(f"[onnx] expected an onnx.ModelProto, got {type(model).__name__}")
+    if len(model.functions):
+        try:
+            model = onnx.inliner.inline_local_functions(model)
+        except Exception as err:  # the inliner reports malformed functions with its own types
+            raise ModelFormatError(f"[onnx] model-local functions cannot be inlined: {err}") from None
+    opsets: dict[str, int] = {}
+    for imp in model.opset_import:
+        opsets["" if imp.domain in ("", "ai.onnx") else imp.domain] = int(imp.version)
+    if not model.HasField("graph"):
+        raise ModelFormatError(f"[onnx] {source or 'model'} has no graph",
+                               hint="is this an ONNX model file?")
+    loader = ExternalDataLoader(base_dir, source)
+    origin = parse_graph(model.graph, opsets, loader, source=source)
+    origin.metadata.update({"ir_version": str(model.ir_version)})
+    if model.producer_name:
+        origin.metadata["producer"] = f"{model.producer_name} {model.producer_version}".strip()
+    for p in model.metadata_props:
+        origin.metadata.setdefault(f"onnx.{p.key}", p.value)
+    return origin
+
+
+def load_model_proto(path: str | os.PathLike[str]) -> onnx.ModelProto:
+    """Read an .onnx file without its external data (that is loaded lazily and safely)."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except OSError as err:
+        raise ModelFormatError(f"[onnx] cannot read '{p}': {err.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ModelFormatError(f"[onnx] '{p}' is not a regular file")
+    if st.st_size > PROTOBUF_LIMIT:
+        raise ModelFormatError(
+            f"[onnx] '{p}' is {st.st_size} bytes, above the 2 GB protobuf limit",
+            hint="save the model with external data: onnx.save(model, path, save_as_external_data=True)",
+        )
+    try:
+        model = onnx.load(str(p), load_external_data=False)
+    except Exception as err:  # protobuf's DecodeError and friends
+        raise ModelFormatError(f"[onnx] '{p}' is not a valid ONNX model: {type(err).__name__}: {err}",
+                               hint="check the file is a complete .onnx model") from None
+    if not model.HasField("graph") or not model.opset_import:
+        raise ModelFormatError(f"[onnx] '{p}' is not a valid ONNX model (no graph or no opset import)",
+                               hint="check the file is a complete .onnx model")
+    return model
+
+
+def parse_file(path: str | os.PathLike[str], weights: str | os.PathLike[str] | None = None) -> OriginGraph:
+    """Parse an .onnx file (its external data, if any, beside it)."""
+    if weights is not None:
+        raise ModelFormatError(f"[onnx] '{path}': ONNX models carry their own weights; --weights is "
+                               "for Caffe", hint="drop --weights")
+    model = load_model_proto(path)
+    return parse_model(model, base_dir=Path(path).resolve().parent, source=str(path))
