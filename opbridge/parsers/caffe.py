@@ -160,8 +160,9 @@ def parse_caffe(
 ) -> OriginGraph:
     """Read a deploy prototxt (and optionally its caffemodel) into an OriginGraph.
 
-    ``input_shapes`` (name -> shape) overrides declared input shapes and gives the shapes of
-    data layers' tops, which a deploy prototxt cannot declare.
+    ``input_shapes`` (name -> shape) overrides declared input shapes (a deploy batch of 10
+    can become 1) and gives the shapes of data layers' tops, which a prototxt cannot declare;
+    inputs left without a shape have ``shape=None`` (the converter asks for them by name).
     """
     path = Path(prototxt)
     source = path.name
@@ -204,14 +205,6 @@ def parse_caffe(
             raise ShapeError(f"[caffe] {source}: input_shapes names '{name}', not an input of the net",
                              hint=f"the net's inputs are: {known}")
         inputs[name] = shape
-    missing = [n for n, s in inputs.items() if s is None]
-    if missing:
-        raise ShapeError(
-            f"[caffe] {source}: no shape for input(s) {', '.join(missing)} (data layers cannot "
-            "declare one)",
-            hint="give it, e.g. --input-shape " + f"{missing[0]}=1,3,224,224" +
-            " (Python: input_shapes={...})",
-        )
     graph.inputs = [TensorInfo(n, np.dtype(np.float32), s) for n, s in inputs.items()]
     graph.nodes = nodes
     graph.outputs = [TensorInfo(n) for n in _outputs(nodes, inputs)]
@@ -360,3 +353,9 @@ def _attach_weights(graph: OriginGraph, path: Path) -> None:
     graph.tensors = tensors
     graph.metadata["weights"] = str(path)
 
+
+
+def parse_file(path: str | Path, weights: str | Path | None = None,
+               input_shapes: dict[str, Any] | None = None) -> OriginGraph:
+    """The entry point of ``opbridge.convert`` for ``.prototxt`` files."""
+    return parse_caffe(path, weights=weights, input_shapes=input_shapes)

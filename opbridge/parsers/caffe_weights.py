@@ -57,3 +57,45 @@ def read_caffemodel(path: Path) -> dict[str, list[np.ndarray]]:
             hint="is it a caffemodel (binary NetParameter) and not a prototxt or mean file?",
         )
     return out
+
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited field (wire type 2)."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _blob_bytes(arr: np.ndarray) -> bytes:
+    dims = b"".join(_varint(int(d)) for d in arr.shape)
+    data = np.ascontiguousarray(arr, dtype="<f4").tobytes()
+    # BlobProto: shape = 7 (BlobShape: packed dim = 1), packed data = 5.
+    return _field(7, _field(1, dims) if dims else b"") + _field(5, data)
+
+
+def write_caffemodel(path: Path, net_name: str,
+                     layers: list[tuple[str, str, list[np.ndarray]]]) -> None:
+    """Write a binary caffemodel: a NetParameter with one V2 layer (name, type, blobs) per entry.
+
+    The wire format is written directly (field numbers of caffe.proto: NetParameter.name = 1,
+    layer = 100; LayerParameter.name = 1, type = 2, blobs = 7) so that multi-hundred-megabyte
+    blobs do not go through Python float lists; tests read the file back with caffe_pb2 and
+    OpenCV.
+    """
+    with open(path, "wb") as f:
+        f.write(_field(1, net_name.encode()))
+        for name, op_type, arrays in layers:
+            body = _field(1, name.encode()) + _field(2, op_type.encode())
+            body += b"".join(_field(7, _blob_bytes(a)) for a in arrays)
+            f.write(_field(100, body))

@@ -1,3 +1,13 @@
-"""The built-in Caffe mappings (owned by the Caffe frontend)."""
+"""The built-in Caffe mappings, one module per layer family (imported by name)."""
 
 from __future__ import annotations
+
+from . import (  # noqa: F401
+    activation,
+    conv,
+    detection,
+    elementwise,
+    norm,
+    pool,
+    shape,
+)

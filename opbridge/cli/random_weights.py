@@ -1,0 +1,45 @@
+"""``opbridge random-weights``: write a caffemodel with random blobs for a deploy prototxt."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def _shape_arg(text: str) -> tuple[str, tuple[int, ...]]:
+    name, sep, dims = text.partition("=")
+    try:
+        if not sep or not name:
+            raise ValueError
+        return name, tuple(int(d) for d in dims.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected NAME=D1,D2,..., got {text!r}") from None
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "random-weights",
+        help="write a caffemodel with random weights for a deploy prototxt",
+        description="Write a caffemodel whose blobs have the shapes the prototxt's layers need, "
+        "filled with random values that keep activations finite (He-style scaling, BatchNorm "
+        "with positive variance and a scale factor), so a net can be tested without its "
+        "real weights. Other Caffe readers (OpenCV's) load the file.",
+    )
+    p.add_argument("prototxt", help="a deploy prototxt")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.caffemodel")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--input-shape", action="append", default=[], type=_shape_arg,
+                   metavar="NAME=1,3,224,224", help="shape of an input or data-layer top (repeatable)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from ..caffe_random_weights import write_random_weights
+
+    written = write_random_weights(args.prototxt, args.output, seed=args.seed,
+                                   input_shapes=dict(args.input_shape) or None)
+    total = sum(int(np.prod(s)) for shapes in written.values() for s in shapes)
+    print(f"wrote {args.output}: {len(written)} weighted layers, {total:,} parameters")
+    return 0

@@ -1,0 +1,269 @@
+"""Caffe layers that move data: Concat, Slice, Split, Silence, Flatten, Reshape, Permute, Crop,
+Tile, ShuffleChannel, Upsample (nearest), Reduction, ArgMax, Embed, Parameter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...ir.graph import Value
+from ...parsers.origin import Framework, OriginNode
+from ..registry import mapping
+from .common import Params, blob, norm_axis
+
+CAFFE = Framework.CAFFE
+
+
+def _legacy_axis(p: Params, name: str, legacy: str, rank: int) -> int:
+    """``axis``, or the deprecated non-negative ``concat_dim``/``slice_dim`` when only it is set."""
+    if p.has(name) or not p.has(legacy):
+        return norm_axis(p, name, int(p.get(name)), rank)
+    return norm_axis(p, legacy, int(p.get(legacy)), rank)
+
+
+@mapping(CAFFE, "Concat")
+def concat(node: OriginNode, g: Any) -> Value:
+    xs = g.inputs()
+    axis = _legacy_axis(Params(node, "concat_param"), "axis", "concat_dim", len(xs[0].shape))
+    if len(xs) == 1:
+        return g.op("Identity", xs)
+    return g.op("Concat", xs, axis=axis)
+
+
+@mapping(CAFFE, "Slice")
+def slice_(node: OriginNode, g: Any) -> Any:
+    """Split along ``axis`` at slice_point s (or into equal parts, one per top)."""
+    p = Params(node, "slice_param")
+    x = g.input(0)
+    axis = _legacy_axis(p, "axis", "slice_dim", len(x.shape))
+    dim = int(x.shape[axis])
+    n = len(node.outputs)
+    pts = p.ints("slice_point")
+    if pts:
+        if len(pts) != n - 1 or sorted(pts) != pts or pts[0] <= 0 or pts[-1] >= dim:
+            raise p.error("slice_point", pts, f"need {n - 1} increasing points inside (0, {dim})")
+        bounds = [0, *pts, dim]
+        sizes = [bounds[i + 1] - bounds[i] for i in range(n)]
+    else:
+        if dim % n:
+            raise g.error(f"axis {axis} ({dim}) does not split into {n} equal parts",
+                          hint="give slice_point values")
+        sizes = [dim // n] * n
+    if n == 1:
+        return g.op("Identity", [x])
+    return g.op("Split", [x], axis=axis, split=sizes, num_outputs=n)
+
+
+@mapping(CAFFE, "Split")
+def split(node: OriginNode, g: Any) -> Any:
+    """Copies of the bottom, one per top (the parser resolves these itself; kept for graphs
+    built by hand)."""
+    outs = tuple(g.op("Identity", [g.input(0)]) for _ in node.outputs)
+    return outs if len(outs) != 1 else outs[0]
+
+
+@mapping(CAFFE, "Silence")
+def silence(node: OriginNode, g: Any) -> None:
+    """Consumes its bottoms, produces nothing."""
+    return None
+
+
+@mapping(CAFFE, "Flatten")
+def flatten(node: OriginNode, g: Any) -> Value:
+    """Merge axes axis..end_axis into one."""
+    p = Params(node, "flatten_param")
+    x = g.input(0)
+    rank = len(x.shape)
+    a = norm_axis(p, "axis", int(p.get("axis")), rank)
+    e = norm_axis(p, "end_axis", int(p.get("end_axis")), rank)
+    if e < a:
+        raise p.error("end_axis", p.get("end_axis"), f"comes before axis {a}")
+    shape = (*x.shape[:a], int(np.prod(x.shape[a:e + 1])), *x.shape[e + 1:])
+    return g.op("Reshape", [x], shape=tuple(int(d) for d in shape))
+
+
+@mapping(CAFFE, "Reshape")
+def reshape(node: OriginNode, g: Any) -> Value:
+    """Replace axes axis..axis+num_axes by shape.dim; 0 copies the input dim, -1 is inferred."""
+    p = Params(node, "reshape_param")
+    x = g.input(0)
+    rank = len(x.shape)
+    dims = [int(d) for d in _as_list(p.get("shape", {}).get("dim", []))]
+    axis = int(p.get("axis"))
+    start = axis + rank + 1 if axis < 0 else axis
+    num_axes = int(p.get("num_axes"))
+    end = rank if num_axes == -1 else start + num_axes
+    if not 0 <= start <= rank or end > rank or num_axes < -1:
+        raise p.error("axis", axis, f"axis/num_axes out of range for a rank-{rank} input")
+    if dims.count(-1) > 1:
+        raise p.error("shape", dims, "at most one -1")
+    mid = []
+    for i, d in enumerate(dims):
+        if d == 0:
+            if start + i >= rank:
+                raise p.error("shape", dims, f"0 at position {i} copies a dim the input lacks")
+            mid.append(int(x.shape[start + i]))
+        else:
+            mid.append(d)
+    out = [*(int(d) for d in x.shape[:start]), *mid, *(int(d) for d in x.shape[end:])]
+    total = int(np.prod(x.shape))
+    if -1 in out:
+        rest = int(np.prod([d for d in out if d != -1]))
+        if rest == 0 or total % rest:
+            raise p.error("shape", dims, f"cannot infer -1 for {total} elements")
+        out[out.index(-1)] = total // rest
+    if int(np.prod(out)) != total:
+        raise p.error("shape", dims, f"gives {out} ({int(np.prod(out))} elements) for input "
+                      f"{tuple(x.shape)} ({total})")
+    return g.op("Reshape", [x], shape=tuple(out))
+
+
+def _as_list(v: Any) -> list[Any]:
+    return v if isinstance(v, list) else [v]
+
+
+@mapping(CAFFE, "Permute")
+def permute(node: OriginNode, g: Any) -> Value:
+    """SSD's Permute: the listed axes first, the others after in order."""
+    p = Params(node, "permute_param")
+    x = g.input(0)
+    rank = len(x.shape)
+    order = p.ints("order")
+    if len(set(order)) != len(order) or any(not 0 <= o < rank for o in order):
+        raise p.error("order", order, f"must be distinct axes of a rank-{rank} input")
+    perm = order + [i for i in range(rank) if i not in order]
+    if perm == list(range(rank)):
+        return g.op("Identity", [x])
+    return g.op("Transpose", [x], perm=tuple(perm))
+
+
+@mapping(CAFFE, "Crop")
+def crop(node: OriginNode, g: Any) -> Value:
+    """Crop bottom 0 to the shape of bottom 1 from ``axis`` on, at the given offsets."""
+    p = Params(node, "crop_param")
+    x, ref = g.input(0), g.input(1)
+    if ref is None:
+        raise g.error("takes 2 bottoms (the blob and the reference blob)")
+    rank = len(x.shape)
+    axis = norm_axis(p, "axis", int(p.get("axis")), rank)
+    offs = p.ints("offset")
+    n = rank - axis
+    if len(offs) not in (0, 1, n):
+        raise p.error("offset", offs, f"give 0, 1 or {n} offsets")
+    offs = offs * n if len(offs) == 1 else (offs or [0] * n)
+    axes, starts, ends = [], [], []
+    for i in range(n):
+        a = axis + i
+        size = int(ref.shape[a])
+        if offs[i] + size > int(x.shape[a]):
+            raise p.error("offset", offs, f"axis {a}: offset {offs[i]} + {size} exceeds {x.shape[a]}")
+        axes.append(a)
+        starts.append(offs[i])
+        ends.append(offs[i] + size)
+    return g.op("Slice", [x], starts=starts, ends=ends, axes=axes)
+
+
+@mapping(CAFFE, "Tile")
+def tile(node: OriginNode, g: Any) -> Value:
+    p = Params(node, "tile_param")
+    x = g.input(0)
+    axis = norm_axis(p, "axis", int(p.get("axis")), len(x.shape))
+    tiles = int(p.get("tiles", 0))
+    if tiles < 1:
+        raise p.error("tiles", tiles, "required, >= 1")
+    reps = [1] * len(x.shape)
+    reps[axis] = tiles
+    return g.op("Tile", [x], repeats=tuple(reps))
+
+
+@mapping(CAFFE, "ShuffleChannel")
+def shuffle_channel(node: OriginNode, g: Any) -> Value:
+    """ShuffleNet's channel shuffle: (N, g, C/g, ...) transposed to (N, C/g, g, ...)."""
+    p = Params(node, "shuffle_channel_param")
+    x = g.input(0)
+    grp = int(p.get("group"))
+    n, c, *rest = (int(d) for d in x.shape)
+    if grp < 1 or c % grp:
+        raise p.error("group", grp, f"must divide the channels ({c})")
+    y = g.op("Reshape", [x], shape=(n, grp, c // grp, *rest))
+    y = g.op("Transpose", [y], perm=(0, 2, 1, *range(3, 3 + len(rest))))
+    return g.op("Reshape", [y], shape=(n, c, *rest))
+
+
+@mapping(CAFFE, "Upsample")
+def upsample(node: OriginNode, g: Any) -> Value:
+    """Nearest-neighbour upsampling by an integer ``scale`` (the YOLOv3 fork layer)."""
+    if g.num_inputs != 1:
+        raise g.unsupported(
+            "with 2 bottoms (SegNet's max-unpooling Upsample); only the 1-bottom nearest "
+            "upsampling of YOLOv3's fork is built in",
+            hint="register a mapping for it in a plugin (opbridge plugin new Upsample --framework caffe)",
+        )
+    p = Params(node, "upsample_param")
+    s = int(p.get("scale"))
+    if s < 1:
+        raise p.error("scale", s, "must be >= 1")
+    x = g.input(0)
+    n, c, h, w = (int(d) for d in x.shape)
+    y = g.op("Reshape", [x], shape=(n, c, h, 1, w, 1))
+    y = g.op("Expand", [y], shape=(n, c, h, s, w, s))
+    return g.op("Reshape", [y], shape=(n, c, h * s, w * s))
+
+
+_REDUCE = {"SUM": "ReduceSum", "ASUM": "ReduceL1", "SUMSQ": "ReduceSumSquare", "MEAN": "ReduceMean"}
+
+
+@mapping(CAFFE, "Reduction")
+def reduction(node: OriginNode, g: Any) -> Value:
+    """SUM/ASUM/SUMSQ/MEAN over all axes from ``axis`` on, times ``coeff``."""
+    p = Params(node, "reduction_param")
+    x = g.input(0)
+    rank = len(x.shape)
+    axis = norm_axis(p, "axis", int(p.get("axis")), rank)
+    y = g.op(_REDUCE[p.get("operation")], [x], axes=tuple(range(axis, rank)), keepdims=0)
+    coeff = float(p.get("coeff"))
+    if coeff != 1.0:
+        y = g.op("Mul", [y, g.constant(np.array(coeff, np.float32))])
+    return y
+
+
+@mapping(CAFFE, "ArgMax")
+def argmax(node: OriginNode, g: Any) -> Value:
+    """Indices (as floats) of the top_k values along ``axis``; without an axis, over each
+    sample's flattened values, shaped (N, 1, k) — or (N, 2, k) [indices, values] with
+    out_max_val; with an axis and out_max_val, the values instead of the indices."""
+    p = Params(node, "argmax_param")
+    x = g.input(0)
+    k = int(p.get("top_k"))
+    if p.has("axis"):
+        axis = norm_axis(p, "axis", int(p.get("axis")), len(x.shape))
+        vals, idx = g.op("TopK", [x], k=k, axis=axis)
+        return vals if p.get("out_max_val") else g.op("Cast", [idx], to="f32")
+    n = int(x.shape[0])
+    flat = g.op("Reshape", [x], shape=(n, int(np.prod(x.shape[1:]))))
+    vals, idx = g.op("TopK", [flat], k=k, axis=1)
+    fidx = g.op("Reshape", [g.op("Cast", [idx], to="f32")], shape=(n, 1, k))
+    if not p.get("out_max_val"):
+        return fidx
+    return g.op("Concat", [fidx, g.op("Reshape", [vals], shape=(n, 1, k))], axis=1)
+
+
+@mapping(CAFFE, "Embed")
+def embed(node: OriginNode, g: Any) -> Value:
+    """Rows of the (input_dim, num_output) weight picked by the integer-valued input."""
+    p = Params(node, "embed_param")
+    n, k = int(p.get("num_output")), int(p.get("input_dim"))
+    w = g.constant(blob(node, g, 0, (k, n)))
+    idx = g.op("Cast", [g.input(0)], to="i64")
+    y = g.op("Gather", [w, idx], axis=0)
+    if p.get("bias_term"):
+        y = g.op("Add", [y, g.constant(blob(node, g, 1, (n,)))])
+    return y
+
+
+@mapping(CAFFE, "Parameter")
+def parameter(node: OriginNode, g: Any) -> Value:
+    """Outputs its blob (a learned tensor), shaped as parameter_param.shape."""
+    dims = tuple(int(d) for d in _as_list(Params(node, "parameter_param").get("shape", {}).get("dim", [])))
+    return g.constant(blob(node, g, 0, dims))
