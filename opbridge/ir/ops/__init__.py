@@ -9,6 +9,7 @@ from __future__ import annotations
 from . import (  # noqa: F401
     activation,
     conv,
+    detection,
     elementwise,
     generate,
     logical,
