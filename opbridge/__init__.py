@@ -47,6 +47,7 @@ from .mappers import (
 )
 from .plugins_loader import load_plugins
 from .simulator import Program, Target, compile, load_program, register_kernel  # noqa: A004
+from .validate import validate
 
 __version__ = "0.1.0"
 
@@ -57,5 +58,5 @@ __all__ = [
     "define_op", "export_torchscript", "format_graph", "interpret", "load", "save",
     "DEFAULT_MAPPINGS", "Framework", "ImplyType", "MapContext", "OriginNode", "convert",
     "imply_type_of", "load_plugins", "mapping", "register_custom_op",
-    "Program", "Target", "compile", "load_program", "register_kernel",
+    "Program", "Target", "compile", "load_program", "register_kernel", "validate",
 ]

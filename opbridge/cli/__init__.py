@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from .. import __version__
 from ..errors import OpbridgeError
 
-COMMANDS = ("demo", "ops", "show", "export-torchscript")
+COMMANDS = ("demo", "convert", "ops", "show", "export-torchscript", "validate", "plugin", "random-weights")
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 

@@ -1,0 +1,229 @@
+"""The text ``opbridge plugin new`` writes (``string.Template``: ``$name`` placeholders)."""
+
+from __future__ import annotations
+
+PLUGIN = '''\
+"""opbridge plugin: the custom op $NAME, mapped from $title.
+
+Load it with ``opbridge convert MODEL --plugin $file`` (or put it on OPBRIDGE_PLUGIN_PATH, or
+ship it in a package under the ``opbridge.plugins`` entry-point group). It makes three
+registrations:
+
+1. the op definition: inputs, typed parameters with defaults, a shape function, and the numpy
+   reference that the interpreter runs (and the simulator, where no tile kernel is given);
+2. the mapping from the $title op onto it;
+3. the simulator kernel: how the layer-group compiler may tile the op, and what it costs.
+
+The example semantics are y = x * alpha + beta: replace them with your op's, and keep
+test_$file passing (``python -m pytest test_$file``).
+"""
+
+from __future__ import annotations
+
+${math}import numpy as np
+import opbridge as ob
+$imports
+
+#: The IR op's name: the same name for the op, its mapping, its kernel and its test.
+OP = "$NAME"
+
+
+# 1. The op definition ---------------------------------------------------------------------------
+def ${snake}_shape(ctx: ob.ShapeContext):
+    """The output's dtype and shape: those of input 0 (the op is elementwise)."""
+    return ctx.same_as_input(0)
+
+
+def ${snake}_compute(x: np.ndarray, *, alpha: float, beta: float) -> np.ndarray:
+    """The reference semantics, numpy over whole tensors."""
+    return (x * np.asarray(alpha, x.dtype) + np.asarray(beta, x.dtype)).astype(x.dtype)
+
+
+(
+    ob.define_op(OP)
+    .doc("y = x * alpha + beta")
+    .input("x", "T")
+    .output("y", "T")
+    .param("alpha", "float", default=1.0)
+    .param("beta", "float", default=0.0)
+    .type_param("T", ("f32", "f16"))
+    .shape_fn(${snake}_shape)
+    .compute(${snake}_compute)
+)
+
+
+$rule
+$mapping
+
+
+# 3. The simulator kernel ------------------------------------------------------------------------
+$kernel
+'''
+
+IMPORTS = {
+    "caffe": "from opbridge.mappers import Framework, ImplyType, register_custom_op",
+    "onnx": "from opbridge.mappers import Framework, mapping",
+    "torchscript": "from opbridge.mappers import Framework, mapping",
+}
+
+MAPPINGS = {
+    "caffe": '''\
+def parse_${snake}(src, dst) -> None:
+    """Copy the layer's parameters (``${snake}_param { alpha: 2 beta: 0.5 }``) onto the op.
+
+    Parameter blocks the lite caffe.proto does not know are read generically, so a custom layer
+    needs no recompiled .proto. Absent fields take the defaults written here.
+    """
+    dst.set_attr("alpha", float(src.get_attr("alpha", 1.0)))
+    dst.set_attr("beta", float(src.get_attr("beta", 0.0)))
+
+
+(
+    register_custom_op(OP)
+    .framework_type(Framework.CAFFE)
+    .origin_op_type("$NAME")
+    .parse_params_by_operator_fn(parse_${snake})
+    .imply_type(ImplyType.TPU)  # ImplyType.CPU runs it on the host, between TPU segments
+)''',
+    "onnx": '''\
+@mapping(Framework.ONNX, "com.example::$NAME", since_opset=1)
+def map_${snake}(node, g):
+    """``com.example::$NAME`` (domain version 1 and later): float attributes alpha and beta.
+
+    A plain "$NAME" would match the op in whatever domain the model declares it.
+    """
+    alpha = float(node.get_attr("alpha", 1.0))
+    beta = float(node.get_attr("beta", 0.0))
+    return g.op(OP, [g.input(0)], alpha=alpha, beta=beta)''',
+    "torchscript": '''\
+@mapping(Framework.TORCHSCRIPT, "myops::${snake}")
+def map_${snake}(node, g):
+    """``myops::${snake}(Tensor x, float alpha=1.0, float beta=0.0)``: in TorchScript the
+    scalars are inputs, which must be constants here."""
+    alpha = g.require_const(1, "alpha") if g.has_input(1) else 1.0
+    beta = g.require_const(2, "beta") if g.has_input(2) else 0.0
+    return g.op(OP, [g.input(0)], alpha=float(alpha), beta=float(beta))''',
+}
+
+KERNEL = '''\
+def ${snake}_cost(node, out_shape) -> float:
+    """FLOPs of one output tile: a multiply and an add per element."""
+    return 2.0 * math.prod(out_shape)
+
+
+# Elementwise: an output tile needs the same tile of the input, so N, H and W may all be split,
+# with no halo (.input_slice) and no scratch buffer (.scratch). Without this registration the op
+# would run as a global layer, on whole tensors.
+register_kernel(OP).split("N", "H", "W").cost(${snake}_cost)'''
+
+NO_KERNEL = """\
+# This opbridge's simulator has no kernel API: the op runs as a global layer on whole tensors."""
+
+
+def kernel_block(have_kernels: bool) -> str:
+    return KERNEL if have_kernels else NO_KERNEL
+
+
+KERNEL_IMPORT = "from opbridge.simulator.kernels import register_kernel"
+
+TEST = '''\
+"""Tests of the $NAME plugin ($file): the op against numpy, the mapping end to end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import opbridge as ob
+import pytest
+from opbridge.plugins_loader import load_plugins
+
+load_plugins([Path(__file__).with_name("$file")], env=False)
+
+X = np.random.default_rng(0).standard_normal((1, 3, 4, 4)).astype(np.float32)
+CASES = [({}, 1.0, 0.0), ({"alpha": 2.0}, 2.0, 0.0), ({"alpha": -0.5, "beta": 3.0}, -0.5, 3.0)]
+IDS = ["attrs=absent", "alpha=2", "alpha=-0.5,beta=3"]
+
+
+def build(**attrs):
+    b = ob.GraphBuilder("t")
+    x = b.input("x", "f32", X.shape)
+    b.output(b.op("$NAME", [x], name="op", **attrs))
+    return b.build()
+
+
+@pytest.mark.parametrize("attrs,alpha,beta", CASES, ids=IDS)
+def test_compute(attrs, alpha, beta):
+    y = ob.interpret(build(**attrs), {"x": X})["op"]
+    np.testing.assert_allclose(y, X * alpha + beta, rtol=1e-6)
+
+
+def test_shape_and_dtype():
+    g = build()
+    assert g.outputs[0].shape == X.shape and g.outputs[0].dtype == "f32"
+
+
+$origin_test
+
+
+def test_simulator_matches_interpreter():
+    compile_ = getattr(ob, "compile", None)
+    if compile_ is None:
+        pytest.skip("this opbridge has no simulator (ob.compile)")
+    g = build(alpha=2.0, beta=0.5)
+    out = compile_(g, target="bm1684").run({"x": X})
+    np.testing.assert_allclose(out["op"], X * 2.0 + 0.5, rtol=1e-6)
+'''
+
+ORIGIN_TESTS = {
+    "caffe": '''\
+PROTOTXT = """
+name: "t"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 3 dim: 4 dim: 4 } } }
+layer { name: "layer1" type: "$NAME" bottom: "data" top: "out" %s }
+"""
+
+
+@pytest.mark.parametrize("attrs,alpha,beta", CASES, ids=IDS)
+def test_mapping_from_caffe(tmp_path, attrs, alpha, beta):
+    block = " ".join(f"{k}: {v}" for k, v in attrs.items())
+    (tmp_path / "net.prototxt").write_text(PROTOTXT % (f"${snake}_param {{ {block} }}" if attrs else ""))
+    g = ob.convert(str(tmp_path / "net.prototxt"))
+    assert [n.op for n in g.nodes] == ["$NAME"]
+    y = ob.interpret(g, {"data": X})["out"]
+    np.testing.assert_allclose(y, X * alpha + beta, rtol=1e-6)''',
+    "onnx": '''\
+@pytest.mark.parametrize("attrs,alpha,beta", CASES, ids=IDS)
+def test_mapping_from_onnx(tmp_path, attrs, alpha, beta):
+    import onnx
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("$NAME", ["x"], ["y"], name="node1", domain="com.example", **attrs)
+    graph = helper.make_graph([node], "t", [helper.make_tensor_value_info("x", TensorProto.FLOAT, X.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, X.shape)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                    helper.make_opsetid("com.example", 1)])
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    g = ob.convert(str(tmp_path / "m.onnx"))
+    assert [n.op for n in g.nodes] == ["$NAME"]
+    y = ob.interpret(g, {"x": X})["y"]
+    np.testing.assert_allclose(y, X * alpha + beta, rtol=1e-6)''',
+    "torchscript": '''\
+@pytest.mark.parametrize("attrs,alpha,beta", CASES, ids=IDS)
+def test_mapping_from_torchscript(attrs, alpha, beta):
+    from opbridge.mappers import convert_origin_graph
+    from opbridge.parsers.origin import Framework, OriginGraph, OriginNode, TensorInfo
+
+    # a frozen graph keeps the scalar arguments as constants: here, named tensors
+    names = [k for k in ("alpha", "beta") if k in attrs]
+    if "beta" in names and "alpha" not in names:
+        names.insert(0, "alpha")
+    consts = {k: np.array(attrs.get(k, 1.0 if k == "alpha" else 0.0), np.float64) for k in names}
+    node = OriginNode("node1", "myops::${snake}", ["x", *names], ["y"], framework=Framework.TORCHSCRIPT)
+    origin = OriginGraph("t", Framework.TORCHSCRIPT, [node],
+                         inputs=[TensorInfo("x", np.dtype(np.float32), X.shape)],
+                         outputs=[TensorInfo("y")], tensors=consts, opsets={"": 1})
+    g = convert_origin_graph(origin)
+    y = ob.interpret(g, {"x": X})["y"]
+    np.testing.assert_allclose(y, X * alpha + beta, rtol=1e-6)''',
+}

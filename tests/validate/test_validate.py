@@ -1,0 +1,140 @@
+"""ob.validate / opbridge validate end to end: onnxruntime is the reference, the interpreter and
+the simulator are compared with it tensor by tensor, and a wrong mapping is found by name."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import opbridge as ob
+from opbridge.validate import ValidateError
+from tests.conftest import requires_ort
+
+pytestmark = requires_ort
+
+BAD_LEAKY_PLUGIN = '''
+import opbridge as ob
+
+@ob.mapping(ob.Framework.ONNX, "LeakyRelu", since_opset=6, override=True)
+def leaky_without_alpha(node, g):
+    return g.op("LeakyRelu", [g.input(0)])   # alpha dropped: the IR default (0.01) is used
+'''
+
+
+@pytest.fixture(scope="module")
+def leaky_model(tmp_path_factory):
+    """Conv -> LeakyRelu(alpha=0.3) -> Add -> Relu, with node names unlike tensor names."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal((1, 4, 1, 1)).astype(np.float32), "bias")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["conv_out"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("LeakyRelu", ["conv_out"], ["leaky_out"], name="leaky", alpha=0.3),
+             helper.make_node("Add", ["leaky_out", "bias"], ["add_out"], name="add"),
+             helper.make_node("Relu", ["add_out"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "leaky_net",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              initializer=inits)
+    path = tmp_path_factory.mktemp("leaky") / "leaky_net.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8),
+              str(path))
+    return path
+
+
+def cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "opbridge", *args], capture_output=True, text=True,
+                          timeout=300, cwd=cwd)
+
+
+def test_api_passes_on_correct_model(leaky_model):
+    r = ob.validate(str(leaky_model))
+    assert r.passed, r.summary()
+    assert r.first_divergence is None
+    assert r.reference == "onnxruntime" and "interpreter" in r.runners
+    interp = [row.tensor for row in r.rows if row.candidate == "interpreter"]
+    assert interp == ["conv_out", "leaky_out", "add_out", "y"]
+    leaky = next(row for row in r.rows if row.tensor == "leaky_out")
+    assert (leaky.node, leaky.op_type) == ("leaky", "LeakyRelu")
+
+
+def test_api_given_inputs_are_used(leaky_model):
+    x = np.full((1, 3, 8, 8), 0.5, np.float32)
+    r = ob.validate(str(leaky_model), inputs={"x": x}, target=None)
+    assert r.passed and r.inputs["x"] == "f32[1,3,8,8] given"
+
+
+def test_cli_passes_and_writes_report(leaky_model, tmp_path):
+    rep = tmp_path / "report.json"
+    r = cli("validate", str(leaky_model), "--report", str(rep))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "PASS" in r.stdout
+    data = json.loads(rep.read_text())
+    assert data["passed"] is True and data["first_divergence"] is None
+    assert {row["tensor"] for row in data["rows"]} == {"conv_out", "leaky_out", "add_out", "y"}
+
+
+def test_cli_wrong_mapping_names_first_divergence(leaky_model, tmp_path):
+    plugin = tmp_path / "bad_leaky.py"
+    plugin.write_text(BAD_LEAKY_PLUGIN)
+    rep = tmp_path / "report.json"
+    r = cli("validate", str(leaky_model), "--plugin", str(plugin), "--report", str(rep))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "first divergence: node 'leaky' (LeakyRelu), tensor 'leaky_out'" in " ".join(r.stdout.split())
+    fd = json.loads(rep.read_text())["first_divergence"]
+    assert (fd["node"], fd["op_type"], fd["tensor"]) == ("leaky", "LeakyRelu", "leaky_out")
+    assert fd["candidate"] == "interpreter" and fd["reference"] == "onnxruntime"
+    assert fd["status"] == "different" and "euclid" in fd["reason"]
+
+
+def test_cli_stop_after(leaky_model, tmp_path):
+    rep = tmp_path / "report.json"
+    r = cli("validate", str(leaky_model), "--stop-after", "leaky", "--report", str(rep))
+    assert r.returncode == 0, r.stdout + r.stderr
+    data = json.loads(rep.read_text())
+    assert [row["tensor"] for row in data["rows"]] == ["conv_out", "leaky_out"]
+    assert any("--stop-after" in n for n in data["notes"])
+
+
+def test_cli_debug_dump(leaky_model, tmp_path):
+    dump = tmp_path / "dump.npz"
+    r = cli("validate", str(leaky_model), "--debug", str(dump), "--no-simulator")
+    assert r.returncode == 0, r.stdout + r.stderr
+    with np.load(dump) as d:
+        assert "leaky/out:leaky_out" in d.files and "leaky/in0" in d.files
+
+
+def test_cli_input_file(leaky_model, tmp_path):
+    np.save(tmp_path / "x.npy", np.ones((1, 3, 8, 8), np.float32))
+    r = cli("validate", str(leaky_model), "--input", f"x={tmp_path / 'x.npy'}", "--no-simulator")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "input x: f32[1,3,8,8] from x.npy" in r.stdout
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [(["/nonexistent.onnx"], "error:"),
+     (["{model}", "--tolerance", "0.9"], "tolerance '0.9'"),
+     (["{model}", "--input", "nope={tmp}/x.npy"], "no input named 'nope'"),
+     (["{model}", "--stop-after", "nonode"], "no node named 'nonode'")],
+    ids=["missing-model", "bad-tolerance", "unknown-input", "unknown-stop-node"],
+)
+def test_cli_user_errors_exit_2(leaky_model, tmp_path, args, needle):
+    np.save(tmp_path / "x.npy", np.ones((1, 3, 8, 8), np.float32))
+    args = [a.format(model=leaky_model, tmp=tmp_path) for a in args]
+    r = cli("validate", *args)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert needle in r.stderr and "Traceback" not in r.stderr
+
+
+def test_graph_alone_without_simulator_has_nothing_to_compare():
+    b = ob.GraphBuilder("g")
+    b.output(b.op("Relu", [b.input("x", "f32", (2,))], name="r"))
+    with pytest.raises(ValidateError, match="nothing to compare"):
+        ob.validate(b.build(), target=None)
