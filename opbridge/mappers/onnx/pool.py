@@ -1,3 +1,140 @@
-"""ONNX mappings: pool ops (owned by the op-family engineers)."""
+"""ONNX mappings: MaxPool, AveragePool, LpPool, GlobalAveragePool, GlobalMaxPool, GlobalLpPool.
+
+Semantics: https://onnx.ai/onnx/operators/. Versions: MaxPool-8 adds the Indices output and
+storage_order, -10 ceil_mode and dilations; AveragePool-7 count_include_pad, -10 ceil_mode,
+-19 dilations; LpPool-1 and GlobalLpPool-1 take p as a float (the IR's p is an int: a
+fractional p is reported), from 2 as an int; LpPool-18 adds ceil_mode and dilations. Absent
+attributes of older versions mean what the newer defaults mean, so each op needs one mapping
+per attribute set. auto_pad becomes explicit pads (see conv.py).
+"""
 
 from __future__ import annotations
+
+from typing import Any
+
+from ...parsers.origin import Framework, OriginNode
+from ..context import MapContext
+from ..registry import mapping
+from .conv import auto_pad_of, ints_attr, resolve_pads
+from .elementwise import checked_attrs, required_input
+
+ONNX = Framework.ONNX
+_WINDOW = ("auto_pad", "kernel_shape", "pads", "strides")
+
+
+def _window_attrs(node: OriginNode, g: MapContext) -> tuple[Any, dict[str, Any]]:
+    x = required_input(g, 0, "X")
+    nsp = len(x.shape) - 2
+    if nsp < 1:
+        raise g.error(f"X has shape {list(x.shape)}; pooling needs N, C and spatial axes")
+    k = ints_attr(node, g, "kernel_shape", nsp)
+    if k is None:
+        raise g.error("required but absent", attr="kernel_shape",
+                      hint="give the pooling window, one entry per spatial axis")
+    s = ints_attr(node, g, "strides", nsp) or (1,) * nsp
+    d = ints_attr(node, g, "dilations", nsp) or (1,) * nsp
+    ceil = int(node.get_attr("ceil_mode", 0))
+    if auto_pad_of(node, g) != "NOTSET":
+        ceil = 0  # with auto_pad the output size is fixed (ceil(in / stride) or VALID)
+    attrs = {"kernel_shape": k, "strides": s, "dilations": d, "ceil_mode": ceil,
+             "pads": resolve_pads(node, g, x, k, s, d)}
+    return x, attrs
+
+
+def _int_p(node: OriginNode, g: MapContext) -> int:
+    p = node.get_attr("p", 2)
+    if float(p) != int(float(p)) or int(float(p)) < 1:
+        raise g.unsupported(f"attribute 'p' = {p}: only whole orders >= 1 are supported")
+    return int(float(p))
+
+
+def _has_output(node: OriginNode, i: int) -> bool:
+    return len(node.outputs) > i and bool(node.outputs[i])
+
+
+# -- MaxPool ---------------------------------------------------------------------------------
+def _maxpool(node: OriginNode, g: MapContext, known: tuple[str, ...]) -> Any:
+    checked_attrs(node, g, known)
+    x, attrs = _window_attrs(node, g)
+    with_indices = _has_output(node, 1)
+    return g.op("MaxPool", [x], storage_order=int(node.get_attr("storage_order", 0)),
+                output_indices=with_indices, num_outputs=2 if with_indices else 1, **attrs)
+
+
+@mapping(ONNX, "MaxPool", since_opset=1)
+def maxpool_v1(node: OriginNode, g: MapContext) -> Any:
+    return _maxpool(node, g, _WINDOW)
+
+
+@mapping(ONNX, "MaxPool", since_opset=8)
+def maxpool_v8(node: OriginNode, g: MapContext) -> Any:
+    return _maxpool(node, g, _WINDOW + ("storage_order",))
+
+
+@mapping(ONNX, "MaxPool", since_opset=10)
+def maxpool_v10(node: OriginNode, g: MapContext) -> Any:
+    return _maxpool(node, g, _WINDOW + ("storage_order", "ceil_mode", "dilations"))
+
+
+# -- AveragePool -----------------------------------------------------------------------------
+def _avgpool(node: OriginNode, g: MapContext, known: tuple[str, ...]) -> Any:
+    checked_attrs(node, g, known)
+    x, attrs = _window_attrs(node, g)
+    return g.op("AveragePool", [x], count_include_pad=int(node.get_attr("count_include_pad", 0)),
+                **attrs)
+
+
+@mapping(ONNX, "AveragePool", since_opset=1)
+def avgpool_v1(node: OriginNode, g: MapContext) -> Any:
+    return _avgpool(node, g, _WINDOW)
+
+
+@mapping(ONNX, "AveragePool", since_opset=7)
+def avgpool_v7(node: OriginNode, g: MapContext) -> Any:
+    return _avgpool(node, g, _WINDOW + ("count_include_pad",))
+
+
+@mapping(ONNX, "AveragePool", since_opset=10)
+def avgpool_v10(node: OriginNode, g: MapContext) -> Any:
+    return _avgpool(node, g, _WINDOW + ("count_include_pad", "ceil_mode"))
+
+
+@mapping(ONNX, "AveragePool", since_opset=19)
+def avgpool_v19(node: OriginNode, g: MapContext) -> Any:
+    return _avgpool(node, g, _WINDOW + ("count_include_pad", "ceil_mode", "dilations"))
+
+
+# -- LpPool ----------------------------------------------------------------------------------
+def _lppool(node: OriginNode, g: MapContext, known: tuple[str, ...]) -> Any:
+    checked_attrs(node, g, known)
+    x, attrs = _window_attrs(node, g)
+    return g.op("LpPool", [x], p=_int_p(node, g), **attrs)
+
+
+@mapping(ONNX, "LpPool", since_opset=1)
+def lppool_v1(node: OriginNode, g: MapContext) -> Any:
+    return _lppool(node, g, _WINDOW + ("p",))
+
+
+@mapping(ONNX, "LpPool", since_opset=18)
+def lppool_v18(node: OriginNode, g: MapContext) -> Any:
+    return _lppool(node, g, _WINDOW + ("p", "ceil_mode", "dilations"))
+
+
+# -- global pools ----------------------------------------------------------------------------
+@mapping(ONNX, "GlobalAveragePool", since_opset=1)
+def global_avgpool(node: OriginNode, g: MapContext) -> Any:
+    checked_attrs(node, g, ())
+    return g.op("GlobalAveragePool", [required_input(g, 0, "X")])
+
+
+@mapping(ONNX, "GlobalMaxPool", since_opset=1)
+def global_maxpool(node: OriginNode, g: MapContext) -> Any:
+    checked_attrs(node, g, ())
+    return g.op("GlobalMaxPool", [required_input(g, 0, "X")])
+
+
+@mapping(ONNX, "GlobalLpPool", since_opset=1)
+def global_lppool(node: OriginNode, g: MapContext) -> Any:
+    checked_attrs(node, g, ("p",))
+    return g.op("GlobalLpPool", [required_input(g, 0, "X")], p=_int_p(node, g))
