@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from .. import __version__
 from ..errors import OpbridgeError
 
-COMMANDS = ("demo", "convert", "ops", "show", "export-torchscript", "validate", "plugin", "random-weights")
+COMMANDS = ("demo", "convert", "ops", "show", "export-torchscript", "compile", "run", "profile",
+            "validate", "plugin", "random-weights")
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 

@@ -1,0 +1,74 @@
+"""``opbridge compile``: a model (.obir, or any file ``convert`` reads) -> a ``.obprog`` program."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from .convert import input_shape_arg
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "compile",
+        help="compile a model for the simulated TPU into a .obprog program",
+        description="Compile MODEL (a .obir graph, or a model file that 'opbridge convert' "
+        "reads) for a target: placement and kernel per op, layer groups tiled to fit local "
+        "memory, a DDR plan, and the instruction list; writes OUT.obprog.",
+    )
+    p.add_argument("model", help="a .obir graph or a model file (.onnx, .prototxt, .ts.json)")
+    p.add_argument("--weights", metavar="W", help="weights file (Caffe .caffemodel)")
+    p.add_argument("--input-shape", action="append", default=[], type=input_shape_arg,
+                   metavar="NAME=DIMS", help="fix an input's dims when converting (repeatable)")
+    p.add_argument("--plugin", action="append", default=[], metavar="FILE",
+                   help="load a plugin first (repeatable); OPBRIDGE_PLUGIN_PATH is honoured too")
+    p.add_argument("--target", default="bm1684", help="target preset (default: bm1684)")
+    p.add_argument("--target-json", metavar="F", help="a target JSON file (overrides --target)")
+    p.add_argument("--lmem-kib", type=int, metavar="N",
+                   help="local memory per lane in KiB (overrides the target's)")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.obprog",
+                   help="where to write the program")
+    p.set_defaults(func=run)
+
+
+def load_graph(args: argparse.Namespace) -> Any:
+    """The IR graph of ``args.model``: read a .obir, convert anything else."""
+    from ..convert import convert
+    from ..ir.io import load
+    from ..plugins_loader import load_plugins
+
+    if str(args.model).lower().endswith(".obir"):
+        load_plugins(args.plugin)
+        return load(args.model)
+    shapes = dict(args.input_shape) or None
+    return convert(args.model, weights=args.weights, input_shapes=shapes, plugins=args.plugin)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..errors import OpbridgeError
+    from ..simulator import Target, compile
+
+    if args.lmem_kib is not None and args.lmem_kib < 1:
+        raise OpbridgeError(f"--lmem-kib {args.lmem_kib}: must be at least 1")
+    target = Target.load(args.target_json) if args.target_json else Target.preset(args.target)
+    if args.lmem_kib is not None:
+        target = Target.from_dict({**target.to_dict(), "lmem_bytes_per_lane": args.lmem_kib * 1024})
+    t0 = time.perf_counter()
+    graph = load_graph(args)
+    t1 = time.perf_counter()
+    prog = compile(graph, target)
+    t2 = time.perf_counter()
+    prog.save(args.output)
+    ddr = prog.ddr
+    sys.stdout.write(
+        f"wrote {args.output}: {prog}\n"
+        f"  target {target.name}: {target.lanes} lanes x {target.lmem_bytes_per_lane // 1024} KiB "
+        f"local memory\n"
+        f"  DDR: weights {ddr['weights_bytes'] / 2**20:.1f} MiB, activations peak "
+        f"{ddr['activation_peak_bytes'] / 2**20:.2f} MiB (no reuse: "
+        f"{ddr['activation_no_reuse_bytes'] / 2**20:.2f} MiB)\n"
+        f"  load {t1 - t0:.2f} s, compile {t2 - t1:.2f} s\n"
+    )
+    return 0

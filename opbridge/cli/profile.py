@@ -1,0 +1,69 @@
+"""``opbridge profile``: the cost model's estimate of a ``.obprog`` program, per layer group."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "profile",
+        help="estimate a .obprog program's latency, DDR traffic and local-memory use",
+        description="Print the cost model's estimate of PROG: latency, GDMA bytes, local-memory "
+        "peak, and a table per unit (layer group, global layer, host op) with its ops, tiles, "
+        "local memory, GDMA bytes, estimated time and whether memory or compute bounds it.",
+    )
+    p.add_argument("program", help="a .obprog file")
+    p.add_argument("--trace", metavar="trace.json",
+                   help="write the timeline (Chrome trace-event JSON, one track per engine)")
+    p.add_argument("--json", action="store_true", help="print the profile as JSON instead")
+    p.add_argument("--plugin", action="append", default=[], metavar="FILE",
+                   help="load a plugin first (repeatable); OPBRIDGE_PLUGIN_PATH is honoured too")
+    p.set_defaults(func=run)
+
+
+def _ops(ops: list[str]) -> str:
+    """``Conv x3, Relu x2``: op types by first appearance, with counts."""
+    counts: dict[str, int] = {}
+    for op in ops:
+        counts[op] = counts.get(op, 0) + 1
+    return ", ".join(f"{op} x{n}" if n > 1 else op for op, n in counts.items())
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..plugins_loader import load_plugins
+    from ..simulator import load_program
+
+    load_plugins(args.plugin)
+    prog = load_program(args.program)
+    p = prog.profile()
+    if args.trace:
+        p.write_trace(args.trace)
+    if args.json:
+        sys.stdout.write(json.dumps(p.to_dict(), indent=2) + "\n")
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"{prog.graph.name} on {prog.target.name} "
+                    f"({prog.target.lmem_bytes_per_lane // 1024} KiB local memory per lane)")
+    for col in ("#", "kind", "ops", "tiles", "lmem KiB", "GDMA KiB", "est ms", "bound"):
+        t.add_column(col, justify="right" if col not in ("kind", "ops", "bound") else "left")
+    for u in p.units:
+        t.add_row(str(u.index), u.kind, _ops(u.ops), str(u.tiles),
+                  f"{u.lmem_bytes / 1024:.1f}", f"{u.gdma_bytes / 1024:.0f}", f"{u.est_ms:.4f}",
+                  u.bound)
+    con = Console()
+    con.print(t)
+    con.print(
+        f"estimated latency {p.est_latency_ms:.3f} ms; GDMA {p.gdma_bytes / 2**20:.2f} MiB; "
+        f"local memory peak {p.lmem_peak_bytes / 1024:.1f} KiB/lane; {p.num_layer_groups} layer "
+        f"groups, {p.num_tiles} tiles, {p.num_global_layers} global layers, {p.num_cpu_layers} "
+        f"host ops; {p.flops / 1e9:.2f} GFLOP; DDR activations {p.ddr_peak_bytes / 2**20:.2f} MiB "
+        f"(no reuse {p.ddr_no_reuse_bytes / 2**20:.2f} MiB), weights {p.weights_bytes / 2**20:.1f} MiB")
+    if args.trace:
+        con.print(f"wrote {args.trace} (open it in chrome://tracing or ui.perfetto.dev)")
+    return 0
