@@ -1,3 +1,166 @@
-"""ONNX mappings: elementwise ops (owned by the op-family engineers)."""
+"""ONNX mappings: elementwise math (unary functions, arithmetic, bitwise, variadic, Cast).
+
+Semantics: https://onnx.ai/onnx/operators/. Versions whose meaning differs get their own
+mapping: the binary ops before opset 7 broadcast B onto A at 'axis' (legacy broadcasting);
+Cast-1 names its target type with a string, Cast-6+ with a TensorProto enum. Identity is
+mapped in ``misc.py``. The helpers here are shared with ``activation.py`` and ``logical.py``.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ...ir.graph import Value
+from ...parsers.origin import Framework, OriginNode
+from ..context import MapContext
+from ..registry import mapping
+
+ONNX = Framework.ONNX
+#: Attributes of opset-1 ops that only hinted at memory reuse; they mean nothing for inference.
+LEGACY_HINTS = ("consumed_inputs",)
+
+
+def checked_attrs(node: OriginNode, g: MapContext, known: Iterable[str],
+                  ignored: Iterable[str] = ()) -> dict[str, Any]:
+    """The node's attributes among ``known``; any other (not ``ignored``) is an error."""
+    known = tuple(known)
+    for name in node.attrs:
+        if name not in known and name not in ignored:
+            takes = ", ".join(known) or "no attributes"
+            raise g.error(f"not an attribute of {node.op_type} (opset {g.opset})", attr=name,
+                          hint=f"{node.op_type} takes {takes}; remove '{name}' from the node")
+    return {k: node.attrs[k] for k in known if k in node.attrs}
+
+
+def required_input(g: MapContext, i: int, what: str) -> Value:
+    """Input ``i``, which must be present."""
+    v = g.input(i)
+    if v is None:
+        raise g.error(f"input {i} ({what}) is required but absent",
+                      hint="connect the input in the source model")
+    return v
+
+
+def one_to_one(op_type: str, since: int, *, ir_op: str | None = None, attrs: Iterable[str] = (),
+               ignored: Iterable[str] = (), num_inputs: int = 1) -> None:
+    """Register a mapping that passes ``num_inputs`` inputs (-1: all) and ``attrs`` unchanged.
+
+    Absent attributes take the IR op's defaults, which equal ONNX's (a test checks that).
+    """
+    attrs, ignored = tuple(attrs), tuple(ignored)
+
+    def map_one_to_one(node: OriginNode, g: MapContext) -> Any:
+        a = checked_attrs(node, g, attrs, ignored)
+        n = g.num_inputs if num_inputs < 0 else num_inputs
+        if num_inputs < 0 and n == 0:
+            raise g.error("needs at least one input")
+        ins = [required_input(g, i, f"input {i}") for i in range(n)]
+        return g.op(ir_op or op_type, ins, **a)
+
+    map_one_to_one.__qualname__ = f"map_{op_type}_{since}"
+    mapping(ONNX, op_type, since_opset=since)(map_one_to_one)
+
+
+def legacy_broadcast(node: OriginNode, g: MapContext, a: Value, b: Value) -> Value:
+    """ONNX < 7: with broadcast=1, B's dims line up with A's starting at 'axis' (default: the
+    trailing dims, as numpy). B is reshaped with trailing 1s so numpy broadcasting agrees."""
+    if not node.get_attr("broadcast", 0) or "axis" not in node.attrs:
+        return b
+    ra, rb = len(a.shape), len(b.shape)
+    axis = int(node.attrs["axis"])
+    if not -ra <= axis < max(ra, 1):
+        raise g.error(f"= {axis} is out of range for A of rank {ra}", attr="axis")
+    axis %= max(ra, 1)
+    trailing = ra - axis - rb
+    if trailing < 0:
+        raise g.error(f"B of rank {rb} does not fit in A of rank {ra} from axis {axis}", attr="axis",
+                      hint="B's dims must line up with A's starting at 'axis'")
+    if trailing == 0:
+        return b
+    return g.op("Reshape", [b], shape=tuple(b.shape) + (1,) * trailing)
+
+
+def legacy_binary(op_type: str, ir_op: str | None = None) -> None:
+    """Register ``op_type`` for opsets 1-6 (legacy broadcast/axis attributes)."""
+
+    def map_legacy_binary(node: OriginNode, g: MapContext) -> Any:
+        checked_attrs(node, g, ("broadcast", "axis"), LEGACY_HINTS)
+        a, b = required_input(g, 0, "A"), required_input(g, 1, "B")
+        return g.op(ir_op or op_type, [a, legacy_broadcast(node, g, a, b)])
+
+    map_legacy_binary.__qualname__ = f"map_{op_type}_1"
+    mapping(ONNX, op_type, since_opset=1)(map_legacy_binary)
+
+
+# -- unary ---------------------------------------------------------------------------------
+for _op, _since in (
+    ("Abs", 1), ("Neg", 1), ("Exp", 1), ("Log", 1), ("Sqrt", 1), ("Reciprocal", 1), ("Floor", 1),
+    ("Ceil", 1), ("Round", 11), ("Sign", 9), ("Erf", 9),
+    ("Sin", 7), ("Cos", 7), ("Tan", 7), ("Asin", 7), ("Acos", 7), ("Atan", 7),
+    ("Sinh", 9), ("Cosh", 9), ("Asinh", 9), ("Acosh", 9), ("Atanh", 9),
+):
+    one_to_one(_op, _since, ignored=LEGACY_HINTS)
+
+# -- binary --------------------------------------------------------------------------------
+for _op in ("Add", "Sub", "Mul", "Div", "Pow"):
+    legacy_binary(_op)
+    one_to_one(_op, 7, num_inputs=2)  # numpy broadcasting; Pow-12+ also mixes dtypes (the IR does)
+
+one_to_one("Mod", 10, attrs=("fmod",), num_inputs=2)
+one_to_one("BitShift", 11, attrs=("direction",), num_inputs=2)
+for _op in ("BitwiseAnd", "BitwiseOr", "BitwiseXor"):
+    one_to_one(_op, 18, num_inputs=2)
+one_to_one("BitwiseNot", 18)
+
+# -- variadic (numpy broadcasting from opset 8; equal shapes before, which is a special case) --
+for _op in ("Sum", "Mean", "Max", "Min"):
+    one_to_one(_op, 1, ignored=LEGACY_HINTS, num_inputs=-1)
+
+
+# -- Cast ----------------------------------------------------------------------------------
+#: TensorProto.DataType -> IR dtype, for the types the IR has.
+ONNX_DTYPES = {1: "f32", 2: "u8", 3: "i8", 4: "u16", 5: "i16", 6: "i32", 7: "i64", 9: "bool",
+               10: "f16", 11: "f64", 12: "u32", 13: "u64", 16: "bf16"}
+#: Cast-1's string names of the same types.
+ONNX_DTYPE_NAMES = {"FLOAT": 1, "UINT8": 2, "INT8": 3, "UINT16": 4, "INT16": 5, "INT32": 6,
+                    "INT64": 7, "BOOL": 9, "FLOAT16": 10, "DOUBLE": 11, "UINT32": 12, "UINT64": 13,
+                    "BFLOAT16": 16}
+#: Cast-19+ attributes that only change casts to float8/float4 types, which the IR does not have.
+FLOAT8_ONLY = ("saturate", "round_mode")
+
+
+def ir_dtype(g: MapContext, code: Any) -> str:
+    """The IR dtype for a TensorProto.DataType code (an error naming 'to' if there is none)."""
+    try:
+        return ONNX_DTYPES[int(code)]
+    except (KeyError, TypeError, ValueError):
+        raise g.unsupported(
+            f"casting to TensorProto type {code!r} is not supported (the IR has "
+            f"{', '.join(sorted(set(ONNX_DTYPES.values())))})",
+            hint="cast to one of those types in the source model") from None
+
+
+@mapping(ONNX, "Cast", since_opset=1)
+def cast_v1(node: OriginNode, g: MapContext) -> Any:
+    # Cast-1: 'to' is the type's name as a string ("FLOAT")
+    checked_attrs(node, g, ("to",))
+    to = node.get_attr("to")
+    if isinstance(to, str):
+        if to.upper() not in ONNX_DTYPE_NAMES:
+            raise g.unsupported(f"casting to '{to}' is not supported",
+                                hint=f"the IR has {', '.join(ONNX_DTYPE_NAMES)}")
+        to = ONNX_DTYPE_NAMES[to.upper()]
+    return g.op("Cast", [required_input(g, 0, "input")], to=ir_dtype(g, to))
+
+
+@mapping(ONNX, "Cast", since_opset=6)
+def cast_v6(node: OriginNode, g: MapContext) -> Any:
+    checked_attrs(node, g, ("to",), FLOAT8_ONLY)
+    return g.op("Cast", [required_input(g, 0, "input")], to=ir_dtype(g, node.get_attr("to")))
+
+
+@mapping(ONNX, "CastLike", since_opset=15)
+def castlike(node: OriginNode, g: MapContext) -> Any:
+    checked_attrs(node, g, (), FLOAT8_ONLY)
+    return g.op("CastLike", [required_input(g, 0, "input"), required_input(g, 1, "target_type")])
