@@ -21,6 +21,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--format", choices=("table", "json"), default="table", help="output format")
     p.add_argument("--plugin", action="append", default=[], metavar="FILE",
                    help="load a plugin first (repeatable)")
+    p.add_argument("--framework", choices=("onnx", "caffe", "torchscript"), default=None,
+                   help="list the origin op types (and versions) mapped from this framework instead")
     p.set_defaults(func=run)
 
 
@@ -46,6 +48,15 @@ def run(args: argparse.Namespace) -> int:
     from ..plugins_loader import load_plugins
 
     load_plugins(args.plugin)
+    if args.framework:
+        from ..mappers.listing import format_mapped_ops, mapped_ops
+
+        if args.format == "json":
+            json.dump(mapped_ops(args.framework), sys.stdout, indent=1)
+            sys.stdout.write("\n")
+        else:
+            sys.stdout.write(format_mapped_ops(args.framework) + "\n")
+        return 0
     infos = [op_info(o) for o in DEFAULT_OPS]
     if args.format == "json":
         json.dump([dataclasses.asdict(i) for i in infos], sys.stdout, indent=1, default=str)
