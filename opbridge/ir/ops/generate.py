@@ -39,7 +39,8 @@ def _cos_shape(ctx: ShapeContext) -> Any:
 
 
 # -- Range ---------------------------------------------------------------------------------
-def _range_len(start: float, limit: float, delta: float) -> int:
+def range_len(start: float, limit: float, delta: float) -> int:
+    """The number of elements of Range(start, limit, delta) (ONNX: ceil((limit - start) / delta))."""
     return max(math.ceil((limit - start) / delta), 0)
 
 
@@ -53,11 +54,12 @@ def _range_shape(ctx: ShapeContext) -> Any:
                                                       for v in (start, limit, delta)):
         raise ctx.error(f"start/limit/delta {start}, {limit}, {delta} are not integers",
                         attr="dtype", hint="an integer Range needs integer bounds")
-    return (_range_len(start, limit, delta),), dtype
+    return (range_len(start, limit, delta),), dtype
 
 
-def _range(start: float, limit: float, delta: float, dtype: str) -> np.ndarray:
-    n, dt = _range_len(start, limit, delta), to_numpy_dtype(dtype)
+def range_values(start: float, limit: float, delta: float, dtype: str) -> np.ndarray:
+    """start + i * delta for i < range_len, computed in ``dtype``."""
+    n, dt = range_len(start, limit, delta), to_numpy_dtype(dtype)
     if dt.kind in "iu":
         return (int(start) + int(delta) * np.arange(n, dtype=np.int64)).astype(dt)
     return (np.array(start, dt) + np.arange(n).astype(dt) * np.array(delta, dt)).astype(dt)
@@ -71,7 +73,7 @@ def _range(start: float, limit: float, delta: float, dtype: str) -> np.ndarray:
     .param("dtype", "dtype", doc="the element type of ONNX's inputs")
     .type_param("T", NUMERIC)
     .shape_fn(_range_shape)
-    .compute(_range)
+    .compute(range_values)
 )
 
 

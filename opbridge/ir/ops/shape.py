@@ -235,7 +235,7 @@ def _expand_shape(ctx: ShapeContext) -> Any:
 
 
 # -- Shape / Size --------------------------------------------------------------------------
-def _shape_range(rank: int, start: int, end: int | None) -> tuple[int, int]:
+def shape_range(rank: int, start: int, end: int | None) -> tuple[int, int]:
     """ONNX Shape's start/end: negative counts from the back, both clamped to [0, rank]."""
     def clamp(v: int) -> int:
         return min(max(v + rank if v < 0 else v, 0), rank)
@@ -244,12 +244,12 @@ def _shape_range(rank: int, start: int, end: int | None) -> tuple[int, int]:
 
 
 def _shape_shape(ctx: ShapeContext) -> Any:
-    s, e = _shape_range(ctx.input_rank(0), ctx.attr("start"), ctx.attr("end"))
+    s, e = shape_range(ctx.input_rank(0), ctx.attr("start"), ctx.attr("end"))
     return (max(e - s, 0),), "i64"
 
 
 def _shape(x: np.ndarray, start: int, end: int | None) -> np.ndarray:
-    s, e = _shape_range(x.ndim, start, end)
+    s, e = shape_range(x.ndim, start, end)
     return np.array(x.shape[s:e], dtype=np.int64)
 
 
