@@ -222,4 +222,6 @@ def compile(  # noqa: A001 - the public name DESIGN.md gives it
                        "eff": _efficiency(tgt, oshape, node.outputs[0].dtype) if oshape else 1.0})
         meta.append({"kind": kind, "nodes": [node.name], "op": node.op, "streamed": bool(ln.local),
                      "instrs": [start, len(instrs)]})
-    return Program(graph, tgt, meta, instrs, ddr)
+    prog = Program(graph, tgt, meta, instrs, ddr)
+    prog.kernels = kernels
+    return prog

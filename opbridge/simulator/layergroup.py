@@ -52,7 +52,8 @@ class GroupPlan:
     n_per: int
     k: int
     tiles: list[Tile]
-    alloc: dict[str, tuple[int, int]] = field(default_factory=dict)  # key -> (addr, lane bytes)
+    #: buffer key -> (per-lane address, per-lane bytes, first node index, last node index)
+    alloc: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
     lmem_peak: int = 0
     redundancy: float = 1.0
 
@@ -216,7 +217,8 @@ class _Group:
                     done += (r[1] - r[0]) * per_row * (t.n[1] - t.n[0])
         return GroupPlan(
             self.nodes, self.inputs, self.consts, self.outputs, n_per, k, tiles,
-            {b.key: (b.offset, b.size) for b in buffers}, peak, done / max(needed, 1.0),
+            {b.key: (b.offset, b.size, b.first, b.last) for b in buffers}, peak,
+            done / max(needed, 1.0),
         )
 
     def best(self, target: Target, start: tuple[int, int] | None = None) -> GroupPlan | None:

@@ -42,16 +42,21 @@ class Program:
         self.units = units
         self.instrs = instrs
         self.ddr = ddr
+        #: the kernel registry whose tile kernels run the computes (the default after loading)
+        self.kernels: Any = None
         self._executor: Any = None
 
     # -- running -------------------------------------------------------------------------
-    def run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        """Execute the instructions on ``feeds``; returns graph-output name -> array."""
+    def run(self, feeds: Mapping[str, Any], *, keep_intermediates: bool = False
+            ) -> dict[str, np.ndarray]:
+        """Execute the instructions on ``feeds``; returns graph-output name -> array, in
+        graph-output order. ``keep_intermediates`` adds every tensor that passes through DDR
+        (tensors inside a layer group never leave local memory, so they are not there)."""
         from .run import Executor
 
         if self._executor is None:
             self._executor = Executor(self)
-        return self._executor.run(feeds)
+        return self._executor.run(feeds, keep_intermediates=keep_intermediates)
 
     def profile(self) -> Any:
         """The cost model's estimate: latency, DDR traffic, local-memory use, per group."""

@@ -52,6 +52,12 @@ class Executor:
             if name in self.views:
                 self.views[name][...] = c.data
         self.steps = [self._prepare(i) for i in prog.instrs]
+        #: per unit: its last step and the tensors it leaves in DDR (for keep_intermediates)
+        self.unit_ends: list[tuple[int, list[str]]] = []
+        for u in prog.units:
+            names = u["outputs"] if u["kind"] == "group" else [
+                v.name for n in u["nodes"] for v in self.nodes[n].outputs]
+            self.unit_ends.append((u["instrs"][1], names))
 
     # -- views ---------------------------------------------------------------------------
     def _ddr_view(self, name: str, d: dict[str, Any]) -> np.ndarray:
@@ -81,7 +87,8 @@ class Executor:
 
     def _fn(self, node_name: str) -> Any:
         node = self.nodes[node_name]
-        k = DEFAULT_KERNELS.get(node.op)
+        reg = self.prog.kernels if self.prog.kernels is not None else DEFAULT_KERNELS
+        k = reg.get(node.op)
         if k is not None and k.compute_fn is not None:
             return k.compute_fn
         fn = self.prog.graph.registry.get(node.op).compute_function
@@ -130,14 +137,23 @@ class Executor:
         return ("compute", fn, args, attrs, outs, node)
 
     # -- running -------------------------------------------------------------------------
-    def run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    def run(self, feeds: Mapping[str, Any], *, keep_intermediates: bool = False
+            ) -> dict[str, np.ndarray]:
+        """Run on ``feeds``; ``keep_intermediates`` adds every tensor that passes through DDR
+        (group outputs, global-layer outputs), copied when its unit ends."""
         g = self.prog.graph
         arrays = check_feeds(g, feeds)
         self.ddr[self.act_start:] = 0
         for name, arr in arrays.items():
             if name in self.views:
                 self.views[name][...] = arr
-        for step in self.steps:
+        kept: dict[str, np.ndarray] = {}
+        ends = iter(self.unit_ends) if keep_intermediates else iter(())
+        next_end = next(ends, None)
+        for si, step in enumerate(self.steps):
+            while next_end is not None and si >= next_end[0]:
+                kept.update({n: self.views[n].copy() for n in next_end[1]})
+                next_end = next(ends, None)
             if step[0] == "copy":
                 np.copyto(step[1], step[2])
                 continue
@@ -161,6 +177,9 @@ class Executor:
                         f"{node.where}: kernel returned shape {np.shape(r)} for a tile of "
                         f"{o.shape}", hint="the kernel's input_slice/tile_attrs disagree with its compute")
                 o[...] = r
+        while next_end is not None:
+            kept.update({n: self.views[n].copy() for n in next_end[1]})
+            next_end = next(ends, None)
         out: dict[str, np.ndarray] = {}
         for v in g.outputs:
             if v.name in self.views:
@@ -169,4 +188,6 @@ class Executor:
                 out[v.name] = arrays[v.name].copy()
             else:
                 raise SimulatorError(f"graph output '{v.name}' has no place in DDR")
+        for name, a in kept.items():
+            out.setdefault(name, a)
         return out

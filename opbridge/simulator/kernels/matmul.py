@@ -1,7 +1,8 @@
 """Kernel of MatMul on rank-4 operands ([N, heads, rows, k] @ [N, heads, k, cols]).
 
-The left operand's rows are the output's rows, so it tiles on N and H; the right operand is
-needed whole. MatMul of other ranks and Gemm run as global layers.
+The left operand's rows are the output's rows, so it tiles on N and H; the right operand (a
+rank-4 tensor, or a constant weight of any rank) is needed whole. MatMul of other ranks and
+Gemm run as global layers.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from .registry import register_kernel
 
 
 def matmul_split(node: Node) -> tuple[str, ...]:
+    """Rows of A tile freely; B is taken whole (a constant weight, or a rank-4 operand)."""
     a, b = node.inputs[0].shape, node.inputs[1].shape
-    if len(a) != 4 or len(b) != 4:
+    if len(a) != 4 or (len(b) != 4 and not node.inputs[1].is_constant):
         return ()
-    return ("N", "H") if a[0] == b[0] or b[0] == 1 else ("H",)
+    return ("N", "H")
 
 
 def matmul_rows(node: Node, i: int, lo: int, hi: int) -> tuple[int, int] | None:
