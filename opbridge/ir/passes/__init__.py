@@ -1,6 +1,7 @@
 """IR passes: graph-to-graph transformations with a small contract (see :mod:`.base`).
 
 :data:`PASSES` names every built-in pass; :data:`DEFAULT_PASSES` are those ``convert()`` runs.
+``fold_batchnorm`` is opt-in: it removes the Conv's output tensor (see its module).
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ from ..graph import Graph
 from .base import GraphPass, PassResult, run_passes
 from .dce import EliminateDeadCode
 from .fold import FoldConstants
+from .fold_batchnorm import FoldBatchNormIntoConv
 
 #: Pass name -> a factory of the pass.
 PASSES: dict[str, Callable[[], GraphPass]] = {
     FoldConstants.name: FoldConstants,
     EliminateDeadCode.name: EliminateDeadCode,
+    FoldBatchNormIntoConv.name: FoldBatchNormIntoConv,
 }
 
 DEFAULT_PASSES: tuple[str, ...] = ("fold_constants", "dead_code")
@@ -41,6 +44,7 @@ def optimize(graph: Graph, passes: Iterable[str | GraphPass] = DEFAULT_PASSES) -
 
 
 __all__ = [
-    "DEFAULT_PASSES", "PASSES", "EliminateDeadCode", "FoldConstants", "GraphPass", "PassResult",
+    "DEFAULT_PASSES", "PASSES", "EliminateDeadCode", "FoldBatchNormIntoConv", "FoldConstants",
+    "GraphPass", "PassResult",
     "make_passes", "optimize", "run_passes",
 ]
