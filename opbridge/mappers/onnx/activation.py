@@ -110,3 +110,36 @@ def clip_v11(node: OriginNode, g: MapContext) -> Any:
     if isinstance(hi, Value):
         y = g.op("Min", [y, hi])
     return y
+
+
+# -- onnxruntime contrib GELU variants (com.microsoft), common in exported transformers ------
+@mapping(ONNX, "com.microsoft::Gelu", since_opset=1)
+def ms_gelu(node: OriginNode, g: MapContext) -> Any:
+    checked_attrs(node, g, ())
+    return g.op("Gelu", [required_input(g, 0, "X")], approximate="none")
+
+
+@mapping(ONNX, "com.microsoft::BiasGelu", since_opset=1)
+def ms_bias_gelu(node: OriginNode, g: MapContext) -> Any:
+    # Gelu(A + B), erf form
+    checked_attrs(node, g, ())
+    x = g.op("Add", [required_input(g, 0, "A"), required_input(g, 1, "B")])
+    return g.op("Gelu", [x], approximate="none")
+
+
+@mapping(ONNX, "com.microsoft::FastGelu", since_opset=1)
+def ms_fast_gelu(node: OriginNode, g: MapContext) -> Any:
+    # tanh-approximated Gelu of X (+ the optional bias)
+    checked_attrs(node, g, ())
+    x = required_input(g, 0, "X")
+    bias = g.input(1)
+    if bias is not None:
+        x = g.op("Add", [x, bias])
+    return g.op("Gelu", [x], approximate="tanh")
+
+
+@mapping(ONNX, "com.microsoft::QuickGelu", since_opset=1)
+def ms_quick_gelu(node: OriginNode, g: MapContext) -> Any:
+    # x * sigmoid(alpha * x), alpha 1.702 unless given
+    a = checked_attrs(node, g, ("alpha",))
+    return g.op("Swish", [required_input(g, 0, "X")], alpha=float(a.get("alpha", 1.702)))

@@ -185,3 +185,32 @@ def test_unknown_attribute_names_node_and_attribute():
 def test_bad_attribute_value_names_node():
     with pytest.raises(AttrError, match=r"\(Gelu\) param 'approximate'"):
         convert_node("Gelu", [randn(3)], opset=20, approximate="erf")
+
+
+# -- onnxruntime contrib (com.microsoft) GELU variants ---------------------------------------
+MS = [
+    ("Gelu", 1, {}), ("BiasGelu", 2, {}), ("FastGelu", 1, {}), ("FastGelu", 2, {}),
+    ("QuickGelu", 1, {}), ("QuickGelu", 1, {"alpha": 1.5}),
+]
+
+
+@pytest.mark.parametrize("op, n_in, attrs", [
+    pytest.param(op, n, a, id=f"{op}-inputs={n}-" + (",".join(f"{k}={v}" for k, v in a.items()) or "attrs=absent"))
+    for op, n, a in MS])
+def test_com_microsoft_gelu_variants_match_onnxruntime(op, n_in, attrs):
+    from onnx import helper
+
+    x, bias = randn(2, 3, 8), randn(8, seed=1)
+    inputs = [x, bias][:n_in]
+    names = [f"in{i}" for i in range(n_in)]
+    node = helper.make_node(op, names, ["out0"], domain="com.microsoft", **attrs)
+    graph = helper.make_graph(
+        [node], "ms", [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, a.shape)
+                       for n, a in zip(names, inputs)],
+        [helper.make_tensor_value_info("out0", onnx.TensorProto.FLOAT, x.shape)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 8
+    feeds = dict(zip(names, inputs))
+    got = ob.interpret(ob.convert(model), feeds)["out0"]
+    np.testing.assert_allclose(got, run_ort(model, feeds), rtol=1e-5, atol=1e-5)
