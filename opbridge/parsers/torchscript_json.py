@@ -126,6 +126,86 @@ def _tensor_infos(doc: dict[str, Any], key: str, src: str) -> list[TensorInfo]:
     return out
 
 
+_LIST_KINDS = ("ListConstruct", "TupleConstruct")
+
+
+def _argument_view(nodes: list[OriginNode], graph_types: dict[str, str]) -> None:
+    """Give every node the argument view described in the format doc ("What the parser adds").
+
+    Inputs produced by ``prim::ListConstruct``/``TupleConstruct`` are spread into their elements
+    (recursively), so a mapping reaches every element as an input of its own; ``args`` says
+    which flat inputs make up each schema argument (an int, or a nested list for a list
+    argument); ``arg_types`` gives each flat input's TorchScript type; ``consts`` holds the
+    value of each flat input that a non-tensor ``prim::Constant`` produces (``None`` included).
+    """
+    _merge_unpacks(nodes)
+    producer: dict[str, OriginNode] = {}
+    types: dict[str, str] = dict(graph_types)
+    for node in nodes:
+        flat: list[str] = []
+        arg_types: list[str] = []
+        consts: dict[int, Any] = {}
+
+        def spread(name: str, flat: list[str] = flat, arg_types: list[str] = arg_types,
+                   consts: dict[int, Any] = consts) -> Any:
+            prod = producer.get(name)
+            if prod is not None and prod.domain == "prim" and prod.op_type in _LIST_KINDS:
+                return [spread(x) for x in prod.inputs]
+            k = len(flat)
+            flat.append(name)
+            arg_types.append(types.get(name, "Tensor"))
+            if prod is not None and prod.domain == "prim" and prod.op_type == "Constant":
+                value = prod.attrs.get("value")
+                if not isinstance(value, np.ndarray):
+                    consts[k] = value
+            return k
+
+        node.attrs["args"] = [spread(x) for x in node.inputs]
+        node.inputs = flat
+        node.attrs["arg_types"] = arg_types
+        node.attrs["consts"] = consts
+        for i, out in enumerate(node.outputs):
+            producer[out] = node
+            tl = node.attrs.get("types") or []
+            types[out] = tl[i] if i < len(tl) else "Tensor"
+
+
+def _merge_unpacks(nodes: list[OriginNode]) -> None:
+    """``y = aten::chunk(x); a, b = prim::ListUnpack(y)`` -> ``a, b = aten::chunk(x)``.
+
+    Only where the ``List[Tensor]`` output has that one ``ListUnpack`` as its only user; the
+    merged node's ``unpacked`` attribute is True. Works in place on ``nodes``.
+    """
+    uses: dict[str, int] = {}
+    for node in nodes:
+        for x in node.inputs:
+            uses[x] = uses.get(x, 0) + 1
+    producer = {out: node for node in nodes for out in node.outputs}
+    drop = set()
+    for i, node in enumerate(nodes):
+        if node.domain != "prim" or node.op_type != "ListUnpack" or len(node.inputs) != 1:
+            continue
+        src = producer.get(node.inputs[0])
+        if (src is None or src.domain == "prim" or len(src.outputs) != 1
+                or uses.get(node.inputs[0]) != 1 or src.attrs.get("types") != ["List[Tensor]"]):
+            continue
+        src.outputs = list(node.outputs)
+        src.attrs["types"] = list(node.attrs.get("types") or ["Tensor"] * len(node.outputs))
+        src.attrs["unpacked"] = True
+        drop.add(i)
+    nodes[:] = [n for i, n in enumerate(nodes) if i not in drop]
+
+
+def parse_file(path: str | os.PathLike[str], weights: Any = None) -> OriginGraph:
+    """The ``convert()`` entry point: ``weights`` is unused (the JSON names its weights file)."""
+    if weights is not None:
+        raise ModelFormatError(
+            f"[torchscript] '{path}': the weights file is named inside the JSON; do not pass weights",
+            hint="keep MODEL.ts.safetensors beside MODEL.ts.json",
+        )
+    return parse_torchscript_json(path)
+
+
 def parse_torchscript_json(path: str | os.PathLike[str]) -> OriginGraph:
     """Read ``path`` (``*.ts.json``) and its weights into an OriginGraph (framework torchscript)."""
     p = Path(path)
@@ -204,10 +284,12 @@ def parse_torchscript_json(path: str | os.PathLike[str]) -> OriginGraph:
         attrs["scope"] = rn.get("scope", "")
         if "value" in rn:
             attrs["value"] = _decode(rn["value"], where, weights, tensors)
+        domain, _, op = kind.rpartition("::")
         nodes.append(OriginNode(
-            name=name, op_type=kind, inputs=list(ins), outputs=list(outs), attrs=attrs,
+            name=name, op_type=op, domain=domain, inputs=list(ins), outputs=list(outs), attrs=attrs,
             framework=Framework.TORCHSCRIPT, location=str(rn.get("source", "")),
         ))
+    _argument_view(nodes, {t.name: "Tensor" for t in inputs})
     for t in outputs:
         if t.name not in defined:
             raise ModelFormatError(
@@ -218,6 +300,6 @@ def parse_torchscript_json(path: str | os.PathLike[str]) -> OriginGraph:
         name=str(doc.get("name", p.name)),
         framework=Framework.TORCHSCRIPT,
         nodes=nodes, inputs=inputs, outputs=outputs, tensors=tensors,
-        opsets={"": int(version)}, source=str(p),
+        opsets={"": int(version), "aten": int(version), "prim": int(version)}, source=str(p),
         metadata={k: str(v) for k, v in (doc.get("producer") or {}).items()},
     )

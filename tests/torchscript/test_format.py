@@ -77,7 +77,7 @@ def test_constants_round_trip(export: Any) -> None:
 
     path = export(Consts(), (torch.randn(2, 3),))
     g = parse_torchscript_json(path)
-    values = [n.attrs["value"] for n in g.nodes if n.op_type == "prim::Constant"]
+    values = [n.attrs["value"] for n in g.nodes if n.op_type == "Constant"]
     plain = [v for v in values if not isinstance(v, np.ndarray)]
     assert [1, 2] in plain and -1.5 in plain
     assert any(isinstance(v, float) and v == float("-inf") for v in plain)

@@ -1,0 +1,271 @@
+"""Elementwise arithmetic, comparisons, unary math and selection (``where``, ``masked_fill``).
+
+Operands may be tensors or Python numbers (torch "Scalar" overloads). When every operand is
+known while converting (shape arithmetic), the result is computed at once with torch's
+typing (int op int stays int, ``/`` is true division).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...ir.graph import Value
+from ...parsers.origin import OriginNode
+from ..context import MapContext
+from .common import Args, as_array, cast, ts_mapping, with_inplace
+
+_FLOAT_RANK = {"f16": 1, "bf16": 1, "f32": 2, "f64": 3}
+_INT_RANK = {"bool": 0, "u8": 1, "i8": 1, "i16": 2, "i32": 3, "i64": 4}
+
+
+def _promote(x: str, y: str) -> str:
+    fx, fy = x in _FLOAT_RANK, y in _FLOAT_RANK
+    if fx != fy:
+        return x if fx else y
+    rank = _FLOAT_RANK if fx else _INT_RANK
+    return x if rank.get(x, 0) >= rank.get(y, 0) else y
+
+
+def _dimensioned(a: Args, i: int) -> bool:
+    """A tensor that takes part in type promotion (torch: not a number, not a known 0-d tensor)."""
+    if not a.is_tensor(i):
+        return False
+    if a.known(i):
+        return np.ndim(a.py(i)) > 0
+    return True
+
+
+def operands(a: Args, i: int, j: int) -> tuple[Value, Value]:
+    """Two operands as Values of one dtype, promoted as torch does: a Python number or a 0-d
+    conversion-time tensor takes the other operand's dtype (float beats int)."""
+    di, dj = _dimensioned(a, i), _dimensioned(a, j)
+    if di == dj and (di or not (a.known(i) and a.known(j))):
+        if not di and a.known(i) != a.known(j):  # a run-time 0-d tensor and a number
+            return _with_scalar(a, j, i) if a.known(i) else _with_scalar(a, i, j)
+        x, y = a.tensor(i), a.tensor(j)
+        dt = _promote(x.dtype, y.dtype)
+        return cast(a.g, x, dt), cast(a.g, y, dt)
+    if di == dj:  # both known numbers: the caller folds; promote like torch anyway
+        x, y = a.tensor(i), a.tensor(j)
+        dt = _promote(x.dtype, y.dtype)
+        return cast(a.g, x, dt), cast(a.g, y, dt)
+    return _with_scalar(a, i, j) if di else _with_scalar(a, j, i)
+
+
+def _with_scalar(a: Args, t_idx: int, s_idx: int) -> tuple[Value, Value]:
+    t = a.tensor(t_idx)
+    s_arr = as_array(a.py(s_idx))
+    if s_arr.dtype.kind == "f" and t.dtype not in _FLOAT_RANK:
+        t = cast(a.g, t, "f32")
+    c = a.scalar_value(s_arr.reshape(()), like=t)
+    return (t, c) if t_idx < s_idx else (c, t)
+
+
+def _all_known(a: Args, idx: tuple[int, ...]) -> bool:
+    return all(a.known(i) for i in idx)
+
+
+def _fold(a: Args, fn: Any, idx: tuple[int, ...]) -> Value:
+    vals = [as_array(a.py(i)) for i in idx]
+    out = fn(*vals)
+    return a.g.constant(as_array(out[()] if isinstance(out, np.ndarray) and out.ndim == 0 else out))
+
+
+def _alpha(a: Args, idx: int) -> Any:
+    return a.py(idx, 1) if len(a) > idx else 1
+
+
+@ts_mapping(*with_inplace("add", "sub"))
+def add_sub(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    sub = node.op_type.startswith("sub")
+    alpha = _alpha(a, 2)
+    if _all_known(a, (0, 1)):
+        return _fold(a, (lambda x, y: x - alpha * y) if sub else (lambda x, y: x + alpha * y), (0, 1))
+    x, y = operands(a, 0, 1)
+    if alpha != 1:
+        y = g.op("Mul", [y, a.scalar_value(alpha, like=y)])
+    return g.op("Sub" if sub else "Add", [x, y])
+
+
+@ts_mapping("rsub")
+def rsub(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    alpha = _alpha(a, 2)
+    if _all_known(a, (0, 1)):
+        return _fold(a, lambda x, y: y - alpha * x, (0, 1))
+    x, y = operands(a, 0, 1)
+    if alpha != 1:
+        x = g.op("Mul", [x, a.scalar_value(alpha, like=x)])
+    return g.op("Sub", [y, x])
+
+
+@ts_mapping(*with_inplace("mul"), "multiply")
+def mul(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    if _all_known(a, (0, 1)):
+        return _fold(a, lambda x, y: x * y, (0, 1))
+    return g.op("Mul", list(operands(a, 0, 1)))
+
+
+def _trunc_div(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    q = np.trunc(np.true_divide(x, y))
+    return q.astype(np.result_type(x, y)) if x.dtype.kind in "iu" and y.dtype.kind in "iu" else q
+
+
+def _floor_div(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    if x.dtype.kind in "iu" and y.dtype.kind in "iu":
+        return np.floor_divide(x, y)
+    return np.floor(np.true_divide(x, y))
+
+
+@ts_mapping(*with_inplace("div"), "divide", "true_divide")
+def div(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    mode = a.py(2) if len(a) > 2 else None
+    if _all_known(a, (0, 1)):
+        fn = {None: np.true_divide, "trunc": _trunc_div, "floor": _floor_div}[mode]
+        return _fold(a, fn, (0, 1))
+    x, y = operands(a, 0, 1)
+    if mode is None and x.dtype not in _FLOAT_RANK:
+        x, y = cast(g, x, "f32"), cast(g, y, "f32")
+    q = g.op("Div", [x, y])
+    if mode == "floor" and q.dtype in _FLOAT_RANK:
+        return g.op("Floor", [q])
+    if mode == "trunc" and q.dtype in _FLOAT_RANK:
+        # trunc(q) = sign(q) * floor(|q|)
+        return g.op("Mul", [g.op("Sign", [q]), g.op("Floor", [g.op("Abs", [q])])])
+    return q
+
+
+@ts_mapping("floor_divide")
+def floor_divide(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    if _all_known(a, (0, 1)):
+        return _fold(a, _floor_div, (0, 1))
+    x, y = operands(a, 0, 1)
+    q = g.op("Div", [x, y])
+    return g.op("Floor", [q]) if q.dtype in _FLOAT_RANK else q
+
+
+@ts_mapping("remainder", "fmod")
+def remainder(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    fmod = node.op_type == "fmod"
+    if _all_known(a, (0, 1)):
+        return _fold(a, np.fmod if fmod else np.mod, (0, 1))
+    x, y = operands(a, 0, 1)
+    if x.dtype in _FLOAT_RANK:
+        q = g.op("Div", [x, y])
+        q = g.op("Mul", [g.op("Sign", [q]), g.op("Floor", [g.op("Abs", [q])])]) if fmod else g.op("Floor", [q])
+        return g.op("Sub", [x, g.op("Mul", [q, y])])
+    return g.op("Mod", [x, y], fmod=int(fmod))
+
+
+@ts_mapping(*with_inplace("pow"))
+def pow_(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    if _all_known(a, (0, 1)):
+        return _fold(a, np.power, (0, 1))
+    if not a.is_tensor(1) or a.known(1):
+        e = a.py(1)
+        if np.ndim(e) == 0 and float(np.asarray(e)) == 2.0:
+            x = a.tensor(0)
+            return g.op("Mul", [x, x])
+    return g.op("Pow", list(operands(a, 0, 1)))
+
+
+@ts_mapping("maximum", "minimum", "fmax", "fmin")
+def max_min(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    op = "Max" if node.op_type in ("maximum", "fmax") else "Min"
+    return g.op(op, list(operands(a, 0, 1)))
+
+
+_COMPARE = {"eq": "Equal", "lt": "Less", "le": "LessOrEqual", "gt": "Greater", "ge": "GreaterOrEqual",
+            "ne": "Equal", "greater": "Greater", "less": "Less"}
+_COMPARE_NP = {"eq": np.equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+               "ge": np.greater_equal, "ne": np.not_equal, "greater": np.greater, "less": np.less}
+
+
+@ts_mapping(*_COMPARE)
+def compare(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    if _all_known(a, (0, 1)):
+        return _fold(a, _COMPARE_NP[node.op_type], (0, 1))
+    y = g.op(_COMPARE[node.op_type], list(operands(a, 0, 1)))
+    return g.op("Not", [y]) if node.op_type == "ne" else y
+
+
+_LOGICAL = {"logical_and": "And", "logical_or": "Or", "logical_xor": "Xor", "bitwise_and": "And",
+            "bitwise_or": "Or", "__and__": "And", "__or__": "Or"}
+
+
+@ts_mapping("logical_and", "logical_or", "logical_xor")
+def logical(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    x, y = (cast(g, a.tensor(i), "bool") for i in (0, 1))
+    return g.op(_LOGICAL[node.op_type], [x, y])
+
+
+@ts_mapping("logical_not", "bitwise_not")
+def logical_not(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    x = a.tensor(0)
+    if node.op_type == "logical_not":
+        x = cast(g, x, "bool")
+    return g.op("Not" if x.dtype == "bool" else "BitwiseNot", [x])
+
+
+@ts_mapping("where")
+def where(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    if len(a) == 1:
+        raise g.unsupported("torch.where(condition) has a data-dependent shape")
+    cond = cast(g, a.tensor(0), "bool")
+    x, y = operands(a, 1, 2)
+    return g.op("Where", [cond, x, y])
+
+
+@ts_mapping(*with_inplace("masked_fill"))
+def masked_fill(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    x = a.tensor(0)
+    mask = cast(g, a.tensor(1), "bool")
+    value = a.tensor(2, like=x) if not a.is_tensor(2) else cast(g, a.tensor(2), x.dtype)
+    return g.op("Where", [mask, value, x])
+
+
+_UNARY = {
+    "abs": "Abs", "neg": "Neg", "negative": "Neg", "exp": "Exp", "log": "Log", "sqrt": "Sqrt",
+    "reciprocal": "Reciprocal", "floor": "Floor", "ceil": "Ceil", "round": "Round", "sign": "Sign",
+    "sin": "Sin", "cos": "Cos", "tan": "Tan", "erf": "Erf", "asin": "Asin", "acos": "Acos",
+    "atan": "Atan", "sinh": "Sinh", "cosh": "Cosh",
+}
+_UNARY_NP = {"abs": np.abs, "neg": np.negative, "negative": np.negative, "floor": np.floor,
+             "ceil": np.ceil, "sqrt": np.sqrt}
+
+
+@ts_mapping(*with_inplace(*_UNARY))
+def unary(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    kind = node.op_type.rstrip("_")
+    if kind in _UNARY_NP and a.known(0) and not a.is_tensor(0):
+        return _fold(a, _UNARY_NP[kind], (0,))
+    x = a.tensor(0)
+    if kind in ("exp", "log", "sqrt", "reciprocal", "sin", "cos", "tan", "erf") and x.dtype not in _FLOAT_RANK:
+        x = cast(g, x, "f32")
+    return g.op(_UNARY[kind], [x])
+
+
+@ts_mapping(*with_inplace("rsqrt"))
+def rsqrt(node: OriginNode, g: MapContext) -> Any:
+    return g.op("Reciprocal", [g.op("Sqrt", [Args(node, g).tensor(0)])])
+
+
+@ts_mapping(*with_inplace("square"))
+def square(node: OriginNode, g: MapContext) -> Any:
+    x = Args(node, g).tensor(0)
+    return g.op("Mul", [x, x])

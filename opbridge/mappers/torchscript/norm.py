@@ -1,0 +1,101 @@
+"""Normalisations: batch, layer, group and instance norm (inference), and ``aten::normalize``-style
+vector norms."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...ir.graph import Value
+from ...ir.types import to_numpy_dtype
+from ...parsers.origin import OriginNode
+from ..context import MapContext
+from .common import Args, norm_axis, static_shape, ts_mapping
+
+
+def _param(a: Args, i: int, n: int, fill: float, like: Value) -> Value:
+    """Optional per-channel parameter ``i``; absent (None) -> a constant filled with ``fill``."""
+    if a.is_none(i):
+        return a.g.constant(np.full((n,), fill, dtype=to_numpy_dtype(like.dtype)))
+    return a.tensor(i)
+
+
+@ts_mapping("batch_norm", "_native_batch_norm_legit_no_training")
+def batch_norm(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    x = a.tensor(0)
+    c = int(static_shape(g, x)[1])
+    if node.op_type == "batch_norm":
+        # (input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn_enabled)
+        if a.py(5):
+            raise g.unsupported("batch_norm with training=True", hint="export the module in eval()")
+        eps = float(a.py(7, 1e-5))
+    else:  # (input, weight, bias, running_mean, running_var, momentum, eps)
+        eps = float(a.py(6, 1e-5))
+    if a.is_none(3) or a.is_none(4):
+        raise g.unsupported("batch_norm without running statistics (track_running_stats=False)",
+                            hint="use InstanceNorm, or keep running statistics")
+    y = g.op("BatchNormalization", [x, _param(a, 1, c, 1.0, x), _param(a, 2, c, 0.0, x),
+                                    a.tensor(3), a.tensor(4)], epsilon=eps)
+    return y if len(node.outputs) == 1 else (y, None, None)
+
+
+@ts_mapping("layer_norm", "native_layer_norm")
+def layer_norm(node: OriginNode, g: MapContext) -> Any:
+    # (input, normalized_shape, weight, bias, eps[, cudnn_enable])
+    a = Args(node, g)
+    x = a.tensor(0)
+    shape = a.ints(1)
+    n = int(np.prod(shape))
+    scale = _param(a, 2, n, 1.0, x)
+    bias = _param(a, 3, n, 0.0, x)
+    if len(shape) > 1:
+        scale = g.op("Reshape", [scale], shape=shape)
+        bias = g.op("Reshape", [bias], shape=shape)
+    y = g.op("LayerNormalization", [x, scale, bias], axis=-len(shape), epsilon=float(a.py(4, 1e-5)))
+    return y if len(node.outputs) == 1 else (y, None, None)
+
+
+@ts_mapping("group_norm")
+def group_norm(node: OriginNode, g: MapContext) -> Any:
+    # (input, num_groups, weight, bias, eps, cudnn_enabled)
+    a = Args(node, g)
+    x = a.tensor(0)
+    c = int(static_shape(g, x)[1])
+    return g.op("GroupNormalization", [x, _param(a, 2, c, 1.0, x), _param(a, 3, c, 0.0, x)],
+                num_groups=a.int(1), epsilon=float(a.py(4, 1e-5)))
+
+
+@ts_mapping("instance_norm")
+def instance_norm(node: OriginNode, g: MapContext) -> Any:
+    # (input, weight, bias, running_mean, running_var, use_input_stats, momentum, eps, cudnn)
+    a = Args(node, g)
+    x = a.tensor(0)
+    c = int(static_shape(g, x)[1])
+    eps = float(a.py(7, 1e-5))
+    if not a.py(5, True):  # track_running_stats=True in eval: a batch norm with those stats
+        return g.op("BatchNormalization", [x, _param(a, 1, c, 1.0, x), _param(a, 2, c, 0.0, x),
+                                        a.tensor(3), a.tensor(4)], epsilon=eps)
+    return g.op("InstanceNormalization", [x, _param(a, 1, c, 1.0, x), _param(a, 2, c, 0.0, x)],
+                epsilon=eps)
+
+
+@ts_mapping("linalg_vector_norm", "norm", "frobenius_norm")
+def vector_norm(node: OriginNode, g: MapContext) -> Any:
+    # linalg_vector_norm(self, ord, dim, keepdim, dtype); norm(self, p, dim, keepdim[, dtype])
+    a = Args(node, g)
+    x = a.tensor(0)
+    rank = len(x.shape)
+    if node.op_type == "frobenius_norm":
+        p, dims, keep = 2.0, a.ints(1), bool(a.py(2, False))
+    else:
+        p = 2.0 if a.is_none(1) else float(a.py(1))
+        dims, keep = a.ints(2), bool(a.py(3, False))
+    axes = list(range(rank)) if not dims else [norm_axis(g, d, rank) for d in dims]
+    ops = {1.0: "ReduceL1", 2.0: "ReduceL2"}
+    if p in ops:
+        return g.op(ops[p], [x], axes=axes, keepdims=int(keep))
+    if p == float("inf"):
+        return g.op("ReduceMax", [g.op("Abs", [x])], axes=axes, keepdims=int(keep))
+    raise g.unsupported(f"a vector norm of order {p}", hint="orders 1, 2 and inf are supported")

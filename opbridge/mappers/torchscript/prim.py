@@ -1,0 +1,149 @@
+"""``prim::`` plumbing and scalar/shape arithmetic, resolved while converting.
+
+Constants become IR constants only when they are tensors; lists and tuples were spread into
+their users by the parser; ints computed from static shapes (``aten::size``) are 0-d
+constants that later mappings read back as Python values.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+from ...parsers.origin import OriginNode
+from ..context import MapContext
+from .common import SCALAR_TYPES, Args, norm_axis, static_shape, ts_mapping
+
+_DTYPE_CODES = {v: k for k, v in SCALAR_TYPES.items()}
+
+
+@ts_mapping("prim::Constant")
+def constant(node: OriginNode, g: MapContext) -> Any:
+    value = node.get_attr("value", None)
+    if isinstance(value, np.ndarray):
+        return g.constant(value)
+    return None  # a Python value: its users read it from their "consts"
+
+
+@ts_mapping("prim::GetAttr")
+def get_attr(node: OriginNode, g: MapContext) -> Any:
+    if "value" not in node.attrs:
+        raise g.unsupported(
+            f"attribute '{node.get_attr('name', '?')}' was not resolved by freezing",
+            hint="re-export with opbridge export-torchscript (it freezes the module)",
+        )
+    return constant(node, g)
+
+
+@ts_mapping("prim::ListConstruct", "prim::TupleConstruct")
+def construct(node: OriginNode, g: MapContext) -> Any:
+    return None  # spread into every user by the parser
+
+
+@ts_mapping("prim::ListUnpack", "prim::TupleUnpack")
+def unpack(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    spec = a.spec[0] if a.spec else None
+    if isinstance(spec, list):
+        out = []
+        for k in spec:
+            if isinstance(k, list):
+                raise g.unsupported("unpacking a nested list")
+            if k in a.consts:
+                c = a.consts[k]
+                out.append(None if c is None or isinstance(c, str) else a.scalar_value(c))
+            else:
+                out.append(g.input(k))
+        return out
+    values = a.py(0, what="the list to unpack")
+    return [a.scalar_value(v) for v in values]
+
+
+@ts_mapping("prim::TupleIndex", "aten::__getitem__")
+def getitem(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    idx = a.int(1, what="index")
+    spec = a.spec[0]
+    if isinstance(spec, list):
+        if not -len(spec) <= idx < len(spec):
+            raise g.error(f"index {idx} is out of range for a list of {len(spec)}")
+        k = spec[idx]
+        if isinstance(k, int) and k not in a.consts:
+            return g.input(k)
+        return a.scalar_value(a._flat_py(k, "element"))
+    values = a.py(0, what="the list")
+    return a.scalar_value(values[idx])
+
+
+@ts_mapping("prim::NumToTensor", "aten::Int", "aten::Float", "aten::Bool", "aten::ScalarImplicit",
+            "aten::IntImplicit", "aten::FloatImplicit")
+def scalar_cast(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    x = a.py(0, what="the scalar")
+    x = np.asarray(x).item() if isinstance(x, np.ndarray) else x
+    kind = node.op_type
+    if kind in ("Int", "IntImplicit"):
+        x = int(x)
+    elif kind in ("Float", "FloatImplicit"):
+        x = float(x)
+    elif kind == "Bool":
+        x = bool(x)
+    return a.scalar_value(x)
+
+
+@ts_mapping("aten::size", "aten::sym_size")
+def size(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    shape = static_shape(g, a.tensor(0))
+    if len(a) > 1 and not a.is_none(1):
+        return a.scalar_value(shape[norm_axis(g, a.int(1), len(shape))])
+    return g.constant(np.asarray(shape, dtype=np.int64))
+
+
+@ts_mapping("aten::dim")
+def dim(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    return a.scalar_value(len(a.tensor(0).shape))
+
+
+@ts_mapping("aten::numel")
+def numel(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    return a.scalar_value(int(np.prod(static_shape(g, a.tensor(0)), dtype=np.int64)))
+
+
+@ts_mapping("aten::len")
+def length(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    if isinstance(a.spec[0], list):
+        return a.scalar_value(len(a.spec[0]))
+    v = a.py(0)
+    return a.scalar_value(len(v) if isinstance(v, list) else int(np.shape(v)[0]))
+
+
+@ts_mapping("prim::dtype")
+def dtype(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    return a.scalar_value(_DTYPE_CODES[a.tensor(0).dtype])
+
+
+@ts_mapping("prim::device")
+def device(node: OriginNode, g: MapContext) -> Any:
+    return None  # devices are irrelevant to the IR; users read "cpu" from their consts
+
+
+_INT_OPS = {
+    "floordiv": operator.floordiv, "__and__": operator.and_,
+    "__or__": operator.or_, "__not__": operator.not_,
+}
+
+
+@ts_mapping("aten::floordiv", "aten::__and__", "aten::__or__", "aten::__not__")
+def int_arith(node: OriginNode, g: MapContext) -> Any:
+    """Arithmetic on conversion-time ints and bools (scripted shape code)."""
+    a = Args(node, g)
+    fn = _INT_OPS[node.op_type]
+    args = [a.py(i, what=f"operand {i}") for i in range(len(a))]
+    return a.scalar_value(fn(*args))

@@ -1,0 +1,278 @@
+"""Joining, splitting, slicing and indexing: cat/stack/chunk/split/unbind, slice/select/narrow,
+index/index_select/gather/embedding, pad, topk, cumsum, triu/tril, pixel (un)shuffle."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...ir.graph import Value
+from ...parsers.origin import OriginNode
+from ..context import MapContext
+from .common import Args, cast, norm_axis, static_shape, ts_mapping
+from .shape import reshape_to
+
+
+@ts_mapping("cat", "concat", "concatenate")
+def cat(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    xs = [x for x in a.tensor_list(0, "tensors") if not (len(x.shape) == 1 and x.shape[0] == 0)]
+    if len(xs) == 1:
+        return xs[0]
+    axis = norm_axis(g, a.int(1, 0), len(xs[0].shape))
+    return g.op("Concat", xs, axis=axis)
+
+
+@ts_mapping("stack")
+def stack(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    xs = a.tensor_list(0, "tensors")
+    axis = norm_axis(g, a.int(1, 0), len(xs[0].shape) + 1)
+    parts = [g.op("Unsqueeze", [x], axes=[axis]) for x in xs]
+    return parts[0] if len(parts) == 1 else g.op("Concat", parts, axis=axis)
+
+
+def _split(node: OriginNode, g: MapContext, x: Value, axis: int, sizes: list[int]) -> Any:
+    if not node.attrs.get("unpacked") and len(sizes) != 1:
+        raise g.unsupported(
+            "the list of pieces is used other than by unpacking it (a, b = x.chunk(2))",
+            hint="unpack the pieces in the model's code",
+        )
+    if len(sizes) != len(node.outputs):
+        raise g.error(f"splits into {len(sizes)} pieces but unpacks {len(node.outputs)}")
+    if len(sizes) == 1:
+        return x
+    return g.op("Split", [x], axis=axis, split=sizes, num_outputs=len(sizes))
+
+
+@ts_mapping("chunk", "tensor_split")
+def chunk(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    x = a.tensor(0)
+    shape = static_shape(g, x)
+    axis = norm_axis(g, a.int(2, 0), len(shape))
+    n, dim = a.int(1), shape[axis]
+    if node.op_type == "chunk":
+        step = -(-dim // n)  # torch.chunk: pieces of ceil(dim / n), maybe fewer pieces
+        sizes = [min(step, dim - i) for i in range(0, dim, step)] if dim else [0]
+    else:
+        q, r = divmod(dim, n)
+        sizes = [q + 1] * r + [q] * (n - r)
+    return _split(node, g, x, axis, sizes)
+
+
+@ts_mapping("split", "split_with_sizes", "unsafe_split")
+def split(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    x = a.tensor(0)
+    shape = static_shape(g, x)
+    axis = norm_axis(g, a.int(2, 0), len(shape))
+    arg = a.py(1)
+    if isinstance(arg, list):
+        sizes = [int(s) for s in arg]
+    else:
+        step, dim = int(arg), shape[axis]
+        sizes = [min(step, dim - i) for i in range(0, dim, step)]
+    return _split(node, g, x, axis, sizes)
+
+
+@ts_mapping("unbind")
+def unbind(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    x = a.tensor(0)
+    shape = static_shape(g, x)
+    axis = norm_axis(g, a.int(1, 0), len(shape))
+    pieces = _split(node, g, x, axis, [1] * shape[axis])
+    pieces = pieces if isinstance(pieces, tuple) else (pieces,)
+    return [g.op("Squeeze", [p], axes=[axis]) for p in pieces]
+
+
+def _slice(g: MapContext, x: Value, axis: int, start: int | None, end: int | None, step: int) -> Value:
+    dim = static_shape(g, x)[axis]
+    if step < 1:
+        raise g.error(f"slice step {step}: must be >= 1", attr="step")
+    s, e, _ = slice(start, end, step).indices(dim)
+    e = max(e, s)
+    if s == 0 and e == dim and step == 1:
+        return x
+    return g.op("Slice", [x], starts=[s], ends=[e], axes=[axis], steps=[step])
+
+
+@ts_mapping("slice")
+def slice_(node: OriginNode, g: MapContext) -> Any:
+    # (self, dim=0, start=None, end=None, step=1)
+    a = Args(node, g)
+    x = a.tensor(0)
+    axis = norm_axis(g, a.int(1, 0), len(x.shape))
+    return _slice(g, x, axis, a.int(2), a.int(3), a.int(4, 1))
+
+
+@ts_mapping("narrow")
+def narrow(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    x = a.tensor(0)
+    axis = norm_axis(g, a.int(1), len(x.shape))
+    start = a.int(2)
+    start = start + static_shape(g, x)[axis] if start < 0 else start
+    return _slice(g, x, axis, start, start + a.int(3), 1)
+
+
+@ts_mapping("select")
+def select(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    x = a.tensor(0)
+    shape = static_shape(g, x)
+    axis = norm_axis(g, a.int(1), len(shape))
+    idx = a.int(2)
+    if not -shape[axis] <= idx < shape[axis]:
+        raise g.error(f"index {idx} is out of range for dim {axis} of size {shape[axis]}")
+    idx %= shape[axis]
+    piece = g.op("Slice", [x], starts=[idx], ends=[idx + 1], axes=[axis], steps=[1])
+    return g.op("Squeeze", [piece], axes=[axis])
+
+
+def _indices(g: MapContext, idx: Value, dim: int) -> Value:
+    if idx.dtype == "bool":
+        raise g.unsupported("indexing with a boolean mask (data-dependent shape)")
+    return cast(g, idx, "i64")
+
+
+@ts_mapping("index_select")
+def index_select(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    x = a.tensor(0)
+    axis = norm_axis(g, a.int(1), len(x.shape))
+    return g.op("Gather", [x, _indices(g, a.tensor(2), axis)], axis=axis)
+
+
+@ts_mapping("index", "_unsafe_index")
+def index(node: OriginNode, g: MapContext) -> Any:
+    """``x[..., idx, ...]`` with one tensor index (the other positions ``None``)."""
+    a = Args(node, g)
+    x = a.tensor(0)
+    spec = a.spec[1]
+    if not isinstance(spec, list):
+        raise g.unsupported("indices not given as a list")
+    given = [i for i, k in enumerate(spec) if not (k in a.consts and a.consts[k] is None)]
+    if len(given) != 1:
+        raise g.unsupported(f"indexing with {len(given)} tensors at once",
+                            hint="index one dimension at a time")
+    axis = given[0]
+    k = spec[axis]
+    idx = g.input(k) if k not in a.consts else a.scalar_value(a.consts[k])
+    assert idx is not None
+    return g.op("Gather", [x, _indices(g, idx, axis)], axis=axis)
+
+
+@ts_mapping("gather")
+def gather(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    x = a.tensor(0)
+    axis = norm_axis(g, a.int(1), len(x.shape))
+    return g.op("GatherElements", [x, _indices(g, a.tensor(2), axis)], axis=axis)
+
+
+@ts_mapping("embedding")
+def embedding(node: OriginNode, g: MapContext) -> Any:
+    # (weight, indices, padding_idx, scale_grad_by_freq, sparse)
+    a = Args(node, g)
+    return g.op("Gather", [a.tensor(0), _indices(g, a.tensor(1), 0)], axis=0)
+
+
+_PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
+def _pad(g: MapContext, x: Value, pad: list[int], mode: str, value: float) -> Value:
+    rank = len(x.shape)
+    if len(pad) % 2 or len(pad) // 2 > rank:
+        raise g.error(f"pad = {pad}: needs pairs for at most {rank} dims", attr="pad")
+    begins, ends = [0] * rank, [0] * rank
+    for i in range(len(pad) // 2):  # torch lists the last dim first
+        begins[rank - 1 - i], ends[rank - 1 - i] = pad[2 * i], pad[2 * i + 1]
+    if not any(begins + ends):
+        return x
+    return g.op("Pad", [x], pads=begins + ends, mode=_PAD_MODES[mode], value=value)
+
+
+@ts_mapping("constant_pad_nd")
+def constant_pad(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    return _pad(g, a.tensor(0), a.ints(1), "constant", float(a.py(2, 0.0)))
+
+
+@ts_mapping("pad")
+def pad(node: OriginNode, g: MapContext) -> Any:
+    # (self, pad, mode="constant", value=None)
+    a = Args(node, g)
+    mode = a.py(2, "constant")
+    if mode not in _PAD_MODES:
+        raise g.error(f"mode = {mode!r}: must be one of {', '.join(_PAD_MODES)}", attr="mode")
+    value = 0.0 if a.is_none(3) else float(a.py(3))
+    return _pad(g, a.tensor(0), a.ints(1), mode, value)
+
+
+@ts_mapping("reflection_pad1d", "reflection_pad2d", "reflection_pad3d", "replication_pad1d",
+            "replication_pad2d", "replication_pad3d")
+def mode_pad(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    mode = node.op_type.split("_pad")[0].replace("reflection", "reflect").replace("replication", "replicate")
+    return _pad(g, a.tensor(0), a.ints(1), mode, 0.0)
+
+
+@ts_mapping("topk")
+def topk(node: OriginNode, g: MapContext) -> Any:
+    # (self, k, dim=-1, largest=True, sorted=True) -> (values, indices)
+    a = Args(node, g)
+    x = a.tensor(0)
+    axis = norm_axis(g, a.int(2, -1), len(x.shape))
+    return g.op("TopK", [x], k=a.int(1), axis=axis, largest=int(bool(a.py(3, True))),
+                sorted=int(bool(a.py(4, True))))
+
+
+@ts_mapping("cumsum")
+def cumsum(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    x = a.tensor(0)
+    return g.op("CumSum", [x], axis=norm_axis(g, a.int(1), len(x.shape)))
+
+
+@ts_mapping("triu", "tril")
+def trilu(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    return g.op("Trilu", [a.tensor(0)], upper=int(node.op_type == "triu"), k=a.int(1, 0))
+
+
+@ts_mapping("pixel_shuffle", "pixel_unshuffle")
+def pixel_shuffle(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    x = a.tensor(0)
+    r = a.int(1)
+    n, c, h, w = static_shape(g, x)
+    if node.op_type == "pixel_shuffle":
+        y = reshape_to(g, x, [n, c // (r * r), r, r, h, w])
+        y = g.op("Transpose", [y], perm=[0, 1, 4, 2, 5, 3])
+        return reshape_to(g, y, [n, c // (r * r), h * r, w * r])
+    y = reshape_to(g, x, [n, c, h // r, r, w // r, r])
+    y = g.op("Transpose", [y], perm=[0, 1, 3, 5, 2, 4])
+    return reshape_to(g, y, [n, c * r * r, h // r, w // r])
+
+
+@ts_mapping("channel_shuffle", "native_channel_shuffle")
+def channel_shuffle(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    x = a.tensor(0)
+    groups = a.int(1)
+    shape = list(static_shape(g, x))
+    y = reshape_to(g, x, [shape[0], groups, shape[1] // groups] + shape[2:])
+    perm = [0, 2, 1] + list(range(3, len(shape) + 1))
+    return reshape_to(g, g.op("Transpose", [y], perm=perm), shape)
+
+
+@ts_mapping("flip")
+def flip(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    x = a.tensor(0)
+    rank = len(x.shape)
+    axes = [norm_axis(g, d, rank) for d in a.ints(1)]
+    big = -(2**63)
+    return g.op("Slice", [x], starts=[-1] * len(axes), ends=[big] * len(axes), axes=axes,
+                steps=[-1] * len(axes))
