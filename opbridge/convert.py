@@ -23,6 +23,7 @@ from .plugins_loader import load_plugins
 #: File-name ending -> "module:function" of the parser for it. Longest ending wins.
 PARSERS: dict[str, str] = {
     ".onnx": "opbridge.parsers.onnx:parse_file",
+    ".ts.json": "opbridge.parsers.torchscript_json:parse_file",
     ".prototxt": "opbridge.parsers.caffe:parse_file",
 }
 
