@@ -3,9 +3,8 @@ and compare every tensor matched by its origin name."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from ..errors import OpbridgeError
 from ..ir.graph import Graph
 from .compare import compare, parse_tolerance, tolerance_for
 from .inputs import ImageSpec, make_inputs
+from .progress import Stages
 from .report import Report, Row
 from .runners import (
     OriginRunError,
@@ -63,37 +63,6 @@ def load_graph(
     return convert(path, **kwargs), framework
 
 
-class _Stages:
-    """A rich progress bar over validation's stages, on stderr, only where it is a terminal."""
-
-    def __init__(self, enabled: bool, total: int) -> None:
-        self.progress: Any = None
-        if enabled:
-            from rich.console import Console
-            from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-            console = Console(stderr=True)
-            if console.is_terminal:
-                self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                                         TimeElapsedColumn(), console=console, transient=True)
-                self.progress.start()
-                self.task = self.progress.add_task("validate", total=total)
-
-    @contextlib.contextmanager
-    def stage(self, text: str) -> Iterator[None]:
-        if self.progress is not None:
-            self.progress.update(self.task, description=text)
-        try:
-            yield
-        finally:
-            if self.progress is not None:
-                self.progress.advance(self.task)
-
-    def close(self) -> None:
-        if self.progress is not None:
-            self.progress.stop()
-
-
 def validate(
     model: str | os.PathLike[str] | Graph,
     weights: str | None = None,
@@ -127,56 +96,82 @@ def validate(
 
     tol = parse_tolerance(tolerance)
     load_plugins(list(plugins))
-    framework = detect_framework(model) if not isinstance(model, Graph) else "opbridge"
-    origin_name = origin_runner_name(framework) if origin else None
-    simulate = target is not None and stop_after is None and compile_available()
-    stages = _Stages(progress, 3 + (origin_name is not None) + 2 * simulate)
-    notes: list[str] = []
-    try:
-        with stages.stage(f"converting {Path(str(model)).name if not isinstance(model, Graph) else model.name}"):
+    label = model.name if isinstance(model, Graph) else str(model)
+    with Stages(progress, 2, title=Path(label).name) as stages:
+        with stages.stage("converting"):
             graph, framework = load_graph(model, weights, plugins, input_shapes)
         with stages.stage("preparing inputs"):
             feeds, where = make_inputs(graph, inputs, input_files, image, seed)
-        runs: list[RunOutput] = []
-        if origin_name == "onnxruntime":
-            with stages.stage("running onnxruntime"):
-                try:
-                    runs.append(run_onnxruntime(str(model), feeds))
-                except OriginRunError as err:
-                    notes.append(f"{err.message}; the interpreter is the reference")
-        elif framework == "caffe":
-            notes.append("caffe: no origin framework to run; the interpreter is the reference")
-        elif framework == "torchscript":
-            notes.append("torchscript: the JSON graph has no runner of its own; the interpreter is "
-                         "the reference")
-        elif framework == "onnx" and origin:
-            notes.append("onnxruntime is not installed (pip install 'opbridge[validate]'); the "
-                         "interpreter is the reference")
-        with stages.stage("running the reference interpreter"):
-            runs.append(run_interpreter(graph, feeds, stop_after=stop_after, dump=dump))
-        errors: list[str] = []
-        if simulate:
+        origin_path = None if isinstance(model, Graph) or not origin else str(model)
+        return validate_graph(graph, feeds, framework=framework, source=origin_path, label=label,
+                              tolerance=tol, target=target, stop_after=stop_after, dump=dump,
+                              inputs_desc=where, stages=stages)
+
+
+def validate_graph(
+    graph: Graph,
+    feeds: Mapping[str, np.ndarray],
+    *,
+    framework: str = "opbridge",
+    source: str | None = None,
+    label: str | None = None,
+    tolerance: tuple[float, float] | None = None,
+    target: str | None = "bm1684",
+    program: Any = None,
+    stop_after: str | None = None,
+    dump: str | None = None,
+    inputs_desc: Mapping[str, str] | None = None,
+    stages: Stages | None = None,
+) -> Report:
+    """Validate an already converted ``graph`` on ``feeds``.
+
+    ``source`` is the origin model file to run in its framework (None: the interpreter is the
+    reference); ``program`` a Program already compiled from ``graph`` (else it is compiled for
+    ``target`` when the simulator exists; ``target=None`` skips it).
+    """
+    stages = stages or Stages(False, 0)
+    origin_name = origin_runner_name(framework) if source else None
+    simulate = (program is not None or (target is not None and compile_available())) and stop_after is None
+    stages.add(2 + (origin_name is not None) + 2 * simulate)
+    notes: list[str] = []
+    errors: list[str] = []
+    runs: list[RunOutput] = []
+    if origin_name == "onnxruntime" and source is not None:
+        with stages.stage("running onnxruntime"):
             try:
+                runs.append(run_onnxruntime(source, feeds))
+            except OriginRunError as err:
+                notes.append(f"{err.message}; the interpreter is the reference")
+    elif framework == "caffe":
+        notes.append("caffe: no origin framework to run; the interpreter is the reference")
+    elif framework == "torchscript":
+        notes.append("torchscript: the JSON graph has no runner of its own; the interpreter is "
+                     "the reference")
+    elif framework == "onnx" and source is not None:
+        notes.append("onnxruntime is not installed (pip install 'opbridge[validate]'); the "
+                     "interpreter is the reference")
+    with stages.stage("running the reference interpreter"):
+        runs.append(run_interpreter(graph, feeds, stop_after=stop_after, dump=dump))
+    if simulate:
+        try:
+            if program is None:
                 with stages.stage(f"compiling for {target}"):
-                    program = compile_program(graph, target)
-                with stages.stage("running the simulator"):
-                    runs.append(run_simulator(program, feeds))
-            except OpbridgeError as err:
-                errors.append(f"simulator ({target}): {err.message}")
-        elif target is not None and stop_after is not None:
-            notes.append("simulator: skipped because --stop-after is set")
-        elif target is not None:
-            notes.append("simulator: not available in this opbridge (no opbridge.simulator.compile)")
-        with stages.stage("comparing"):
-            report = build_report(str(model) if not isinstance(model, Graph) else graph.name,
-                                  framework, graph, runs, tol)
-    finally:
-        stages.close()
+                    program = compile_program(graph, str(target))
+            with stages.stage("running the simulator"):
+                runs.append(run_simulator(program, feeds))
+        except OpbridgeError as err:
+            errors.append(f"simulator ({target}): {err.message}")
+    elif target is not None and stop_after is not None:
+        notes.append("simulator: skipped because --stop-after is set")
+    elif target is not None:
+        notes.append("simulator: not available in this opbridge (no opbridge.simulator.compile)")
+    with stages.stage("comparing"):
+        report = build_report(label or graph.name, framework, graph, runs, tolerance)
     for r in runs:
         notes.extend(r.notes)
     report.notes[:0] = notes
     report.errors.extend(errors)
-    report.inputs = where
+    report.inputs = dict(inputs_desc or {})
     if len(runs) < 2 and not errors:
         raise ValidateError(
             f"nothing to compare for '{report.model}': only the {runs[0].runner} ran",

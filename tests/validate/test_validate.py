@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import opbridge as ob
+from opbridge.cli import main
 from opbridge.validate import ValidateError
 from tests.conftest import requires_ort
 
@@ -48,9 +49,27 @@ def leaky_model(tmp_path_factory):
     return path
 
 
-def cli(*args, cwd=None):
+def cli(*args):
+    """The CLI in a fresh interpreter (for plugins, whose registrations are process-global)."""
     return subprocess.run([sys.executable, "-m", "opbridge", *args], capture_output=True, text=True,
-                          timeout=300, cwd=cwd)
+                          timeout=300)
+
+
+class _Result:
+    def __init__(self, returncode: int, out: str, err: str) -> None:
+        self.returncode, self.stdout, self.stderr = returncode, out, err
+
+
+@pytest.fixture
+def cli_inproc(capsys):
+    """The CLI in this interpreter: faster, for runs that load no plugin."""
+
+    def run(*args):
+        rc = main(list(args))
+        cap = capsys.readouterr()
+        return _Result(rc, cap.out, cap.err)
+
+    return run
 
 
 def test_api_passes_on_correct_model(leaky_model):
@@ -70,9 +89,9 @@ def test_api_given_inputs_are_used(leaky_model):
     assert r.passed and r.inputs["x"] == "f32[1,3,8,8] given"
 
 
-def test_cli_passes_and_writes_report(leaky_model, tmp_path):
+def test_cli_passes_and_writes_report(cli_inproc, leaky_model, tmp_path):
     rep = tmp_path / "report.json"
-    r = cli("validate", str(leaky_model), "--report", str(rep))
+    r = cli_inproc("validate", str(leaky_model), "--report", str(rep))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "PASS" in r.stdout
     data = json.loads(rep.read_text())
@@ -93,26 +112,26 @@ def test_cli_wrong_mapping_names_first_divergence(leaky_model, tmp_path):
     assert fd["status"] == "different" and "euclid" in fd["reason"]
 
 
-def test_cli_stop_after(leaky_model, tmp_path):
+def test_cli_stop_after(cli_inproc, leaky_model, tmp_path):
     rep = tmp_path / "report.json"
-    r = cli("validate", str(leaky_model), "--stop-after", "leaky", "--report", str(rep))
+    r = cli_inproc("validate", str(leaky_model), "--stop-after", "leaky", "--report", str(rep))
     assert r.returncode == 0, r.stdout + r.stderr
     data = json.loads(rep.read_text())
     assert [row["tensor"] for row in data["rows"]] == ["conv_out", "leaky_out"]
     assert any("--stop-after" in n for n in data["notes"])
 
 
-def test_cli_debug_dump(leaky_model, tmp_path):
+def test_cli_debug_dump(cli_inproc, leaky_model, tmp_path):
     dump = tmp_path / "dump.npz"
-    r = cli("validate", str(leaky_model), "--debug", str(dump), "--no-simulator")
+    r = cli_inproc("validate", str(leaky_model), "--debug", str(dump), "--no-simulator")
     assert r.returncode == 0, r.stdout + r.stderr
     with np.load(dump) as d:
         assert "leaky/out:leaky_out" in d.files and "leaky/in0" in d.files
 
 
-def test_cli_input_file(leaky_model, tmp_path):
+def test_cli_input_file(cli_inproc, leaky_model, tmp_path):
     np.save(tmp_path / "x.npy", np.ones((1, 3, 8, 8), np.float32))
-    r = cli("validate", str(leaky_model), "--input", f"x={tmp_path / 'x.npy'}", "--no-simulator")
+    r = cli_inproc("validate", str(leaky_model), "--input", f"x={tmp_path / 'x.npy'}", "--no-simulator")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "input x: f32[1,3,8,8] from x.npy" in r.stdout
 
@@ -125,10 +144,10 @@ def test_cli_input_file(leaky_model, tmp_path):
      (["{model}", "--stop-after", "nonode"], "no node named 'nonode'")],
     ids=["missing-model", "bad-tolerance", "unknown-input", "unknown-stop-node"],
 )
-def test_cli_user_errors_exit_2(leaky_model, tmp_path, args, needle):
+def test_cli_user_errors_exit_2(cli_inproc, leaky_model, tmp_path, args, needle):
     np.save(tmp_path / "x.npy", np.ones((1, 3, 8, 8), np.float32))
     args = [a.format(model=leaky_model, tmp=tmp_path) for a in args]
-    r = cli("validate", *args)
+    r = cli_inproc("validate", *args)
     assert r.returncode == 2, r.stdout + r.stderr
     assert needle in r.stderr and "Traceback" not in r.stderr
 
