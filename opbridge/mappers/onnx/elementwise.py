@@ -8,13 +8,14 @@ mapped in ``misc.py``. The helpers here are shared with ``activation.py`` and ``
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from typing import Any
 
 from ...ir.graph import Value
 from ...parsers.origin import Framework, OriginNode
 from ..context import MapContext
-from ..registry import mapping
+from ..registry import DEFAULT_MAPPINGS, mapping
 
 ONNX = Framework.ONNX
 #: Attributes of opset-1 ops that only hinted at memory reuse; they mean nothing for inference.
@@ -53,13 +54,22 @@ def one_to_one(op_type: str, since: int, *, ir_op: str | None = None, attrs: Ite
     def map_one_to_one(node: OriginNode, g: MapContext) -> Any:
         a = checked_attrs(node, g, attrs, ignored)
         n = g.num_inputs if num_inputs < 0 else num_inputs
-        if num_inputs < 0 and n == 0:
-            raise g.error("needs at least one input")
+        if n == 0 or g.num_inputs > n:
+            want = "at least one input" if num_inputs < 0 else f"{n} input(s)"
+            raise g.error(f"takes {want}, the node has {g.num_inputs}",
+                          hint="check the node's inputs in the source model")
         ins = [required_input(g, i, f"input {i}") for i in range(n)]
         return g.op(ir_op or op_type, ins, **a)
 
-    map_one_to_one.__qualname__ = f"map_{op_type}_{since}"
-    mapping(ONNX, op_type, since_opset=since)(map_one_to_one)
+    _register(op_type, since, map_one_to_one)
+
+
+def _register(op_type: str, since: int, fn: Any) -> None:
+    """Register a generated mapping, recording the line that asked for it (not this helper)."""
+    frame = sys._getframe(2)
+    fn.__qualname__ = f"map_{op_type}_{since}"
+    DEFAULT_MAPPINGS.register(ONNX, op_type, fn, since_opset=since,
+                              defined_at=f"{frame.f_code.co_filename}:{frame.f_lineno}")
 
 
 def legacy_broadcast(node: OriginNode, g: MapContext, a: Value, b: Value) -> Value:
@@ -89,8 +99,7 @@ def legacy_binary(op_type: str, ir_op: str | None = None) -> None:
         a, b = required_input(g, 0, "A"), required_input(g, 1, "B")
         return g.op(ir_op or op_type, [a, legacy_broadcast(node, g, a, b)])
 
-    map_legacy_binary.__qualname__ = f"map_{op_type}_1"
-    mapping(ONNX, op_type, since_opset=1)(map_legacy_binary)
+    _register(op_type, 1, map_legacy_binary)
 
 
 # -- unary ---------------------------------------------------------------------------------

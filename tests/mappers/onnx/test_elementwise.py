@@ -174,3 +174,15 @@ def test_cast_to_a_type_the_ir_lacks_is_unsupported():
 
 def test_castlike_matches_onnxruntime():
     check_ort("CastLike", [randn(3, 4), np.zeros(1, np.int64)], opset=15)
+
+
+def test_extra_input_is_an_error_naming_the_node():
+    from opbridge.errors import OpbridgeError
+
+    with pytest.raises(OpbridgeError, match=r"\[onnx\] node .*\(Exp\): takes 1 input\(s\), the node has 2"):
+        convert_node("Exp", [randn(3), randn(3)], opset=13)
+
+
+def test_unknown_attribute_is_an_error_naming_it():
+    with pytest.raises(AttrError, match=r"\(Add\) attribute 'broadcast': not an attribute of Add \(opset 14\)"):
+        convert_node("Add", [randn(3), randn(3)], opset=14, broadcast=1)
