@@ -112,17 +112,33 @@ def _group_instrs(gi: int, g: GroupPlan, target: Target, instrs: list[dict[str, 
         n = (t.n[1] - t.n[0]) if v.shape[0] == n_group else v.shape[0]
         return [n, v.shape[1], hi - lo, v.shape[3]]
 
+    def buf(name: str, ti: int) -> str:
+        """The allocation a tile uses for a tensor (ping-pong buffers alternate by tile)."""
+        return name + "#1" if g.double and ti % 2 and name + "#1" in g.alloc else name
+
+    def emit_load(v: Value, ti: int) -> None:
+        t = g.tiles[ti]
+        if v.name not in t.rows:
+            return
+        shp = tile_shape(v, t)
+        nr = list(t.n) if v.shape[0] == n_group else [0, v.shape[0]]
+        b = buf(v.name, ti)
+        instrs.append({"op": "load", "g": gi, "t": ti, "tensor": v.name, "buf": b,
+                       "lmem": g.alloc[b][0], "n": nr, "h": list(t.rows[v.name]),
+                       "bytes": math.prod(shp) * itemsize(v.dtype),
+                       "lane_bytes": activation_lane_bytes(target, shp, v.dtype)})
+
+    if g.double:
+        for v in g.inputs:
+            emit_load(v, 0)
     for ti, t in enumerate(g.tiles):
+        if g.double and ti + 1 < len(g.tiles):
+            for v in g.inputs:  # prefetch the next tile into the other buffer
+                emit_load(v, ti + 1)
         for j, ln in enumerate(g.nodes):
-            for v in loads_at.get(j, []):
-                if v.name not in t.rows:
-                    continue
-                shp = tile_shape(v, t)
-                nr = list(t.n) if v.shape[0] == n_group else [0, v.shape[0]]
-                instrs.append({"op": "load", "g": gi, "t": ti, "tensor": v.name,
-                               "lmem": g.alloc[v.name][0], "n": nr, "h": list(t.rows[v.name]),
-                               "bytes": math.prod(shp) * itemsize(v.dtype),
-                               "lane_bytes": activation_lane_bytes(target, shp, v.dtype)})
+            if not g.double:
+                for v in loads_at.get(j, []):
+                    emit_load(v, ti)
             node = ln.node
             r = t.computed.get(node.name)
             out = node.outputs[0]
@@ -139,7 +155,8 @@ def _group_instrs(gi: int, g: GroupPlan, target: Target, instrs: list[dict[str, 
                         nd = needs[i]
                         assert nd is not None
                         tlo = t.rows[v.name][0]
-                        ins.append({"tensor": v.name, "lmem": g.alloc[v.name][0],
+                        ins.append({"tensor": v.name, "buf": buf(v.name, ti),
+                                    "lmem": g.alloc[buf(v.name, ti)][0],
                                     "shape": tile_shape(v, t),
                                     "h": [nd[1][0] - tlo, nd[1][1] - tlo]})
                 attrs: dict[str, Any] = {}
@@ -150,8 +167,8 @@ def _group_instrs(gi: int, g: GroupPlan, target: Target, instrs: list[dict[str, 
                     attrs = _diff_attrs(node.attrs, full)
                 oshape = tile_shape(out, t)
                 instrs.append({"op": "compute", "g": gi, "t": ti, "node": node.name, "ins": ins,
-                               "out": {"tensor": out.name, "lmem": g.alloc[out.name][0],
-                                       "shape": oshape},
+                               "out": {"tensor": out.name, "buf": buf(out.name, ti),
+                                       "lmem": g.alloc[buf(out.name, ti)][0], "shape": oshape},
                                "attrs": attrs, "flops": _cost(ln, tuple(oshape)),
                                "lane_bytes": activation_lane_bytes(target, oshape, out.dtype),
                                "eff": _efficiency(target, oshape, out.dtype)})
@@ -160,7 +177,8 @@ def _group_instrs(gi: int, g: GroupPlan, target: Target, instrs: list[dict[str, 
                 shp = tile_shape(out, t)
                 nr = list(t.n) if out.shape[0] == n_group else [0, out.shape[0]]
                 instrs.append({"op": "store", "g": gi, "t": ti, "tensor": out.name,
-                               "lmem": g.alloc[out.name][0], "tile_shape": shp,
+                               "buf": buf(out.name, ti), "lmem": g.alloc[buf(out.name, ti)][0],
+                               "tile_shape": shp,
                                "tile_h0": t.rows[out.name][0], "n": nr, "h": list(s),
                                "bytes": shp[0] * shp[1] * (s[1] - s[0]) * shp[3] * itemsize(out.dtype)})
 
@@ -206,6 +224,7 @@ def compile(  # noqa: A001 - the public name DESIGN.md gives it
                 "kind": "group", "index": gi, "nodes": u.node_names, "n_per": u.n_per, "k": u.k,
                 "tiles": len(u.tiles), "alloc": {k: list(v) for k, v in u.alloc.items()},
                 "lmem_peak": u.lmem_peak, "redundancy": round(u.redundancy, 4),
+                "double_buffered": u.double,
                 "inputs": [v.name for v in u.inputs], "outputs": [v.name for v in u.outputs],
                 "consts": [v.name for v in u.consts], "instrs": [start, len(instrs)],
             })

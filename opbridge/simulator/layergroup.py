@@ -56,6 +56,9 @@ class GroupPlan:
     alloc: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
     lmem_peak: int = 0
     redundancy: float = 1.0
+    #: loaded inputs and stored outputs have two buffers (``name`` and ``name#1``), used by
+    #: even and odd tiles, so the next tile's loads overlap this tile's computes
+    double: bool = False
 
     @property
     def node_names(self) -> list[str]:
@@ -108,6 +111,7 @@ class _Group:
             if v.name in graph_outputs or any(u.name not in names for u in v.users):
                 self.outputs.append(v)
         self.produced = produced
+        self.stored = {v.name for v in self.outputs}
         self.n = nodes[0].node.outputs[0].shape[0]
         self.anchor = nodes[-1].node.outputs[0]
         self.can_split_n = all("N" in ln.axes for ln in nodes)
@@ -168,8 +172,11 @@ class _Group:
                     )
         return tiles
 
-    def fit(self, target: Target, n_per: int, k: int) -> GroupPlan | None:
-        """The tiling (n_per, k) with its local-memory allocation, or None if it does not fit."""
+    def fit(self, target: Target, n_per: int, k: int, double: bool = False) -> GroupPlan | None:
+        """The tiling (n_per, k) with its local-memory allocation, or None if it does not fit.
+
+        ``double``: give every loaded input and stored output two buffers (ping-pong), live
+        for the whole group."""
         tiles = self.slice(n_per, k)
         values = {v.name: v for v in self.inputs}
         for ln in self.nodes:
@@ -193,7 +200,11 @@ class _Group:
                 lastu = max(first, self.last_use.get(name, first))
             else:
                 first, lastu = self.first_use[name], self.last_use[name]
-            buffers.append(Buffer(name, size, first, lastu))
+            if double and (name not in self.produced or name in self.stored):
+                buffers.append(Buffer(name, size, 0, last))
+                buffers.append(Buffer(name + "#1", size, 0, last))
+            else:
+                buffers.append(Buffer(name, size, first, lastu))
         for j, ln in enumerate(self.nodes):
             if ln.kernel is not None and ln.kernel.scratch_fn is not None:
                 out = ln.node.outputs[0]
@@ -218,11 +229,22 @@ class _Group:
         return GroupPlan(
             self.nodes, self.inputs, self.consts, self.outputs, n_per, k, tiles,
             {b.key: (b.offset, b.size, b.first, b.last) for b in buffers}, peak,
-            done / max(needed, 1.0),
+            done / max(needed, 1.0), double,
         )
 
-    def best(self, target: Target, start: tuple[int, int] | None = None) -> GroupPlan | None:
-        """The tiling with the fewest tiles that fits (``start``: try that tiling first)."""
+    def best(self, target: Target, start: tuple[int, int] | None = None,
+             double: bool = False) -> GroupPlan | None:
+        """The tiling with the fewest tiles that fits (``start``: try that tiling first);
+        ``double``: then ping-pong buffers for its loads and stores, if they fit too."""
+        p = self._best(target, start)
+        if double and p is not None and len(p.tiles) > 1:
+            # pipelining is worth a few more tiles, not many: about twice as many row cuts
+            d = self._min_k(target, p.n_per, self.anchor.shape[2], double=True)
+            if d is not None and d.k <= 2 * p.k + 2 and d.redundancy <= max(p.redundancy, MAX_REDUNDANCY):
+                return d
+        return p
+
+    def _best(self, target: Target, start: tuple[int, int] | None) -> GroupPlan | None:
         if start is not None:
             p = self.fit(target, *start)
             if p is not None:
@@ -243,15 +265,16 @@ class _Group:
                 break
         return best
 
-    def _min_k(self, target: Target, n_per: int, href: int) -> GroupPlan | None:
-        p = self.fit(target, n_per, 1)
+    def _min_k(self, target: Target, n_per: int, href: int,
+               double: bool = False) -> GroupPlan | None:
+        p = self.fit(target, n_per, 1, double)
         if p is not None:
             return p
         lo, hi = 1, 2
         found: GroupPlan | None = None
         while True:
             hi = min(hi, href)
-            found = self.fit(target, n_per, hi)
+            found = self.fit(target, n_per, hi, double)
             if found is not None or hi >= href:
                 break
             lo, hi = hi, hi * 2
@@ -259,7 +282,7 @@ class _Group:
             return None
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            p = self.fit(target, n_per, mid)
+            p = self.fit(target, n_per, mid, double)
             if p is not None:
                 found, hi = p, mid
             else:
@@ -282,7 +305,7 @@ def form_groups(
     def close() -> None:
         nonlocal cur, cur_plan
         if cur and cur_plan is not None:
-            final = _Group(cur, graph_outputs).best(target)
+            final = _Group(cur, graph_outputs).best(target, double=True)
             units.append(final if final is not None else cur_plan)
         cur, cur_plan = [], None
 

@@ -43,18 +43,18 @@ def audit_local_memory(prog: Program) -> int:
         for ins in prog.instrs[lo:hi]:
             accesses = []
             if ins["op"] == "load":
-                accesses.append((ins["tensor"], ins["lmem"], ins["lane_bytes"]))
+                accesses.append((ins.get("buf", ins["tensor"]), ins["lmem"], ins["lane_bytes"]))
             elif ins["op"] == "compute":
                 node = prog.graph.node(ins["node"])
                 o = ins["out"]
-                accesses.append((o["tensor"], o["lmem"],
+                accesses.append((o.get("buf", o["tensor"]), o["lmem"],
                                  activation_lane_bytes(t, o["shape"], node.outputs[0].dtype)))
                 for v, a in zip(node.inputs, ins["ins"]):
                     if a is None:
                         continue
                     lb = (constant_lane_bytes(t, a["shape"], v.dtype) if a.get("const")
                           else activation_lane_bytes(t, a["shape"], v.dtype))
-                    accesses.append((a["tensor"], a["lmem"], lb))
+                    accesses.append((a.get("buf", a["tensor"]), a["lmem"], lb))
             for key, addr, lane_bytes in accesses:
                 a0, asz, _, _ = alloc[key]
                 assert addr == a0, f"{key}: tile at {addr}, allocated at {a0}"
