@@ -138,7 +138,14 @@ def conv_transpose(node: OriginNode, g: MapContext) -> Any:
         for i, size in enumerate(static_spatial(g, x)):
             natural = s[i] * (size - 1) + out_pad[i] + (k[i] - 1) * d[i] + 1
             total = natural - out_shape[i]
-            if total < 0:  # a larger output than the natural one: more output at the end
+            if total < 0:
+                # a larger output than the natural one: extra output at the end, as
+                # output_padding (PyTorch's output_size rule: less than one stride more)
+                if -total >= s[i]:
+                    raise g.error(
+                        f"= {out_shape}: axis {i} asks for {out_shape[i]}, more than a stride "
+                        f"beyond the natural size {natural}", attr="output_shape",
+                        hint="check output_shape against the input size and strides")
                 out_pad[i] -= total
                 total = 0
             small, big = total // 2, total - total // 2

@@ -1,0 +1,115 @@
+"""ONNX pooling mappings: converted one-node models against onnxruntime, across opsets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from opbridge.errors import OpbridgeError
+from tests.conftest import requires_ort
+
+from .test_conv import check, convert_node, randn
+
+pytestmark = requires_ort
+
+WINDOW = {
+    "attrs-absent": ((1, 3, 6, 7), {"kernel_shape": [2, 2]}),
+    "pads-strides": ((1, 3, 9, 9), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 0, 1, 1]}),
+    "same-upper": ((1, 2, 9, 8), {"kernel_shape": [3, 2], "strides": [2, 3], "auto_pad": "SAME_UPPER"}),
+    "same-lower": ((1, 2, 9, 8), {"kernel_shape": [4, 2], "strides": [2, 1], "auto_pad": "SAME_LOWER"}),
+    "valid": ((1, 2, 9, 8), {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "VALID"}),
+    "1d": ((2, 3, 11), {"kernel_shape": [3], "strides": [2]}),
+    "3d": ((1, 2, 5, 6, 7), {"kernel_shape": [2, 2, 3], "pads": [0, 1, 1, 1, 0, 1]}),
+}
+CEIL = {
+    "ceil": ((1, 3, 10, 9), {"kernel_shape": [3, 2], "strides": [2, 2], "ceil_mode": 1}),
+    "ceil-pads": ((1, 1, 5, 5), {"kernel_shape": [2, 2], "strides": [2, 2], "pads": [1, 1, 1, 1],
+                                 "ceil_mode": 1}),
+}
+
+
+@pytest.mark.parametrize("opset", [8, 12, 22])
+@pytest.mark.parametrize("case", list(WINDOW))
+def test_maxpool(case: str, opset: int) -> None:
+    xs, attrs = WINDOW[case]
+    check("MaxPool", [randn(*xs)], opset=opset, **attrs)
+
+
+@pytest.mark.parametrize("opset", [10, 22])
+@pytest.mark.parametrize("case", list(CEIL) + ["dilations"])
+def test_maxpool_v10_attrs(case: str, opset: int) -> None:
+    xs, attrs = CEIL[case] if case in CEIL else ((1, 2, 9, 9), {"kernel_shape": [2, 3],
+                                                                 "dilations": [2, 1]})
+    check("MaxPool", [randn(*xs)], opset=opset, **attrs)
+
+
+@pytest.mark.parametrize("storage_order", [None, 0, 1], ids=["storage_order=absent", "0", "1"])
+@pytest.mark.parametrize("opset", [8, 12])
+def test_maxpool_indices_output(opset: int, storage_order: int | None) -> None:
+    attrs: dict[str, Any] = {"kernel_shape": [3, 2], "strides": [2, 2], "pads": [1, 0, 1, 1]}
+    if storage_order is not None:
+        attrs["storage_order"] = storage_order
+    check("MaxPool", [randn(2, 3, 7, 8)], 2, opset=opset, **attrs)
+
+
+@pytest.mark.parametrize("cip", [None, 0, 1], ids=["count_include_pad=absent", "cip=0", "cip=1"])
+@pytest.mark.parametrize("opset", [7, 11, 19, 22])
+@pytest.mark.parametrize("case", list(WINDOW) + list(CEIL))
+def test_averagepool(case: str, opset: int, cip: int | None) -> None:
+    xs, attrs = {**WINDOW, **CEIL}[case]
+    if case in CEIL and opset < 10:
+        pytest.skip("ceil_mode exists from AveragePool-10")
+    if cip is not None:
+        attrs = {**attrs, "count_include_pad": cip}
+    check("AveragePool", [randn(*xs)], opset=opset, **attrs)
+
+
+def test_averagepool_v19_dilations() -> None:
+    check("AveragePool", [randn(1, 2, 9, 9)], opset=19, kernel_shape=[2, 3], dilations=[2, 1],
+          pads=[1, 1, 1, 1], count_include_pad=1)
+
+
+@pytest.mark.parametrize("p", [None, 1, 3], ids=["p=absent", "p=1", "p=3"])
+@pytest.mark.parametrize("opset", [2, 11, 18])
+@pytest.mark.parametrize("case", ["attrs-absent", "pads-strides", "same-upper", "1d"])
+def test_lppool(case: str, opset: int, p: int | None) -> None:
+    xs, attrs = WINDOW[case]
+    if p is not None:
+        attrs = {**attrs, "p": p}
+    check("LpPool", [randn(*xs)], opset=opset, rtol=1e-4, **attrs)
+
+
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"])
+@pytest.mark.parametrize("shape", [(2, 3, 7), (2, 3, 4, 5), (1, 2, 3, 4, 5)], ids=["1d", "2d", "3d"])
+def test_global_pools(op: str, shape: tuple[int, ...]) -> None:
+    check(op, [randn(*shape)], opset=13)
+
+
+def test_global_lppool_p() -> None:
+    check("GlobalLpPool", [randn(2, 3, 4, 5)], opset=13, p=3, rtol=1e-4)
+
+
+@pytest.mark.parametrize("attrs, match", [
+    ({}, r"attribute 'kernel_shape': required but absent"),
+    ({"kernel_shape": [2, 2], "auto_pad": "FULL"}, r"attribute 'auto_pad'"),
+    ({"kernel_shape": [2, 2], "pads": [1, 1]}, r"attribute 'pads'.*2 entries"),
+    ({"kernel_shape": [2, 2], "dilations": [2, 2]}, r"attribute 'dilations': not an attribute"),
+], ids=["kernel_shape-absent", "auto_pad-unknown", "pads-len", "dilations-before-opset-10"])
+def test_pool_errors(attrs: dict[str, Any], match: str) -> None:
+    with pytest.raises(OpbridgeError, match=match):
+        convert_node("MaxPool", [randn(1, 2, 6, 6)], opset=8, **attrs)
+
+
+def test_lppool_fractional_p_is_unsupported() -> None:
+    with pytest.raises(OpbridgeError, match=r"'p' = 2.5"):
+        convert_node("GlobalLpPool", [randn(1, 2, 3, 3)], opset=1, p=2.5)
+
+
+def test_auto_pad_resolves_to_pads() -> None:
+    g, _, _ = convert_node("AveragePool", [randn(1, 1, 5, 5)], opset=13, kernel_shape=[2, 2],
+                           auto_pad="SAME_UPPER")
+    (node,) = [n for n in g.nodes if n.op == "AveragePool"]
+    assert node.attrs["pads"] == (0, 0, 1, 1)
+    np.testing.assert_equal(node.attrs["ceil_mode"], 0)
