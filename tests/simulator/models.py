@@ -124,3 +124,103 @@ def to_ir(model: onnx.ModelProto):
         return ob.convert(model)
     except ob.UnsupportedOpError:
         return _direct_ir(model)
+
+
+def mobilenet_v2_onnx(image: int = 32, seed: int = 0) -> onnx.ModelProto:
+    """Two MobileNetV2 inverted-residual blocks (1x1 expand, depthwise 3x3, 1x1 project,
+    Clip as ReLU6, a residual Add), then GlobalAveragePool; opset 17."""
+    rng = np.random.default_rng(seed)
+    nodes: list[onnx.NodeProto] = []
+    inits: list[onnx.TensorProto] = []
+
+    def conv(x: str, cin: int, cout: int, k: int, stride: int, group: int, act: bool, name: str) -> str:
+        w = rng.standard_normal((cout, cin // group, k, k)) * np.sqrt(2.0 / (cin // group * k * k))
+        inits.append(numpy_helper.from_array(w.astype(np.float32), f"{name}.w"))
+        inits.append(numpy_helper.from_array((0.1 * rng.standard_normal(cout)).astype(np.float32), f"{name}.b"))
+        p = k // 2
+        nodes.append(helper.make_node("Conv", [x, f"{name}.w", f"{name}.b"], [name], name=name,
+                                      kernel_shape=[k, k], strides=[stride, stride], pads=[p] * 4,
+                                      group=group))
+        if not act:
+            return name
+        nodes.append(helper.make_node("Clip", [name, "zero", "six"], [name + ".relu6"], name=name + ".relu6"))
+        return name + ".relu6"
+
+    inits.append(numpy_helper.from_array(np.array(0.0, np.float32), "zero"))
+    inits.append(numpy_helper.from_array(np.array(6.0, np.float32), "six"))
+    x = conv("data", 3, 16, 3, 2, 1, True, "stem")
+    y = conv(x, 16, 96, 1, 1, 1, True, "b1.expand")
+    y = conv(y, 96, 96, 3, 1, 96, True, "b1.dw")
+    y = conv(y, 96, 16, 1, 1, 1, False, "b1.project")
+    nodes.append(helper.make_node("Add", [x, y], ["b1.add"], name="b1.add"))
+    y = conv("b1.add", 16, 96, 1, 1, 1, True, "b2.expand")
+    y = conv(y, 96, 96, 3, 2, 96, True, "b2.dw")
+    y = conv(y, 96, 24, 1, 1, 1, False, "b2.project")
+    nodes.append(helper.make_node("GlobalAveragePool", [y], ["pool"], name="pool"))
+    graph = helper.make_graph(
+        nodes, "mobilenet_v2_blocks",
+        [helper.make_tensor_value_info("data", TensorProto.FLOAT, [1, 3, image, image])],
+        [helper.make_tensor_value_info("pool", TensorProto.FLOAT, [1, 24, 1, 1])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def encoder_onnx(seq: int = 16, dim: int = 32, heads: int = 4, seed: int = 0) -> onnx.ModelProto:
+    """One transformer encoder layer on [1, seq, dim]: multi-head self-attention (MatMul,
+    Reshape, Transpose, Softmax), residuals, LayerNormalization, a GELU (Erf) MLP; opset 17."""
+    rng = np.random.default_rng(seed)
+    inits: list[onnx.TensorProto] = []
+    nodes: list[onnx.NodeProto] = []
+
+    def t(name: str, arr: np.ndarray) -> str:
+        inits.append(numpy_helper.from_array(np.asarray(arr, np.float32) if arr.dtype.kind == "f"
+                                             else arr, name))
+        return name
+
+    def n(op: str, ins: list[str], out: str, **attrs) -> str:
+        nodes.append(helper.make_node(op, ins, [out], name=out, **attrs))
+        return out
+
+    hd = dim // heads
+    for nm in ("q", "k", "v", "o"):
+        t(f"w{nm}", rng.standard_normal((dim, dim)) / np.sqrt(dim))
+    t("w1", rng.standard_normal((dim, 2 * dim)) / np.sqrt(dim))
+    t("w2", rng.standard_normal((2 * dim, dim)) / np.sqrt(2 * dim))
+    t("g1", 1 + 0.1 * rng.standard_normal(dim))
+    t("b1", 0.1 * rng.standard_normal(dim))
+    t("g2", 1 + 0.1 * rng.standard_normal(dim))
+    t("b2", 0.1 * rng.standard_normal(dim))
+    t("heads_shape", np.array([1, seq, heads, hd], np.int64))
+    t("flat_shape", np.array([1, seq, dim], np.int64))
+    t("scale", np.array(1.0 / np.sqrt(hd)))
+    t("half", np.array(0.5))
+    t("one", np.array(1.0))
+    t("rsqrt2", np.array(1.0 / np.sqrt(2.0)))
+    proj = {}
+    for nm in ("q", "k", "v"):
+        m = n("MatMul", ["x", f"w{nm}"], f"{nm}_proj")
+        r = n("Reshape", [m, "heads_shape"], f"{nm}_heads")
+        proj[nm] = n("Transpose", [r], f"{nm}_t", perm=[0, 2, 1, 3] if nm != "k" else [0, 2, 3, 1])
+    s = n("MatMul", [proj["q"], proj["k"]], "scores")
+    s = n("Mul", [s, "scale"], "scores_scaled")
+    a = n("Softmax", [s], "attn", axis=-1)
+    c = n("MatMul", [a, proj["v"]], "context")
+    c = n("Transpose", [c], "context_t", perm=[0, 2, 1, 3])
+    c = n("Reshape", [c, "flat_shape"], "context_flat")
+    o = n("MatMul", [c, "wo"], "attn_out")
+    h = n("Add", ["x", o], "res1")
+    h = n("LayerNormalization", [h, "g1", "b1"], "ln1", axis=-1, epsilon=1e-5)
+    f = n("MatMul", [h, "w1"], "fc1")
+    e = n("Erf", [n("Mul", [f, "rsqrt2"], "fc1_scaled")], "erf")
+    f = n("Mul", [n("Mul", [f, "half"], "fc1_half"), n("Add", [e, "one"], "erf_1")], "gelu")
+    f = n("MatMul", [f, "w2"], "fc2")
+    h = n("Add", [h, f], "res2")
+    n("LayerNormalization", [h, "g2", "b2"], "y", axis=-1, epsilon=1e-5)
+    graph = helper.make_graph(
+        nodes, "encoder",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, seq, dim])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, seq, dim])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
