@@ -240,6 +240,8 @@ CAST_SRC = {
     "f64": np.array([1 + 2**-30, -3.99, 1e300, 0.1], np.float64),
     "f16": np.array([-2.5, 0.0, 65504.0, 1e-4], np.float16),
     "bf16": np.array([-2.5, 0.0, 3.0e38, 1.0078125], BF16),
+    "f16-special": np.array([np.nan, -0.0, 0.0, np.inf, 2.0], np.float16),
+    "bf16-special": np.array([np.nan, -0.0, 0.0, -np.inf, 2.0], BF16),
     "i64": np.array([-129, -1, 0, 200, 70000, 2**40 + 1], np.int64),
     "i8": np.array([-128, -1, 0, 127], np.int8),
     "u8": np.array([0, 1, 200, 255], np.uint8),
@@ -251,6 +253,8 @@ CASTS += [("f32-special", t) for t in ("f16", "bf16", "f64", "bool")]
 CASTS += [("f64", t) for t in ("f32", "f16", "bf16", "bool")]
 CASTS += [("f16", t) for t in ("f32", "i32", "bool")]
 CASTS += [("bf16", t) for t in ("f32", "f16", "i32")]
+CASTS += [("f16-special", t) for t in ("bool", "f32", "bf16")]
+CASTS += [("bf16-special", t) for t in ("bool", "f32", "f16")]
 CASTS += [("i64", t) for t in ("i32", "i16", "i8", "u8", "u32", "f32", "f16", "bool")]
 CASTS += [("i8", t) for t in ("u8", "i64", "f32", "bf16")]
 CASTS += [("u8", t) for t in ("i8", "f16", "bool")]
