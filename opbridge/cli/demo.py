@@ -1,40 +1,235 @@
-"""``opbridge demo``: the main job on the bundled examples."""
+"""``opbridge demo``: the main job, end to end, on the bundled example models (or given ones).
+
+For each model: prepare it (write the ONNX example, generate Caffe weights with a fixed seed),
+convert it to IR (saved as .obir), compile it for the target (saved as .obprog), run it on the
+simulator, validate it layer by layer, and print the report and the profile summary. A stage
+whose part of opbridge is missing from this installation is skipped with a note, not failed.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ..errors import OpbridgeError
+
+
+class DemoError(OpbridgeError, ValueError):
+    """A model given to the demo cannot be used."""
+
+
+@dataclass
+class DemoModel:
+    """One model the demo runs: its file, framework, weights (if separate) and how it was made."""
+
+    name: str
+    framework: str
+    path: Path | None = None
+    weights: Path | None = None
+    note: str = ""
+    #: why the model cannot run in this installation ("" when it can)
+    missing: str = ""
+
+
+@dataclass
+class DemoResult:
+    name: str
+    stages: dict[str, str] = field(default_factory=dict)
+    passed: bool | None = None
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "demo",
-        help="run the main job on the bundled example models",
-        description="Build the bundled example model, save it as .obir, load it back, run it "
-        "in the reference interpreter and print its outputs.",
+        help="convert, compile, run and validate the bundled example models (or given ones)",
+        description="The main job on two bundled examples -- a small Caffe net of SqueezeNet-style "
+        "fire modules (weights generated with a fixed seed) and an ONNX CNN built with onnx.helper "
+        "-- or on the MODEL files given: convert to IR, compile for the target, run on the "
+        "simulator, validate layer by layer against the origin framework and the reference "
+        "interpreter, and print the report and the profile summary. A Caffe prototxt without "
+        "--weights gets random weights. Exit 0 when every validation passes, 1 otherwise.",
     )
+    p.add_argument("models", nargs="*", metavar="MODEL",
+                   help="model files (.onnx, .prototxt, .ts.json) or folders holding one "
+                   "(e.g. ../shared/models/caffe/squeezenet_v1.1); default: the bundled examples")
+    p.add_argument("--weights", metavar="W", help="weights of the (single) MODEL given")
     p.add_argument("--out-dir", default="out/demo", help="where to write the demo's files")
+    p.add_argument("--target", default="bm1684", help="simulator target (default bm1684)")
+    p.add_argument("--seed", type=int, default=0, help="seed of random weights and inputs")
+    p.add_argument("--plugin", action="append", default=[], metavar="FILE",
+                   help="load a plugin first (repeatable)")
+    p.add_argument("--max-rows", type=int, default=24, help="rows of each validation table")
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def _have(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:
+        return False
+
+
+def _can_parse(suffix: str) -> bool:
+    try:
+        from ..convert import PARSERS
+    except ImportError:
+        return False
+    return suffix in PARSERS
+
+
+def bundled_models(out: Path, seed: int) -> list[DemoModel]:
+    """The two bundled examples, written into ``out`` (Caffe weights only if the frontend exists)."""
+    from ..examples import fire_net_prototxt, write_small_cnn_onnx
+
+    models = []
+    proto = fire_net_prototxt()
+    caffe = DemoModel("fire_net", "caffe", proto, note="bundled Caffe net, SqueezeNet-style fire modules")
+    if not _can_parse(".prototxt"):
+        caffe.missing = "this opbridge has no Caffe frontend"
+    models.append(caffe)
+    onnx_path = Path(write_small_cnn_onnx(out / "small_cnn.onnx", seed=seed))
+    models.append(DemoModel("small_cnn", "onnx", onnx_path, note="bundled ONNX CNN built with onnx.helper"))
+    return models
+
+
+def given_model(spec: str, weights: str | None) -> DemoModel:
+    """A model from a path: a file, or a folder holding one model file."""
+    p = Path(spec)
+    if p.is_dir():
+        found = sorted([*p.glob("*.onnx"), *p.glob("*.ts.json"), *p.glob("deploy.prototxt")]) or sorted(
+            p.glob("*.prototxt"))
+        if not found:
+            raise DemoError(f"folder '{p}' holds no .onnx, .ts.json or .prototxt model")
+        name = p.name
+        p = found[0]
+    elif p.is_file():
+        name = p.name.split(".")[0]
+    else:
+        raise DemoError(f"model '{spec}' does not exist")
+    low = p.name.lower()
+    fw = "onnx" if low.endswith(".onnx") else "caffe" if low.endswith(".prototxt") else (
+        "torchscript" if low.endswith(".json") else "")
+    if not fw:
+        raise DemoError(f"model '{p}': not an .onnx, .prototxt or .ts.json file")
+    return DemoModel(name, fw, p, Path(weights) if weights else None, note=str(p))
+
+
+def _prepare_weights(m: DemoModel, out: Path, seed: int) -> None:
+    """A Caffe model without weights gets random ones with a fixed seed."""
+    if m.framework != "caffe" or m.weights is not None:
+        return
+    from ..caffe_random_weights import write_random_weights
+
+    m.weights = out / f"{m.name}.caffemodel"
+    write_random_weights(m.path, m.weights, seed=seed)  # type: ignore[arg-type]
+    m.note += f"; random weights (seed {seed}) in {m.weights}"
+
+
+def run_one(m: DemoModel, args: argparse.Namespace, out: Path, console: Any) -> DemoResult:
+    """Every stage for one model; prints as it goes."""
     import numpy as np
 
-    from ..examples import tiny_cnn
-    from ..ir import format_graph, interpret, load, save
+    from ..validate.api import validate_graph
+    from ..validate.inputs import make_inputs
+    from ..validate.progress import Stages
 
+    res = DemoResult(m.name)
+    console.rule(f"[bold]{m.name}[/] ({m.framework})")
+    if m.note:
+        console.print(m.note, highlight=False)
+    if m.missing:
+        console.print(f"[yellow]skipped:[/] {m.missing}")
+        res.stages["convert"] = "skipped"
+        return res
+    with Stages(True, 4, title=m.name) as stages:
+        with stages.stage("preparing weights"):
+            _prepare_weights(m, out, args.seed)
+        with stages.stage("converting"):
+            from ..convert import convert
+            from ..ir.io import save
+
+            graph = convert(str(m.path), weights=str(m.weights) if m.weights else None,
+                            plugins=args.plugin)
+            obir = out / f"{m.name}.obir"
+            save(graph, obir)
+        res.stages["convert"] = "ok"
+        console.print(f"converted: {len(graph.nodes)} IR nodes ({_op_summary(graph)}); wrote {obir}",
+                      highlight=False)
+        feeds, where = make_inputs(graph, seed=args.seed)
+        program = None
+        if _have("opbridge.simulator"):
+            from ..simulator import compile as sim_compile
+
+            with stages.stage(f"compiling for {args.target}"):
+                program = sim_compile(graph, target=args.target)
+                obprog = out / f"{m.name}.obprog"
+                program.save(obprog)
+            res.stages["compile"] = "ok"
+            with stages.stage("running on the simulator"):
+                outs = program.run(feeds)
+            res.stages["run"] = "ok"
+            console.print(f"compiled for {args.target}; wrote {obprog}", highlight=False)
+            for name, arr in outs.items():
+                top = np.argsort(arr.reshape(arr.shape[0], -1)[0])[::-1][:3] if arr.ndim else []
+                console.print(f"simulator output {name}: {arr.dtype}{list(arr.shape)}; sample 0's top-3 "
+                              f"classes {list(map(int, top))}", highlight=False)
+        else:
+            console.print("[yellow]skipped compile and run:[/] this opbridge has no simulator")
+        report = validate_graph(graph, feeds, framework=m.framework, source=str(m.path),
+                                weights=str(m.weights) if m.weights else None,
+                                label=f"{m.name} ({m.path.name})" if m.path else m.name, target=args.target,
+                                program=program, inputs_desc=where, stages=stages)
+    report.print(console, max_rows=args.max_rows)
+    res.stages["validate"] = "pass" if report.passed else "FAIL"
+    res.passed = report.passed
+    report.write_json(out / f"{m.name}.validate.json")
+    if program is not None:
+        _print_profile(program, out / f"{m.name}.trace.json", console)
+    return res
+
+
+def _op_summary(graph: Any) -> str:
+    counts = graph.op_counts()
+    return ", ".join(f"{op} x{n}" if n > 1 else op for op, n in counts.items())
+
+
+def _print_profile(program: Any, trace: Path, console: Any) -> None:
+    p = program.profile()
+    p.write_trace(trace)
+    console.print(
+        f"profile: estimated latency {p.est_latency_ms:.3f} ms; GDMA {p.gdma_bytes / 2**20:.2f} MiB; "
+        f"local memory peak {p.lmem_peak_bytes / 1024:.1f} KiB/lane; {p.num_layer_groups} layer "
+        f"groups, {p.num_tiles} tiles, {p.num_global_layers} global layers, {p.num_cpu_layers} host "
+        f"ops; timeline in {trace}", highlight=False)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..plugins_loader import load_plugins
+    from . import EXIT_FAILED, EXIT_OK
+
+    if args.weights and len(args.models) != 1:
+        raise DemoError("--weights needs exactly one MODEL")
+    load_plugins(args.plugin)
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    g = tiny_cnn()
-    path = out / f"{g.name}.obir"
-    save(g, path)
-    g = load(path)
-    print(format_graph(g))
-    x = np.random.default_rng(0).standard_normal(g.inputs[0].shape).astype(np.float32)
-    outs = interpret(g, {g.inputs[0].name: x})
-    print(f"\nwrote {path}; interpreter outputs:")
-    for name, arr in outs.items():
-        print(f"  {name}: {arr.dtype}{list(arr.shape)} mean={arr.mean():.6f} "
-              f"min={arr.min():.6f} max={arr.max():.6f}")
-    return 0
+    console = Console(width=150 if not sys.stdout.isatty() else None)
+    models = ([given_model(s, args.weights) for s in args.models] if args.models
+              else bundled_models(out, args.seed))
+    results = [run_one(m, args, out, console) for m in models]
+    t = Table(title="opbridge demo", title_justify="left")
+    for col in ("model", "convert", "compile", "run", "validate"):
+        t.add_column(col)
+    for r in results:
+        t.add_row(r.name, *(r.stages.get(k, "skipped") for k in ("convert", "compile", "run", "validate")))
+    console.rule()
+    console.print(t)
+    console.print(f"files in {out}/", highlight=False)
+    ran = [r for r in results if r.passed is not None]
+    return EXIT_OK if ran and all(r.passed for r in ran) else EXIT_FAILED

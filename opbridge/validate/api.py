@@ -25,6 +25,7 @@ from .runners import (
     origin_runner_name,
     run_interpreter,
     run_onnxruntime,
+    run_opencv_caffe,
     run_simulator,
 )
 
@@ -86,8 +87,8 @@ def validate(
     ``model`` is a model file (ONNX, Caffe prototxt with ``weights``, TorchScript-json), an
     ``.obir`` file or a Graph. ``inputs`` maps input names to arrays; ``input_files`` takes
     ``NAME=FILE.npy`` specs, ``image`` an image for a 3-channel input; other inputs are random
-    (``seed``). The origin framework (onnxruntime for ONNX), when installed and ``origin`` is
-    true, is the reference; otherwise the interpreter is. ``target=None`` skips the simulator.
+    (``seed``). The origin framework (onnxruntime for ONNX, OpenCV's cv2.dnn for Caffe), when
+    installed and ``origin`` is true, is the reference; otherwise the interpreter is. ``target=None`` skips the simulator.
     ``tolerance`` is ``(cosine, euclid)``; None means the per-dtype defaults (0.99, 0.99 for f32).
     ``stop_after`` stops the interpreter after that node (origin or IR name) and compares what
     was computed; ``dump`` writes every node's inputs and outputs to an npz.
@@ -103,7 +104,8 @@ def validate(
         with stages.stage("preparing inputs"):
             feeds, where = make_inputs(graph, inputs, input_files, image, seed)
         origin_path = None if isinstance(model, Graph) or not origin else str(model)
-        return validate_graph(graph, feeds, framework=framework, source=origin_path, label=label,
+        return validate_graph(graph, feeds, framework=framework, source=origin_path, weights=weights,
+                              label=label,
                               tolerance=tol, target=target, stop_after=stop_after, dump=dump,
                               inputs_desc=where, stages=stages)
 
@@ -114,6 +116,7 @@ def validate_graph(
     *,
     framework: str = "opbridge",
     source: str | None = None,
+    weights: str | None = None,
     label: str | None = None,
     tolerance: tuple[float, float] | None = None,
     target: str | None = "bm1684",
@@ -126,7 +129,7 @@ def validate_graph(
     """Validate an already converted ``graph`` on ``feeds``.
 
     ``source`` is the origin model file to run in its framework (None: the interpreter is the
-    reference); ``program`` a Program already compiled from ``graph`` (else it is compiled for
+    reference), with ``weights`` for Caffe; ``program`` a Program already compiled from ``graph`` (else it is compiled for
     ``target`` when the simulator exists; ``target=None`` skips it).
     """
     stages = stages or Stages(False, 0)
@@ -142,8 +145,14 @@ def validate_graph(
                 runs.append(run_onnxruntime(source, feeds))
             except OriginRunError as err:
                 notes.append(f"{err.message}; the interpreter is the reference")
+    elif origin_name == "opencv" and source is not None:
+        with stages.stage("running OpenCV (cv2.dnn)"):
+            try:
+                runs.append(run_opencv_caffe(source, weights, feeds))
+            except OriginRunError as err:
+                notes.append(f"{err.message}; the interpreter is the reference")
     elif framework == "caffe":
-        notes.append("caffe: no origin framework to run; the interpreter is the reference")
+        notes.append("caffe: OpenCV (cv2.dnn) is not installed; the interpreter is the reference")
     elif framework == "torchscript":
         notes.append("torchscript: the JSON graph has no runner of its own; the interpreter is "
                      "the reference")
@@ -208,8 +217,8 @@ def build_report(
                                 res, is_output=v.name in outputs))
             matched += hit
     report = Report(model, framework, [r.runner for r in runs], tolerance, rows)
-    if ref.runner == "onnxruntime":
-        report.notes.append(f"matched {matched} of {len(ref.tensors)} onnxruntime tensors by name")
+    if ref.runner != "interpreter":
+        report.notes.append(f"matched {matched} of {len(ref.tensors)} {ref.runner} tensors by name")
     return report
 
 

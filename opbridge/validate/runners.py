@@ -59,6 +59,8 @@ def origin_runner_name(framework: str) -> str | None:
 
     if framework == "onnx" and importlib.util.find_spec("onnxruntime") is not None:
         return "onnxruntime"
+    if framework == "caffe" and importlib.util.find_spec("cv2") is not None:
+        return "opencv"
     return None
 
 
@@ -98,6 +100,33 @@ def run_onnxruntime(path: str | Path, feeds: Mapping[str, np.ndarray], *, interm
         raise OriginRunError(f"[onnx] '{path}': onnxruntime cannot run it: {_first_line(err)}") from err
     return RunOutput("onnxruntime", {n: np.asarray(a) for n, a in zip(names, res)},
                      outputs_only=not intermediates)
+
+
+def run_opencv_caffe(
+    prototxt: str | Path, weights: str | Path | None, feeds: Mapping[str, np.ndarray]
+) -> RunOutput:
+    """Run a Caffe model with OpenCV's ``cv2.dnn`` (layer fusion off, so every layer's own output
+    is kept); each layer's first top is returned under its SSA name in opbridge's origin graph."""
+    import cv2
+
+    from ..parsers.caffe import parse_caffe
+
+    if weights is None:
+        raise OriginRunError(f"[caffe] '{prototxt}': OpenCV needs the weights (.caffemodel)")
+    origin = parse_caffe(prototxt)
+    try:
+        net = cv2.dnn.readNetFromCaffe(str(prototxt), str(weights))
+        net.enableFusion(False)
+        net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
+        net.setPreferableTarget(cv2.dnn.DNN_TARGET_CPU)
+        known = set(net.getLayerNames())
+        nodes = [n for n in origin.nodes if n.outputs and n.name in known]
+        for name, arr in feeds.items():
+            net.setInput(np.ascontiguousarray(arr), name)
+        outs = net.forward([n.name for n in nodes])
+    except cv2.error as err:
+        raise OriginRunError(f"[caffe] '{prototxt}': OpenCV cannot run it: {_first_line(err)}") from err
+    return RunOutput("opencv", {n.outputs[0]: np.asarray(o) for n, o in zip(nodes, outs)})
 
 
 def _first_line(err: BaseException) -> str:
