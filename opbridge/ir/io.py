@@ -10,6 +10,7 @@ from one schema only.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -42,14 +43,29 @@ def _from_stored(arr: np.ndarray, dtype: str) -> np.ndarray:
     return arr
 
 
+def _encode_float(x: Any) -> Any:
+    """Strict JSON has no inf/nan: write them as {"float": "inf"} and friends."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return {"float": repr(x)}
+    return x
+
+
+def _decode_float(x: Any) -> Any:
+    if isinstance(x, dict) and set(x) == {"float"} and x["float"] in ("inf", "-inf", "nan"):
+        return float(x["float"])
+    return x
+
+
 def _encode_attr(value: Any, key: str, tensors: dict[str, np.ndarray]) -> Any:
+    if isinstance(value, float):
+        return _encode_float(value)
     if isinstance(value, np.ndarray):
         tensors[key] = _to_storable(value)
         from .types import from_numpy_dtype
 
         return {"tensor": key, "dtype": from_numpy_dtype(value.dtype)}
     if isinstance(value, tuple):
-        return list(value)
+        return [_encode_float(v) for v in value]
     return value
 
 
@@ -117,7 +133,7 @@ def save(graph: Graph, path: str | os.PathLike[str]) -> None:
     meta = {
         "format": FORMAT,
         "format_version": str(FORMAT_VERSION),
-        "graph": json.dumps(doc, separators=(",", ":")),
+        "graph": json.dumps(doc, separators=(",", ":"), allow_nan=False),
     }
     atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata=meta))
 
@@ -224,8 +240,10 @@ def graph_from_json(doc: dict[str, Any], tensor: Any, registry: OpRegistry) -> G
         for k, a in dict(nd["attrs"]).items():
             if isinstance(a, dict) and "tensor" in a:
                 attrs[k] = tensor(a["tensor"], a["dtype"])
+            elif isinstance(a, list):
+                attrs[k] = [_decode_float(x) for x in a]
             else:
-                attrs[k] = a
+                attrs[k] = _decode_float(a)
         attrs = opdef.normalize_attrs(attrs, f"node '{nd['name']}' ({op})")
         o = nd["origin"]
         origin = Origin(str(o["framework"]), str(o["op_type"]), str(o["name"]))

@@ -106,3 +106,17 @@ def test_save_is_atomic_on_failure(tmp_path, monkeypatch):
         ob.save(_graph(), p)
     assert p.read_bytes() == before
     assert [x.name for x in tmp_path.iterdir()] == ["m.obir"]
+
+
+def test_non_finite_float_attrs_are_strict_json(tmp_path):
+    b = ob.GraphBuilder("clip")
+    x = b.input("x", "f32", (3,))
+    b.output(b.op("Clip", [x], name="clip"))  # min/max default to -inf/+inf
+    p = tmp_path / "c.obir"
+    ob.save(b.build(), p)
+    from safetensors import safe_open
+
+    text = safe_open(str(p), framework="numpy").metadata()["graph"]
+    json.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+    g = ob.load(p)
+    assert g.nodes[0].attrs["min"] == float("-inf") and g.nodes[0].attrs["max"] == float("inf")
