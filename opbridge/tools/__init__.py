@@ -1,0 +1,1 @@
+"""Developer tools run as ``python -m opbridge.tools.<tool>`` (documentation generators)."""
