@@ -5,12 +5,15 @@ mapping: Concat-1 (axis defaults to 1) / -4 (axis required); Split-1 (split attr
 second input) / -2 (attribute) / -13 (input) / -18 (num_outputs, the last piece smaller);
 Slice-1 (attributes) / -10 (inputs, with steps); Pad-1 ('paddings') / -2 ('pads') / -11 (pads
 and constant_value inputs) / -18 (axes input); GatherND-12 (batch_dims); Scatter-9 (the old
-name of ScatterElements). Shape-like inputs must be constant and become IR attributes.
+name of ScatterElements); CenterCropPad-18 (Slice + Pad); Compress-9 (a Gather, with a constant
+condition). Shape-like inputs must be constant and become IR attributes.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 from ...ir.ops.tensor import split_sizes
 from ...parsers.origin import OriginNode
@@ -196,3 +199,27 @@ def center_crop_pad(node: OriginNode, g: MapContext) -> Any:
     if any(pads):
         y = g.op("Pad", [y], pads=tuple(pads))
     return y if y is not x else g.op("Identity", [x])
+
+
+# -- Compress ------------------------------------------------------------------------------
+@mapping(ONNX, "Compress", since_opset=9)
+def compress(node: OriginNode, g: MapContext) -> Any:
+    # with a constant condition Compress is a Gather of the selected positions; without
+    # 'axis' it selects from the flattened input
+    a = checked_attrs(node, g, ("axis",))
+    x = required_input(g, 0, "input")
+    cond = g.require_const(1, "condition").reshape(-1).astype(bool)
+    if "axis" in a:
+        rank = len(x.shape)
+        axis = int(a["axis"])
+        if not -rank <= axis < rank:
+            raise g.error(f"= {axis} is out of range for rank {rank}", attr="axis")
+        dim = x.shape[axis]
+    else:
+        x = g.op("Reshape", [x], shape=(-1,))
+        axis, dim = 0, x.shape[0]
+    if cond[dim:].any():
+        raise g.error(f"input 1 (condition) selects position {int(cond[dim:].argmax()) + dim}, "
+                      f"past the axis size {dim}")
+    picked = np.flatnonzero(cond[:dim]).astype(np.int64)
+    return g.op("Gather", [x, g.constant(picked)], axis=axis)

@@ -127,3 +127,15 @@ def test_dynamic_pads_name_the_input():
 def test_unknown_attribute():
     with pytest.raises(AttrError, match=r"attribute 'split'.*not an attribute of Split"):
         convert("Split", [randn(4, 2), i64([2, 2])], 2, opset=13, consts=(1,), split=[2, 2])
+
+
+@pytest.mark.parametrize("axis, cond", [(None, [0, 1, 1, 0, 1]), (0, [1, 0, 1]), (-1, [0, 1]),
+                                        (1, [0, 0, 0, 0])], ids=str)
+def test_compress_with_constant_condition(axis, cond):
+    check("Compress", [randn(3, 4), np.array(cond, bool)], opset=11, consts=(1,),
+          **({} if axis is None else {"axis": axis}))
+
+
+def test_compress_condition_past_the_axis():
+    with pytest.raises(OpbridgeError, match=r"condition\) selects position 3, past the axis size 3"):
+        convert("Compress", [randn(3, 2), np.array([0, 1, 0, 1], bool)], opset=11, consts=(1,), axis=0)
