@@ -46,7 +46,7 @@ def _conv(g: MapContext, x: Value, w: Value, b: Value | None, stride: Any, paddi
     return g.op("Conv", [x, w, b], **attrs)
 
 
-@ts_mapping("conv1d", "conv2d", "conv3d")
+@ts_mapping("conv1d", "conv2d", "conv3d", "_convolution_mode")
 def conv(node: OriginNode, g: MapContext) -> Any:
     # (input, weight, bias, stride, padding, dilation, groups); padding may be 'same'/'valid'
     a = Args(node, g)
@@ -84,7 +84,7 @@ def max_pool(node: OriginNode, g: MapContext) -> Any:
     x = a.tensor(0)
     n = len(x.shape) - 2
     kernel, strides, pads = _pool_common(g, a, n)
-    y = g.op("MaxPool", [x], kernel_shape=kernel, strides=strides, pads=pads,
+    y = g.op("MaxPool", [x], num_outputs=1, kernel_shape=kernel, strides=strides, pads=pads,
              dilations=_per_axis(g, a.ints(4), n, "dilation", 1), ceil_mode=int(bool(a.py(5, False))))
     if node.op_type.endswith("with_indices"):
         return y, None
@@ -125,7 +125,8 @@ def _adaptive(node: OriginNode, g: MapContext, op: str) -> Value:
             hint="use an output size that divides the input size",
         )
     kernel = [i // s for i, s in zip(ins, sizes)]
-    return g.op(op, [x], kernel_shape=kernel, strides=kernel, pads=[0] * (2 * n))
+    extra = {"num_outputs": 1} if op == "MaxPool" else {}
+    return g.op(op, [x], kernel_shape=kernel, strides=kernel, pads=[0] * (2 * n), **extra)
 
 
 @ts_mapping("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d")

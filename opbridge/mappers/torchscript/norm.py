@@ -53,7 +53,7 @@ def layer_norm(node: OriginNode, g: MapContext) -> Any:
     if len(shape) > 1:
         scale = g.op("Reshape", [scale], shape=shape)
         bias = g.op("Reshape", [bias], shape=shape)
-    y = g.op("LayerNormalization", [x, scale, bias], axis=-len(shape), epsilon=float(a.py(4, 1e-5)))
+    y = g.op("LayerNormalization", [x, scale, bias], num_outputs=1, axis=-len(shape), epsilon=float(a.py(4, 1e-5)))
     return y if len(node.outputs) == 1 else (y, None, None)
 
 

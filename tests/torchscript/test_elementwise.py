@@ -1,0 +1,102 @@
+"""aten arithmetic (tensor and Scalar overloads, broadcasting), comparisons, where, unary math."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.conftest import HAVE_TORCH, requires_torch
+
+from .helpers import check
+
+pytestmark = requires_torch
+
+
+def _binary() -> dict[str, Any]:
+    import torch
+
+    return {
+        "add=tensor": lambda x, y: x + y,
+        "add=scalar": lambda x, y: x + 2.5,
+        "add=alpha": lambda x, y: torch.add(x, y, alpha=0.5),
+        "add=broadcast-row": lambda x, y: x + y[0, 0],
+        "add_=inplace": lambda x, y: x.clone().add_(y),
+        "sub=tensor": lambda x, y: x - y,
+        "sub=alpha": lambda x, y: torch.sub(x, y, alpha=3),
+        "rsub=scalar": lambda x, y: 1.0 - x,
+        "mul=tensor": lambda x, y: x * y,
+        "mul=scalar": lambda x, y: x * 0.25,
+        "mul=int-scalar": lambda x, y: x * 3,
+        "div=tensor": lambda x, y: x / (y.abs() + 0.5),
+        "div=scalar": lambda x, y: x / 4,
+        "div=floor": lambda x, y: torch.div(x, y.abs() + 0.5, rounding_mode="floor"),
+        "div=trunc": lambda x, y: torch.div(x, y.abs() + 0.5, rounding_mode="trunc"),
+        "floor_divide": lambda x, y: torch.floor_divide(x, 0.7),
+        "remainder": lambda x, y: torch.remainder(x, 0.7),
+        "fmod": lambda x, y: torch.fmod(x, 0.7),
+        "pow=2": lambda x, y: x ** 2,
+        "pow=tensor": lambda x, y: x.abs() ** y,
+        "pow=0.5": lambda x, y: x.abs().pow(0.5),
+        "maximum": lambda x, y: torch.maximum(x, y),
+        "minimum": lambda x, y: torch.minimum(x, y),
+        "max=binary": lambda x, y: torch.max(x, y),
+        "eq": lambda x, y: x.round() == y.round(),
+        "ne": lambda x, y: x.round() != y.round(),
+        "lt=scalar": lambda x, y: x < 0.1,
+        "le": lambda x, y: x <= y,
+        "gt": lambda x, y: x > y,
+        "ge=scalar": lambda x, y: x >= 0,
+        "logical_and": lambda x, y: torch.logical_and(x > 0, y > 0),
+        "logical_or": lambda x, y: torch.logical_or(x > 0, y > 0),
+        "logical_xor": lambda x, y: torch.logical_xor(x > 0, y > 0),
+        "logical_not": lambda x, y: torch.logical_not(x > 0),
+        "where=tensors": lambda x, y: torch.where(x > y, x, y),
+        "where=scalar": lambda x, y: torch.where(x > 0, x, 0.0),
+        "masked_fill": lambda x, y: x.masked_fill(y > 0, -1.0),
+        "masked_fill=-inf": lambda x, y: x.masked_fill(y > 0, float("-inf")),
+        "int-tensor+float": lambda x, y: (x > 0).long() * 1.5 + y,
+    }
+
+
+def _unary() -> dict[str, Any]:
+    import torch
+
+    return {
+        "abs": torch.abs, "neg": torch.neg, "exp": torch.exp, "log": lambda x: torch.log(x.abs() + 1),
+        "sqrt": lambda x: torch.sqrt(x.abs()), "rsqrt": lambda x: torch.rsqrt(x.abs() + 0.1),
+        "reciprocal": lambda x: torch.reciprocal(x.abs() + 0.1), "floor": torch.floor,
+        "ceil": torch.ceil, "round": torch.round, "sign": torch.sign, "sin": torch.sin,
+        "cos": torch.cos, "tan": lambda x: torch.tan(x * 0.3), "erf": torch.erf,
+        "square": torch.square, "atan": torch.atan, "sinh": torch.sinh, "cosh": torch.cosh,
+        "asin": lambda x: torch.asin(x.clamp(-1, 1)), "acos": lambda x: torch.acos(x.clamp(-1, 1)),
+        "exp_=inplace": lambda x: x.clone().exp_(),
+    }
+
+
+@pytest.mark.parametrize("case", list(_binary()) if HAVE_TORCH else [])
+def test_binary(case: str) -> None:
+    import torch
+
+    torch.manual_seed(1)
+    check(_binary()[case], torch.randn(2, 3, 4) * 2, torch.randn(2, 3, 4))
+
+
+@pytest.mark.parametrize("case", list(_unary()) if HAVE_TORCH else [])
+def test_unary(case: str) -> None:
+    import torch
+
+    torch.manual_seed(2)
+    check(_unary()[case], torch.randn(3, 5) * 2)
+
+
+def test_shape_arithmetic_folds() -> None:
+    """Sizes, NumToTensor and int arithmetic become constants: only real tensor ops remain."""
+    import torch
+
+    def fn(x: Any) -> Any:
+        b, c = x.shape[0], x.shape[1]
+        return x.reshape(b * 2, (c // 2) * x.size(2))
+
+    g = check(fn, torch.randn(4, 6, 5))
+    assert g.op_counts() == {"Reshape": 1}
