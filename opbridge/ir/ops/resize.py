@@ -2,7 +2,7 @@
 
 `scales` and `sizes` (ONNX inputs) are attributes here; exactly one is given. Resampling is
 separable: each resized axis is done in turn, nearest as a gather and linear/cubic as a
-(out x in) weight matrix built from the coordinate transform and the kernel. Formulas follow
+weighted sum of gathered taps, from the coordinate transform and the kernel. Formulas follow
 the operator spec (https://onnx.ai/onnx/operators/onnx__Resize.html).
 """
 
@@ -127,9 +127,9 @@ def _kernel(t: np.ndarray, mode: str, a: float) -> np.ndarray:
     return np.where(u <= 1, near, np.where(u < 2, far, 0.0))
 
 
-def interp_weights(x: np.ndarray, in_len: int, mode: str, scale: float, *, cubic_a: float,
-                   exclude_outside: bool, antialias: bool) -> np.ndarray:
-    """The (out x in) matrix that resamples one axis at coordinates ``x``.
+def interp_taps(x: np.ndarray, in_len: int, mode: str, scale: float, *, cubic_a: float,
+                exclude_outside: bool, antialias: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The input indices (out x taps) and weights that resample one axis at coordinates ``x``.
 
     Taps past either end repeat the edge sample, unless ``exclude_outside`` drops them
     and renormalises. ``antialias`` stretches the kernel by 1/scale when downscaling.
@@ -146,10 +146,18 @@ def interp_weights(x: np.ndarray, in_len: int, mode: str, scale: float, *, cubic
         w = np.where((taps < 0) | (taps > in_len - 1), 0.0, w)
         total = w.sum(axis=1, keepdims=True)
         w = w / np.where(total == 0, 1.0, total)
-    mat = np.zeros((len(x), in_len))
-    rows = np.broadcast_to(np.arange(len(x))[:, None], taps.shape)
-    np.add.at(mat, (rows, np.clip(taps, 0, in_len - 1).astype(np.intp)), w)
-    return mat
+    return np.clip(taps, 0, in_len - 1).astype(np.intp), w
+
+
+def _apply_taps(y: np.ndarray, axis: int, taps: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """sum over k of y[..., taps[:, k], ...] * w[:, k] along ``axis`` (memory: one output)."""
+    bshape = [1] * y.ndim
+    bshape[axis] = -1
+    out = np.zeros(y.shape[:axis] + (taps.shape[0],) + y.shape[axis + 1:])
+    for k in range(taps.shape[1]):
+        if np.any(w[:, k]):
+            out += np.take(y, taps[:, k], axis=axis) * w[:, k].reshape(bshape)
+    return out
 
 
 def _resize(x: np.ndarray, *, mode: str, coordinate_transformation_mode: str, nearest_mode: str,
@@ -171,9 +179,9 @@ def _resize(x: np.ndarray, *, mode: str, coordinate_transformation_mode: str, ne
         if mode == "nearest":
             y = np.take(y, nearest_index(coords, x.shape[a], nearest_mode), axis=a)
         else:
-            w = interp_weights(coords, x.shape[a], mode, factors[a], cubic_a=cubic_coeff_a,
-                               exclude_outside=bool(exclude_outside), antialias=bool(antialias))
-            y = np.moveaxis(np.tensordot(w, y, axes=([1], [a])), 0, a)
+            taps, w = interp_taps(coords, x.shape[a], mode, factors[a], cubic_a=cubic_coeff_a,
+                                  exclude_outside=bool(exclude_outside), antialias=bool(antialias))
+            y = _apply_taps(y, a, taps, w)
         if mask is not None:
             masks.append(mask.reshape((1,) * a + (-1,) + (1,) * (r - a - 1)))
     if masks:
