@@ -50,7 +50,8 @@ def _batchnorm(x: np.ndarray, scale: np.ndarray, b: np.ndarray, mean: np.ndarray
     # folded into one multiply-add: y = x * a + c
     a = scale.astype(wdt) / np.sqrt(var.astype(wdt) + wdt.type(epsilon))
     c = b.astype(wdt) - mean.astype(wdt) * a
-    y = x.astype(wdt, copy=False) * _channel_view(a, x.ndim, wdt) + _channel_view(c, x.ndim, wdt)
+    y = x.astype(wdt, copy=False) * _channel_view(a, x.ndim, wdt)
+    y += _channel_view(c, x.ndim, wdt)
     return y.astype(x.dtype, copy=False)
 
 

@@ -1,4 +1,4 @@
-"""ONNX mappings: Conv, ConvTranspose.
+"""ONNX mappings: Conv, ConvInteger, ConvTranspose.
 
 Semantics: https://onnx.ai/onnx/operators/onnx__Conv.html and onnx__ConvTranspose.html. The
 IR has no auto_pad: SAME_UPPER / SAME_LOWER / VALID become explicit pads from the static
@@ -108,6 +108,15 @@ def conv(node: OriginNode, g: MapContext) -> Any:
     attrs["pads"] = resolve_pads(node, g, x, attrs["kernel_shape"], attrs["strides"],
                                  attrs["dilations"])
     return g.op("Conv", [x, w, b], **attrs)
+
+
+@mapping(ONNX, "ConvInteger", since_opset=10)
+def conv_integer(node: OriginNode, g: MapContext) -> Any:
+    checked_attrs(node, g, ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"))
+    x, w, _, attrs = _common(node, g)
+    attrs["pads"] = resolve_pads(node, g, x, attrs["kernel_shape"], attrs["strides"],
+                                 attrs["dilations"])
+    return g.op("ConvInteger", [x, w, g.input(2), g.input(3)], **attrs)
 
 
 @mapping(ONNX, "ConvTranspose", since_opset=1)

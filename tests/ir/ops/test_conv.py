@@ -157,3 +157,21 @@ def test_conv_transpose_channel_mismatch() -> None:
 def test_conv_transpose_output_padding_length() -> None:
     with pytest.raises(AttrError, match=r"param 'output_padding'"):
         _build_conv((1, 4, 5, 5), (4, 2, 3, 3), op="ConvTranspose", output_padding=[1])
+
+
+@pytest.mark.parametrize("zp", ["absent", "scalar", "per-channel-w"])
+@pytest.mark.parametrize("types", [(np.uint8, np.uint8), (np.int8, np.int8), (np.uint8, np.int8)],
+                         ids=["u8u8", "i8i8", "u8i8"])
+def test_conv_integer(types: tuple[Any, Any], zp: str) -> None:
+    tx, tw = types
+    x = RNG.integers(np.iinfo(tx).min, np.iinfo(tx).max, (1, 2, 5, 5)).astype(tx)
+    w = RNG.integers(np.iinfo(tw).min, np.iinfo(tw).max, (3, 2, 2, 2)).astype(tw)
+    args: list[Any] = [x, w]
+    if zp == "scalar":
+        args += [np.array(5, tx), np.array(3, tw)]
+    elif zp == "per-channel-w":
+        args += [np.array(7, tx), np.array([1, 2, 3], tw)]
+    attrs = {"pads": [1, 0, 0, 1], "strides": [2, 1]}
+    got = run_ir("ConvInteger", args, **attrs)[0]
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, run_onnx_reference("ConvInteger", args, **attrs)[0])

@@ -174,3 +174,12 @@ def test_conv_errors_name_node_and_attribute(attrs: dict[str, Any], match: str) 
         convert_node("Conv", [randn(1, 2, 5, 5), randn(2, 2, 3, 3)], opset=13,
                      initializers=[False, True], **attrs)
     assert "Conv" in str(info.value)
+
+
+@pytest.mark.parametrize("zp", [False, True], ids=["zero_points=absent", "zero_points"])
+def test_conv_integer(zp: bool) -> None:
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 255, (1, 2, 6, 6)).astype(np.uint8)
+    w = rng.integers(0, 255, (3, 2, 3, 3)).astype(np.uint8)
+    ins = [x, w] + ([np.array(100, np.uint8), np.array(120, np.uint8)] if zp else [])
+    check("ConvInteger", ins, opset=10, auto_pad="SAME_UPPER", strides=[2, 2])
