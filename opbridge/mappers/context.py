@@ -26,10 +26,14 @@ if TYPE_CHECKING:
 class MapContext:
     """The conversion as one mapping sees it; built by the converter for each origin node."""
 
-    def __init__(self, conv: Conversion, node: OriginNode, opset: int) -> None:
+    def __init__(self, conv: Conversion, node: OriginNode, opset: int,
+                 origin_of: OriginNode | None = None) -> None:
         self._conv = conv
         self.node = node
         self.opset = opset
+        #: The node the emitted IR nodes name as their origin (differs from ``node`` inside an
+        #: expanded ONNX function body: the user's node, not the body's).
+        self.origin_node = origin_of if origin_of is not None else node
         #: Values created while mapping this node (the converter names them after the origin).
         self.created: set[int] = set()
         self._emitted = 0

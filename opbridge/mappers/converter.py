@@ -108,8 +108,20 @@ class Conversion:
         return self.builder.constant(self.fresh(base), arr, dtype)
 
     def note_const_request(self, v: Value) -> None:
-        if self.const_requests is not None and v.name in self.inputs:
-            self.const_requests.add(v.name)
+        """Record the graph inputs ``v`` depends on (a mapping needed ``v`` as a constant)."""
+        if self.const_requests is None:
+            return
+        seen: set[int] = set()
+        stack = [v]
+        while stack:
+            cur = stack.pop()
+            if id(cur) in seen:
+                continue
+            seen.add(id(cur))
+            if self.inputs.get(cur.name) is cur:
+                self.const_requests.add(cur.name)
+            elif cur.producer is not None:
+                stack.extend(x for x in cur.producer.inputs if x is not None)
 
     # -- emitting IR nodes ------------------------------------------------------------------
     def emit(self, ctx: MapContext, op_type: str, inputs: list[Value | None], attrs: dict[str, Any],
@@ -133,7 +145,8 @@ class Conversion:
         n_out = num_outputs if num_outputs is not None else opdef.num_outputs_for(norm)
         if n_out is None:
             n_out = len(node.outputs)
-        origin = Origin(str(node.framework), node.op_type, node.name)
+        on = ctx.origin_node
+        origin = Origin(str(on.framework), on.op_type, on.name)
         if can_fold(opdef, ins):
             types = opdef.infer(name, [(v.shape, v.dtype) if v is not None else None for v in ins],
                                 norm, [v.data if v is not None else None for v in ins], n_out)
@@ -148,8 +161,11 @@ class Conversion:
         return list(out) if isinstance(out, tuple) else [out]
 
     # -- one origin node --------------------------------------------------------------------
-    def map_node(self, node: OriginNode, entry: MappingEntry, opset: int) -> None:
-        ctx = MapContext(self, node, opset)
+    def map_node(self, node: OriginNode, entry: MappingEntry, opset: int,
+                 origin_of: OriginNode | None = None) -> None:
+        """Map one origin node; ``origin_of`` is the node its IR nodes name as their origin
+        (the user's node when ``node`` comes from expanding it)."""
+        ctx = MapContext(self, node, opset, origin_of)
         try:
             result = entry.fn(node, ctx)
         except OpbridgeError as err:
@@ -275,6 +291,8 @@ def preflight(origin: OriginGraph, registry: MappingRegistry, ops: OpRegistry) -
         domain = normalize_domain(node.domain)
         version = node_opset(origin, node)
         entry = registry.find(node.framework, node.op_type, domain, version)
+        if entry is None:
+            entry = registry.fallback(node, version)
         if entry is None:
             missing.setdefault((domain, node.op_type, version), []).append(node.name)
             continue

@@ -114,6 +114,7 @@ class MappingRegistry:
         # (framework, domain or None, op type) -> {since: entry}
         self._table: dict[tuple[Framework, str | None, str], dict[int, MappingEntry]] = {}
         self._imply: dict[str, ImplyType] = {}
+        self._fallbacks: list[tuple[Callable[[OriginNode, int | None], MapFn | None], str]] = []
 
     # -- registering ----------------------------------------------------------------------
     def register(
@@ -151,6 +152,23 @@ class MappingRegistry:
         versions = self._table.get((entry.framework, entry.domain, entry.op_type), {})
         if versions.get(entry.since) is entry:
             del versions[entry.since]
+
+    def add_fallback(self, fn: Callable[[OriginNode, int | None], MapFn | None], *, name: str) -> None:
+        """Consult ``fn(node, version)`` for a node with no mapping; it returns a MapFn or None.
+
+        Explicit mappings always win; the ONNX frontend uses this to expand ops that ONNX
+        defines as functions of other ops.
+        """
+        self._fallbacks.append((fn, name))
+
+    def fallback(self, node: OriginNode, version: int | None) -> MappingEntry | None:
+        """A MappingEntry from the first fallback that handles ``node``, or None."""
+        for fn, name in self._fallbacks:
+            mfn = fn(node, version)
+            if mfn is not None:
+                return MappingEntry(node.framework, None, node.op_type, version or 1, mfn,
+                                    f"<fallback: {name}>")
+        return None
 
     def set_imply_type(self, ir_op: str, imply: ImplyType | str) -> None:
         """Record where ``ir_op`` runs (the simulator reads it with :meth:`imply_type_of`)."""

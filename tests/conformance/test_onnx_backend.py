@@ -2,10 +2,11 @@
 
 Each case is its own test: it passes, fails, or skips with a reason (the skip table in
 skips.py, or the pre-flight's "unsupported" message for ops not mapped yet). ``test_floor``
-checks that at least FLOOR node tests pass; FLOOR only ever goes up.
+checks that at least FLOOR node tests and REAL_FLOOR real models pass; floors only go up.
 
-By default a fixed, representative sample runs (every SAMPLE_EVERY-th case, plus every
-real model); ``OPBRIDGE_FULL_TESTS=1`` runs every case and checks FLOOR.
+The whole suite runs by default (about 20 s for the 1884 node tests and 20 s for the 9 light
+real models on one core). ``OPBRIDGE_CONFORMANCE_SAMPLE=N`` runs every N-th node test only
+(the floor is scaled), for quick local iterations.
 """
 
 from __future__ import annotations
@@ -17,15 +18,14 @@ import pytest
 from .harness import NODE, REAL, Outcome, case_names, run_case
 
 #: Node tests that must pass in a full run (raise it when more pass; never lower it).
-FLOOR = 0
+FLOOR = 1424
 #: Real-model tests (the 9 light models shipped with onnx) that must pass.
-REAL_FLOOR = 0
+REAL_FLOOR = 9
 
-FULL = os.environ.get("OPBRIDGE_FULL_TESTS", "") not in ("", "0")
-SAMPLE_EVERY = 1
+SAMPLE_EVERY = max(int(os.environ.get("OPBRIDGE_CONFORMANCE_SAMPLE", "1") or 1), 1)
 
 _ALL_NODE = case_names(NODE)
-_NODE = _ALL_NODE if FULL else _ALL_NODE[::SAMPLE_EVERY]
+_NODE = _ALL_NODE[::SAMPLE_EVERY]
 _REAL = case_names(REAL)
 _RESULTS: dict[tuple[str, str], Outcome] = {}
 
@@ -59,6 +59,6 @@ def test_floor() -> None:
     """At least FLOOR node tests and REAL_FLOOR real models pass (cases not yet run here run now)."""
     node_pass = sum(_outcome(NODE, n).status == "passed" for n in _NODE)
     real_pass = sum(_outcome(REAL, n).status == "passed" for n in _REAL)
-    floor = FLOOR if FULL else FLOOR * len(_NODE) // max(len(_ALL_NODE), 1)
+    floor = FLOOR if SAMPLE_EVERY == 1 else FLOOR * len(_NODE) // max(len(_ALL_NODE), 1) // 2
     assert node_pass >= floor, f"{node_pass} node tests pass, below the floor of {floor}"
     assert real_pass >= REAL_FLOOR, f"{real_pass} real models pass, below the floor of {REAL_FLOOR}"

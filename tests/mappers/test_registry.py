@@ -10,15 +10,18 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
 
 import opbridge.mappers.onnx as onnx_mappers
 from opbridge.errors import RegistryError, UnsupportedOpError
 from opbridge.ir import interpret
 from opbridge.mappers import (
+    DEFAULT_MAPPINGS,
     Framework,
     ImplyType,
     MappingError,
     MappingRegistry,
+    OriginNode,
     convert_origin_graph,
     mapping,
     register_custom_op,
@@ -206,3 +209,33 @@ def test_builtin_onnx_plumbing_is_registered():
 
     for op in ("Constant", "Identity", "Dropout"):
         assert DEFAULT_MAPPINGS.find(Framework.ONNX, op, "", onnx.defs.onnx_opset_version()) is not None
+
+
+def test_fallback_expands_onnx_function_ops_only_when_unmapped():
+    from opbridge.mappers.onnx.functions import expand_function, function_fallback
+
+    rms = OriginNode("n", "RMSNormalization", ["x", "s"], ["y"])
+    conv = OriginNode("c", "Conv", ["x", "w"], ["y"])
+    assert function_fallback(rms, 23) is expand_function  # context-dependent body in onnx.defs
+    assert function_fallback(conv, 22) is None  # Conv is primitive: no body
+    reg = MappingRegistry()
+    reg.register("onnx", "RMSNormalization", _relu, since_opset=23)
+    assert reg.find("onnx", "RMSNormalization", "", 23).fn is _relu  # an explicit mapping wins
+
+
+def test_function_body_ir_nodes_keep_the_users_node_as_origin():
+    x = np.random.default_rng(1).standard_normal((2, 3)).astype(np.float32)
+    node = helper.make_node("Shrink", ["x"], ["y"], name="shrink_me", lambd=0.7, bias=0.1)
+    m = _model([node], {"": 18})
+    reg = MappingRegistry()
+    for e in DEFAULT_MAPPINGS.entries("onnx"):
+        if e.op_type != "Shrink":
+            reg.register(e.framework, e.key_text, e.fn, since_opset=e.since, defined_at=e.defined_at)
+    from opbridge.mappers.onnx.functions import install
+
+    install(reg)
+    g = convert_origin_graph(parse_model(m), registry=reg)
+    assert len(g.nodes) > 1 and {n.origin.name for n in g.nodes} == {"shrink_me"}
+    assert {n.origin.op_type for n in g.nodes} == {"Shrink"} and g.outputs[0].name == "y"
+    ref = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    np.testing.assert_allclose(interpret(g, {"x": x})["y"], ref, rtol=1e-6)

@@ -1,0 +1,175 @@
+"""ONNX ops defined by a function body in ``onnx.defs`` (Shrink, RMSNormalization, NLL loss ...).
+
+When an op has no mapping but its ONNX schema defines it as a function of other ops (static
+or context-dependent), the node is expanded into that body and each body node is mapped
+through the registry. An explicit mapping always wins: this is the registry's fallback.
+
+The IR nodes that come out keep the origin of the user's node (its op type and name), and
+the node's output tensors keep their names, so validation can still match them.
+Spec: https://onnx.ai/onnx/repo-docs/Functions.html
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx.defs
+from onnx import helper, numpy_helper
+
+from ...ir.types import to_numpy_dtype
+from ...parsers.onnx import attribute_value
+from ...parsers.origin import Framework, OriginNode
+from ..context import MapContext
+from ..registry import DEFAULT_MAPPINGS, MapFn, MappingError, MappingRegistry, normalize_domain
+
+
+def _schema(node: OriginNode, version: int | None) -> Any:
+    try:
+        return onnx.defs.get_schema(node.op_type, version if version is not None else
+                                    onnx.defs.onnx_opset_version(), node.domain or "")
+    except onnx.defs.SchemaError:
+        return None
+
+
+def _pick(versions: list[int], opset: int) -> int | None:
+    usable = [v for v in versions if v <= opset]
+    return max(usable) if usable else None
+
+
+def _to_attribute(name: str, value: Any) -> onnx.AttributeProto | None:
+    if isinstance(value, np.ndarray):
+        return helper.make_attribute(name, numpy_helper.from_array(value))
+    if isinstance(value, (list, tuple)) and not value:
+        return None  # an empty list has no type; the schema's default applies
+    return helper.make_attribute(name, value)
+
+
+def _node_proto(node: OriginNode) -> onnx.NodeProto:
+    n = helper.make_node(node.op_type, node.inputs, node.outputs, name=node.name, domain=node.domain)
+    for k, v in node.attrs.items():
+        a = _to_attribute(k, v)
+        if a is not None:
+            n.attribute.append(a)
+    return n
+
+
+def _function_body(node: OriginNode, g: MapContext) -> onnx.FunctionProto:
+    schema = _schema(node, g.opset)
+    if schema is None:
+        raise g.unsupported("no ONNX schema defines this op")
+    if schema.has_function:
+        ver = _pick(list(schema.function_opset_versions), g.opset)
+        if ver is not None:
+            f = onnx.FunctionProto()
+            f.ParseFromString(schema.get_function_with_opset_version(ver))
+            return f
+    if schema.has_context_dependent_function:
+        ver = _pick(list(schema.context_dependent_function_opset_versions), g.opset)
+        if ver is not None:
+            types = []
+            for v in g.inputs():
+                if v is None:
+                    types.append(onnx.TypeProto())
+                    continue
+                elem = helper.np_dtype_to_tensor_dtype(to_numpy_dtype(v.dtype))
+                types.append(helper.make_tensor_type_proto(elem, list(v.shape)))
+            try:
+                body = schema.get_context_dependent_function_with_opset_version(
+                    ver, _node_proto(node).SerializeToString(), [t.SerializeToString() for t in types])
+            except Exception as err:  # onnx raises its own error types for bad contexts
+                raise g.unsupported(f"the ONNX function body cannot be built: {err}") from None
+            f = onnx.FunctionProto()
+            f.ParseFromString(body)
+            if len(f.node):
+                return f
+    raise g.unsupported("no mapping, and the ONNX schema has no function body for this opset")
+
+
+def _attr_defaults(f: onnx.FunctionProto, schema: Any) -> dict[str, Any]:
+    """Defaults of the op's attributes: the function's own, else the schema's."""
+    out: dict[str, Any] = {}
+    if schema is not None:
+        for name, spec in schema.attributes.items():
+            dv = spec.default_value
+            if dv is not None and dv.type != onnx.AttributeProto.UNDEFINED:
+                out[name] = attribute_value(dv)
+    out.update({a.name: attribute_value(a) for a in f.attribute_proto})
+    return out
+
+
+def _inner_attrs(inner: onnx.NodeProto, node: OriginNode, defaults: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for a in inner.attribute:
+        if a.ref_attr_name:
+            if a.ref_attr_name in node.attrs:
+                out[a.name] = node.attrs[a.ref_attr_name]
+            elif a.ref_attr_name in defaults:
+                out[a.name] = defaults[a.ref_attr_name]
+            continue
+        out[a.name] = attribute_value(a)
+    return out
+
+
+def expand_function(node: OriginNode, g: MapContext) -> Any:
+    """Map ``node`` by expanding its ONNX function body and mapping each body node."""
+    f = _function_body(node, g)
+    conv = g._conv
+    rename: dict[str, str] = {"": ""}
+    for i, formal in enumerate(f.input):
+        rename[formal] = node.inputs[i] if i < len(node.inputs) else ""
+    for i, formal in enumerate(f.output):
+        rename[formal] = node.outputs[i] if i < len(node.outputs) else ""
+    defaults = _attr_defaults(f, _schema(node, g.opset))
+    opsets = {normalize_domain(o.domain): int(o.version) for o in f.opset_import}
+    prefix = f"{node.name}/"
+
+    def name_of(t: str) -> str:
+        if t not in rename:
+            rename[t] = conv.fresh(prefix + t)
+        return rename[t]
+
+    for i, inner in enumerate(f.node):
+        sub = OriginNode(
+            name=f"{prefix}{inner.op_type}_{i}", op_type=inner.op_type,
+            inputs=[name_of(t) for t in inner.input], outputs=[name_of(t) for t in inner.output],
+            attrs=_inner_attrs(inner, node, defaults), framework=Framework.ONNX,
+            domain=normalize_domain(inner.domain), location=f"function body of {node.where}",
+        )
+        version = opsets.get(sub.domain) or conv.origin.opsets.get(sub.domain) or g.opset
+        entry = conv.registry.find(Framework.ONNX, sub.op_type, sub.domain, version)
+        if entry is None:
+            fallback = conv.registry.fallback(sub, version)
+            if fallback is None:
+                raise g.unsupported(
+                    f"its ONNX function body uses {sub.op_type} (opset {version}), which has no mapping")
+            entry = fallback
+        conv.map_node(sub, entry, version, origin_of=g.origin_node)
+    outs = []
+    for o in node.outputs:
+        if not o:
+            outs.append(None)
+            continue
+        v = conv.values.get(o)
+        if v is None:
+            raise MappingError(f"{node.where}: its ONNX function body does not produce output '{o}'")
+        outs.append(v)
+    return outs
+
+
+def function_fallback(node: OriginNode, version: int | None) -> MapFn | None:
+    """The fallback the registry consults for an unmapped ONNX op: expand its function body."""
+    if node.framework != Framework.ONNX:
+        return None
+    schema = _schema(node, version)
+    if schema is None or not (schema.has_function or schema.has_context_dependent_function):
+        return None
+    return expand_function
+
+
+def install(registry: MappingRegistry = DEFAULT_MAPPINGS) -> None:
+    registry.add_fallback(function_fallback, name="onnx function body (onnx.defs)")
+
+
+install()
