@@ -276,7 +276,7 @@ def random_blobs(node: OriginNode, shapes: list[tuple[int, ...]], rng: np.random
                 fan_in = shape[0] * int(np.prod(shape[2:]))
             else:
                 fan_in = int(np.prod(shape[1:]))
-            arr = rng.normal(0.0, np.sqrt(1.0 / max(fan_in, 1)), shape)
+            arr = rng.standard_normal(shape, dtype=np.float32) * np.float32(np.sqrt(1.0 / max(fan_in, 1)))
         else:  # biases and the like
             arr = rng.normal(0.0, 0.1, shape)
         out.append(np.asarray(arr, dtype=np.float32).reshape(shape))

@@ -123,6 +123,8 @@ def detection_output(loc: np.ndarray, conf: np.ndarray, prior: np.ndarray, **a: 
     out = np.full((total_rows, 7), -1.0, dtype=loc.dtype)
     if rows:
         out[: len(rows)] = np.asarray(rows[:total_rows], dtype=loc.dtype)
+    else:  # Caffe's "no detections" result: one row [image, -1, ...] per image
+        out[:n, 0] = np.arange(n)
     return out.reshape(1, 1, total_rows, 7)
 
 
@@ -130,7 +132,8 @@ def detection_output(loc: np.ndarray, conf: np.ndarray, prior: np.ndarray, **a: 
     define_op("DetectionOutput")
     .doc("SSD's detection output: decode loc against the priors, per-class NMS, keep_top_k. "
          "Output (1, 1, K, 7) rows [image, label, score, xmin, ymin, xmax, ymax]; K is the most "
-         "detections that can be kept, rows past the detections found are all -1.")
+         "detections that can be kept, rows past the detections found are all -1 (with none "
+         "found, the first rows are [image, -1, ...] per image, as Caffe writes them).")
     .input("loc", "T").input("conf", "T").input("prior", "T").output("detections", "T")
     .param("num_classes", "int", minimum=1)
     .param("share_location", "bool", default=True)
