@@ -55,7 +55,13 @@ def reshape_v1(node: OriginNode, g: MapContext) -> Any:
 
 @mapping(ONNX, "Reshape", since_opset=5)
 def reshape_v5(node: OriginNode, g: MapContext) -> Any:
-    a = checked_attrs(node, g, ("allowzero",) if g.opset >= 14 else ())
+    checked_attrs(node, g, ())
+    return g.op("Reshape", [required_input(g, 0, "data")], shape=const_ints(g, 1, "shape"))
+
+
+@mapping(ONNX, "Reshape", since_opset=14)
+def reshape_v14(node: OriginNode, g: MapContext) -> Any:
+    a = checked_attrs(node, g, ("allowzero",))
     return g.op("Reshape", [required_input(g, 0, "data")], shape=const_ints(g, 1, "shape"), **a)
 
 
