@@ -25,7 +25,7 @@ from .target import Target
 Rows = tuple[int, int]
 
 #: Largest ratio of computed to needed elements (halo rows recomputed by several tiles).
-MAX_REDUNDANCY = 1.3
+MAX_REDUNDANCY = 1.15
 #: Largest number of nodes in one group (bounds compile time).
 MAX_GROUP_NODES = 48
 

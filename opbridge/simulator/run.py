@@ -85,17 +85,20 @@ class Executor:
         off = addr * self.lanes
         return self.lmem[off:off + n].view(dt).reshape(shape)
 
-    def _fn(self, node_name: str) -> Any:
+    def _fn(self, node_name: str, into: bool = False) -> tuple[Any, bool]:
+        """The function that computes a node, and whether it writes into its output tile."""
         node = self.nodes[node_name]
         reg = self.prog.kernels if self.prog.kernels is not None else DEFAULT_KERNELS
         k = reg.get(node.op)
+        if into and k is not None and k.compute_into_fn is not None:
+            return k.compute_into_fn, True
         if k is not None and k.compute_fn is not None:
-            return k.compute_fn
+            return k.compute_fn, False
         fn = self.prog.graph.registry.get(node.op).compute_function
         if fn is None:
             raise SimulatorError(f"{node.where}: op has no compute function",
                                  hint="give its define_op a .compute(fn)")
-        return fn
+        return fn, False
 
     def _prepare(self, ins: dict[str, Any]) -> tuple[Any, ...]:
         op = ins["op"]
@@ -116,7 +119,7 @@ class Executor:
             dst = self.views[ins["tensor"]][ins["n"][0]:ins["n"][1], :, s0:s1, :]
             return ("copy", dst, src)
         node = self.nodes[ins["node"]]
-        fn = self._fn(node.name)
+        fn, into = self._fn(node.name, into=len(node.outputs) == 1)
         attrs = dict(node.attrs)
         if op == "compute":
             attrs.update({k: tuple(v) if isinstance(v, list) else v for k, v in ins["attrs"].items()})
@@ -131,10 +134,10 @@ class Executor:
                 args.append(view)
             o = ins["out"]
             out = self._lmem_view(o["lmem"], o["shape"], node.outputs[0].dtype, node.where)
-            return ("compute", fn, args, attrs, [out], node)
+            return ("into" if into else "compute", fn, args, attrs, [out], node)
         args = [self.views[v.name] if v is not None else None for v in node.inputs]
         outs = [self.views[v.name] for v in node.outputs]
-        return ("compute", fn, args, attrs, outs, node)
+        return ("into" if into else "compute", fn, args, attrs, outs, node)
 
     # -- running -------------------------------------------------------------------------
     def run(self, feeds: Mapping[str, Any], *, keep_intermediates: bool = False
@@ -157,8 +160,11 @@ class Executor:
             if step[0] == "copy":
                 np.copyto(step[1], step[2])
                 continue
-            _, fn, args, attrs, outs, node = step
+            kind, fn, args, attrs, outs, node = step
             try:
+                if kind == "into":
+                    fn(outs[0], *args, **attrs)
+                    continue
                 res = fn(*args, **attrs)
             except OpbridgeError:
                 raise

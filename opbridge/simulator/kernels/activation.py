@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from .registry import register_kernel
 
 #: Activations whose cost is about one EU operation per element.
@@ -21,7 +23,13 @@ def _per_element(ops: float):
     return cost
 
 
+def relu_into(out: np.ndarray, x: np.ndarray) -> None:
+    np.maximum(x, np.zeros((), x.dtype), out=out)
+
+
 for _op in CHEAP:
-    register_kernel(_op).split("N", "H", "W").cost(_per_element(1.0))
+    k = register_kernel(_op).split("N", "H", "W").cost(_per_element(1.0))
+    if _op == "Relu":
+        k.compute_into(relu_into)
 for _op in TRANSCENDENTAL:
     register_kernel(_op).split("N", "H", "W").cost(_per_element(4.0))

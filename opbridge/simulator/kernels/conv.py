@@ -50,17 +50,20 @@ def conv_cost(node: Node, out_shape: tuple[int, ...]) -> float:
     return 2.0 * math.prod(out_shape) * math.prod(w[1:])
 
 
-def conv2d_tile(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, group: int,
-                kernel_shape=None, strides=None, dilations=None, pads=None) -> np.ndarray:
-    """Conv on a tile: im2col by one strided copy per kernel tap, then one matmul.
+def conv2d_into(out: np.ndarray, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *,
+                group: int, kernel_shape=None, strides=None, dilations=None, pads=None) -> None:
+    """Conv on a tile, written into ``out``: im2col by one strided copy per kernel tap, then
+    one matmul straight into the output tile.
 
     The tile kernel for f32 2-D convolutions without groups (the common case, and the bulk of
     a CNN's time); anything else runs the op's own compute.
     """
-    if group != 1 or x.ndim != 4 or x.dtype != np.float32 or w.dtype != np.float32:
-        return DEFAULT_OPS.get("Conv").compute_function(
+    if (group != 1 or x.ndim != 4 or x.dtype != np.float32 or w.dtype != np.float32
+            or x.shape[0] != 1 or not out.flags.c_contiguous):
+        out[...] = DEFAULT_OPS.get("Conv").compute_function(
             x, w, b, group=group, kernel_shape=kernel_shape, strides=strides,
             dilations=dilations, pads=pads)
+        return
     n, c, h, wd = x.shape
     m, _, kh, kw = w.shape
     sh, sw = strides or (1, 1)
@@ -68,12 +71,12 @@ def conv2d_tile(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, gr
     pt, pl, pb, pr = pads or (0, 0, 0, 0)
     oh = (h + pt + pb - (kh - 1) * dh - 1) // sh + 1
     ow = (wd + pl + pr - (kw - 1) * dw - 1) // sw + 1
+    if out.shape != (n, m, oh, ow):
+        raise ValueError(f"output tile {out.shape} != computed {(n, m, oh, ow)}")
+    y = out.reshape(m, oh * ow)
     if kh == kw == 1 and not (pt or pl or pb or pr):
         xs = x[:, :, : (oh - 1) * sh + 1 : sh, : (ow - 1) * sw + 1 : sw]
-        if n == 1:
-            y = w.reshape(m, c) @ xs.reshape(c, oh * ow)
-        else:
-            y = np.matmul(w.reshape(m, c), xs.reshape(n, c, oh * ow))
+        np.matmul(w.reshape(m, c), xs.reshape(c, oh * ow), out=y)
     else:
         if pt or pl or pb or pr:
             xp = np.zeros((n, c, h + pt + pb, wd + pl + pr), x.dtype)
@@ -85,13 +88,9 @@ def conv2d_tile(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, gr
             for j in range(kw):
                 cols[:, i, j] = xp[:, :, i * dh: i * dh + (oh - 1) * sh + 1: sh,
                                    j * dw: j * dw + (ow - 1) * sw + 1: sw].transpose(1, 0, 2, 3)
-        y = w.reshape(m, c * kh * kw) @ cols.reshape(c * kh * kw, n * oh * ow)
-        if n > 1:
-            y = y.reshape(m, n, oh * ow).transpose(1, 0, 2)
-    y = y.reshape(n, m, oh, ow)
+        np.matmul(w.reshape(m, c * kh * kw), cols.reshape(c * kh * kw, oh * ow), out=y)
     if b is not None:
-        y += b.reshape(1, m, 1, 1)
-    return y
+        y += b.reshape(m, 1)
 
 
 (
@@ -100,5 +99,5 @@ def conv2d_tile(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, gr
     .input_slice(conv_rows)
     .tile_attrs(conv_tile_attrs)
     .cost(conv_cost)
-    .compute(conv2d_tile)
+    .compute_into(conv2d_into)
 )

@@ -15,6 +15,8 @@ spirit of bmcompiler's ``LayerDescriptor`` (``can_split_local_h_w``, ``backward_
 - ``scratch(fn)``: ``fn(node, tile_out_shape) -> bytes per lane`` of scratch buffer;
 - ``cost(fn)``: ``fn(node, out_shape) -> FLOPs`` for one output tile of that shape;
 - ``compute(fn)``: a tile kernel used instead of the op's own compute (same signature);
+- ``compute_into(fn)``: ``fn(out, *inputs, **attrs)`` writes the (single) output tile into
+  ``out``, a view of local memory, instead of returning a new array;
 - ``cpu()``: the op runs on the host CPU, between TPU segments;
 - ``global_only()``: the op never joins a layer group.
 
@@ -71,6 +73,7 @@ class Kernel:
         self.scratch_fn: ScratchFn | None = None
         self.cost_fn: CostFn = elementwise_cost
         self.compute_fn: Callable[..., Any] | None = None
+        self.compute_into_fn: Callable[..., None] | None = None
         self.on_cpu = False
 
     # -- building ---------------------------------------------------------------------
@@ -107,6 +110,10 @@ class Kernel:
 
     def compute(self, fn: Callable[..., Any]) -> Kernel:
         self.compute_fn = fn
+        return self
+
+    def compute_into(self, fn: Callable[..., None]) -> Kernel:
+        self.compute_into_fn = fn
         return self
 
     def cpu(self) -> Kernel:
