@@ -240,3 +240,87 @@ def _global_lp(x: np.ndarray, *, p: int) -> np.ndarray:
     .shape_fn(_global_shape)
     .compute(_global_lp)
 )
+
+
+# -- RoiAlign -------------------------------------------------------------------------------------
+def _roialign_shape(ctx: ShapeContext) -> Any:
+    xs, rs, bs = ctx.input_shape(0), ctx.input_shape(1), ctx.input_shape(2)
+    if len(xs) != 4:
+        raise ctx.error(f"X has shape {list(xs)}; RoiAlign takes (N, C, H, W)")
+    if len(rs) != 2 or rs[1] != 4:
+        raise ctx.error(f"rois has shape {list(rs)}; it must be (num_rois, 4): x1, y1, x2, y2")
+    if len(bs) != 1 or (isinstance(bs[0], int) and isinstance(rs[0], int) and bs[0] != rs[0]):
+        raise ctx.error(f"batch_indices has shape {list(bs)}; it must be ({rs[0]},)")
+    return (rs[0], xs[1], ctx.attr("output_height"), ctx.attr("output_width")), ctx.input_dtype(0)
+
+
+def _bilinear_axis(start: float, bin_size: float, pooled: int, grid: int,
+                   size: int) -> tuple[np.ndarray, ...]:
+    """Sample positions along one axis (pooled, grid): valid mask, low/high index, weights of
+    low and high; the clamping rules of the onnx reference / onnxruntime."""
+    p = np.arange(pooled)[:, None]
+    i = np.arange(grid)[None, :]
+    pos = start + p * bin_size + (i + 0.5) * bin_size / grid
+    valid = (pos >= -1.0) & (pos <= size)
+    pos = np.maximum(pos, 0.0)
+    low = np.floor(pos).astype(np.int64)
+    edge = low >= size - 1
+    low = np.where(edge, size - 1, low)
+    high = np.where(edge, size - 1, low + 1)
+    pos = np.where(edge, low, pos)
+    frac = pos - low
+    return valid, low, high, 1.0 - frac, frac
+
+
+def _roi_align(x: np.ndarray, rois: np.ndarray, batch_indices: np.ndarray, *,
+               coordinate_transformation_mode: str, mode: str, output_height: int,
+               output_width: int, sampling_ratio: int, spatial_scale: float) -> np.ndarray:
+    wdt = _work_dtype(x.dtype)
+    xw = x.astype(wdt, copy=False)
+    _, c, h, w = x.shape
+    half = coordinate_transformation_mode == "half_pixel"
+    out = np.zeros((rois.shape[0], c, output_height, output_width), wdt)
+    for r in range(rois.shape[0]):  # rois differ in grid size; everything inside is vectorised
+        x1, y1, x2, y2 = (float(v) * spatial_scale - (0.5 if half else 0.0) for v in rois[r])
+        rw, rh = x2 - x1, y2 - y1
+        if not half:
+            rw, rh = max(rw, 1.0), max(rh, 1.0)
+        bh, bw = rh / output_height, rw / output_width
+        gh = sampling_ratio if sampling_ratio > 0 else int(np.ceil(rh / output_height))
+        gw = sampling_ratio if sampling_ratio > 0 else int(np.ceil(rw / output_width))
+        if gh <= 0 or gw <= 0:
+            continue
+        vy, yl, yh, wyl, wyh = _bilinear_axis(y1, bh, output_height, gh, h)
+        vx, xl, xh, wxl, wxh = _bilinear_axis(x1, bw, output_width, gw, w)
+        feat = xw[int(batch_indices[r])]
+        mask = (vy[:, :, None, None] & vx[None, None]).astype(wdt)  # (PH, GH, PW, GW)
+        terms = []
+        for yi, wy in ((yl, wyl), (yh, wyh)):
+            rows = feat[:, yi]  # (C, PH, GH, W)
+            for xi, wx in ((xl, wxl), (xh, wxh)):
+                wgt = wy[:, :, None, None] * wx[None, None] * mask
+                terms.append(rows[:, :, :, xi] * wgt)  # (C, PH, GH, PW, GW)
+        if mode == "avg":
+            out[r] = sum(terms).sum(axis=(2, 4)) / max(gh * gw, 1)
+        else:  # the reference's max: over samples of the largest weighted corner
+            out[r] = np.maximum.reduce(terms).max(axis=(2, 4))
+    return out.astype(x.dtype, copy=False)
+
+
+(
+    define_op("RoiAlign")
+    .doc("bilinear ROI align: each roi (x1, y1, x2, y2, scaled by spatial_scale) of image "
+         "batch_indices[r] cut into output_height x output_width bins, each the avg (or max) of "
+         "sampling_ratio^2 bilinear samples (0 = adaptive, ceil(roi size / bins))")
+    .input("X", "T").input("rois", "T").input("batch_indices", "i64").output("Y", "T")
+    .param("coordinate_transformation_mode", "str", default="half_pixel",
+           allowed=("half_pixel", "output_half_pixel"))
+    .param("mode", "str", default="avg", allowed=("avg", "max"))
+    .param("output_height", "int", default=1, minimum=1)
+    .param("output_width", "int", default=1, minimum=1)
+    .param("sampling_ratio", "int", default=0, minimum=0)
+    .param("spatial_scale", "float", default=1.0)
+    .type_param("T", FLOATS)
+    .shape_fn(_roialign_shape)
+    .compute(_roi_align)
+)

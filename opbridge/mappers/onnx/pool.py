@@ -5,7 +5,9 @@ storage_order, -10 ceil_mode and dilations; AveragePool-7 count_include_pad, -10
 -19 dilations; LpPool-1 and GlobalLpPool-1 take p as a float (the IR's p is an int: a
 fractional p is reported), from 2 as an int; LpPool-18 adds ceil_mode and dilations. Absent
 attributes of older versions mean what the newer defaults mean, so each op needs one mapping
-per attribute set. auto_pad becomes explicit pads (see conv.py).
+per attribute set. auto_pad becomes explicit pads (see conv.py). RoiAlign-10 behaves as
+coordinate_transformation_mode=output_half_pixel, -16 defaults to half_pixel. MaxRoiPool maps
+onto the IR's ROIPooling (the same rounded-roi, integer-bin max as Caffe's layer).
 """
 
 from __future__ import annotations
@@ -138,3 +140,39 @@ def global_maxpool(node: OriginNode, g: MapContext) -> Any:
 def global_lppool(node: OriginNode, g: MapContext) -> Any:
     checked_attrs(node, g, ("p",))
     return g.op("GlobalLpPool", [required_input(g, 0, "X")], p=_int_p(node, g))
+
+
+# -- RoiAlign, MaxRoiPool ------------------------------------------------------------------------
+def _roialign(node: OriginNode, g: MapContext, known: tuple[str, ...], ctm: str) -> Any:
+    a = checked_attrs(node, g, known)
+    a.setdefault("coordinate_transformation_mode", ctm)
+    ins = [required_input(g, 0, "X"), required_input(g, 1, "rois"),
+           required_input(g, 2, "batch_indices")]
+    if ins[2].dtype != "i64":
+        ins[2] = g.op("Cast", [ins[2]], to="i64")
+    return g.op("RoiAlign", ins, **a)
+
+
+@mapping(ONNX, "RoiAlign", since_opset=10)
+def roialign_v10(node: OriginNode, g: MapContext) -> Any:
+    # RoiAlign-10 had no coordinate_transformation_mode; it behaved as output_half_pixel
+    return _roialign(node, g, ("mode", "output_height", "output_width", "sampling_ratio",
+                               "spatial_scale"), "output_half_pixel")
+
+
+@mapping(ONNX, "RoiAlign", since_opset=16)
+def roialign_v16(node: OriginNode, g: MapContext) -> Any:
+    return _roialign(node, g, ("coordinate_transformation_mode", "mode", "output_height",
+                               "output_width", "sampling_ratio", "spatial_scale"), "half_pixel")
+
+
+@mapping(ONNX, "MaxRoiPool", since_opset=1)
+def max_roi_pool(node: OriginNode, g: MapContext) -> Any:
+    # the same computation as Caffe's ROIPooling (rounded roi, floor/ceil integer bins)
+    checked_attrs(node, g, ("pooled_shape", "spatial_scale"))
+    shape = node.get_attr("pooled_shape", None)
+    if shape is None or len(shape) != 2:
+        raise g.error(f"= {shape!r}: must be [pooled_h, pooled_w]", attr="pooled_shape")
+    return g.op("ROIPooling", [required_input(g, 0, "X"), required_input(g, 1, "rois")],
+                pooled_h=int(shape[0]), pooled_w=int(shape[1]),
+                spatial_scale=float(node.get_attr("spatial_scale", 1.0)))

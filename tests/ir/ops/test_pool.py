@@ -128,3 +128,22 @@ def _build(op: str, xs: tuple[int, ...], **attrs: Any) -> None:
 def test_pool_attr_errors(attrs: dict[str, Any], attr: str) -> None:
     with pytest.raises(AttrError, match=rf"node 'pool1' \(MaxPool\) param '{attr}'"):
         _build("MaxPool", (1, 2, 6, 6), **attrs)
+
+
+ROIS = np.array([[0.0, 0.0, 9.0, 9.0], [1.5, 2.0, 6.2, 7.9], [4.0, 3.0, 4.5, 3.2],
+                 [-2.0, -1.0, 12.0, 11.0]], np.float32)
+
+
+@pytest.mark.parametrize("attrs", [
+    {},
+    {"mode": "max"},
+    {"coordinate_transformation_mode": "output_half_pixel"},
+    {"output_height": 3, "output_width": 2, "sampling_ratio": 2, "spatial_scale": 0.5},
+    {"output_height": 2, "output_width": 4, "mode": "max", "sampling_ratio": 0},
+], ids=["attrs-absent", "mode=max", "output_half_pixel", "sizes-ratio-scale", "max-adaptive"])
+def test_roi_align(attrs: dict[str, Any]) -> None:
+    x = _x((2, 3, 10, 10))
+    batch = np.array([0, 1, 1, 0], np.int64)
+    args = [x, ROIS, batch]
+    assert_close(run_ir("RoiAlign", args, **attrs)[0],
+                 run_onnx_reference("RoiAlign", args, **attrs)[0], rtol=1e-5, atol=1e-5)

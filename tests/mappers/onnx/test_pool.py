@@ -113,3 +113,26 @@ def test_auto_pad_resolves_to_pads() -> None:
     (node,) = [n for n in g.nodes if n.op == "AveragePool"]
     assert node.attrs["pads"] == (0, 0, 1, 1)
     np.testing.assert_equal(node.attrs["ceil_mode"], 0)
+
+
+ROIS = np.array([[0.0, 0.0, 9.0, 9.0], [1.5, 2.0, 6.2, 7.9], [-2.0, -1.0, 12.0, 11.0]], np.float32)
+
+
+@pytest.mark.parametrize("attrs", [{}, {"mode": "max", "output_height": 2, "output_width": 3},
+                                   {"coordinate_transformation_mode": "output_half_pixel",
+                                    "sampling_ratio": 2, "spatial_scale": 0.5}],
+                         ids=["attrs-absent", "max-2x3", "output_half_pixel-ratio-scale"])
+@pytest.mark.parametrize("opset", [10, 16])
+def test_roi_align(opset: int, attrs: dict[str, Any]) -> None:
+    if opset < 16 and "coordinate_transformation_mode" in attrs:
+        pytest.skip("coordinate_transformation_mode exists from RoiAlign-16")
+    check("RoiAlign", [randn(2, 3, 10, 10), ROIS, np.array([0, 1, 1], np.int64)], opset=opset,
+          initializers=[False, True, True], rtol=1e-4, atol=1e-5, **attrs)
+
+
+@pytest.mark.parametrize("attrs", [{"pooled_shape": [2, 2]},
+                                   {"pooled_shape": [3, 2], "spatial_scale": 0.5}],
+                         ids=["spatial_scale=absent", "spatial_scale=0.5"])
+def test_max_roi_pool(attrs: dict[str, Any]) -> None:
+    rois = np.array([[0, 0, 0, 7, 7], [1, 2, 1, 6, 5], [0, 3, 3, 3, 3]], np.float32)
+    check("MaxRoiPool", [randn(2, 3, 8, 8), rois], opset=1, initializers=[False, True], **attrs)
