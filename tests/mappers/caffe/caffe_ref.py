@@ -65,6 +65,10 @@ def run_ours_and_opencv(
     for k, v in feeds.items():
         net.setInput(v, k)
     blobs = final_blobs(proto)
+    for out in g.outputs:
+        assert out.name in ours, f"graph output '{out.name}' missing"
+    # a blob read only for its shape (Crop's reference) is removed as dead code: skip it
+    blobs = {b: lay for b, lay in blobs.items() if b in ours}
     refs = net.forward(list(blobs.values()))
     return {b: ours[b] for b in blobs}, dict(zip(blobs, refs))
 

@@ -1,0 +1,122 @@
+"""Concat, Slice, Split, Flatten, Reshape, Permute, Crop, Tile, ShuffleChannel, Upsample,
+Reduction, ArgMax against OpenCV (numpy where OpenCV lacks the layer)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import opbridge as ob
+from opbridge.convert import convert
+from tests.conftest import requires_cv2
+
+from .caffe_ref import assert_blobs_close, layer, run_ours_and_opencv, tiny_net
+
+SHAPE = (2, 6, 4, 5)
+
+
+def _two(params_a: str = "power_param { scale: 2 }", params_b: str = "power_param { shift: 1 }") -> str:
+    return layer("Power", params_a, name="a") + layer("Power", params_b, name="b")
+
+
+CASES = {
+    "Concat,axis=absent": (_two() + layer("Concat", "", bottoms=("a", "b"))),
+    "Concat,axis=3": (_two() + layer("Concat", "concat_param { axis: 3 }", bottoms=("a", "b"))),
+    "Concat,axis=-2": (_two() + layer("Concat", "concat_param { axis: -2 }", bottoms=("a", "b"))),
+    "Slice,slice_point": layer("Slice", "slice_param { slice_point: 1 slice_point: 4 }", tops=("y", "y2", "y3")),
+    "Slice,axis=2": layer("Slice", "slice_param { axis: 2 slice_point: 3 }", tops=("y", "y2")),
+    "Flatten,params=absent": layer("Flatten"),
+    "Flatten,axis=2": layer("Flatten", "flatten_param { axis: 2 }"),
+    "Flatten,axis=1,end_axis=2": layer("Flatten", "flatten_param { axis: 1 end_axis: 2 }"),
+    "Reshape,0 and -1": layer("Reshape", "reshape_param { shape { dim: 0 dim: -1 dim: 5 } }"),
+    "Reshape,full": layer("Reshape", "reshape_param { shape { dim: 2 dim: 3 dim: 2 dim: 20 } }"),
+    "Reshape,axis=1,num_axes=1": layer("Reshape", "reshape_param { shape { dim: 2 dim: 3 } axis: 1 num_axes: 1 }"),
+    "Permute,0231": layer("Permute", "permute_param { order: 0 order: 2 order: 3 order: 1 }"),
+    "ShuffleChannel,group=3": layer("ShuffleChannel", "shuffle_channel_param { group: 3 }"),
+    "ShuffleChannel,group=absent": layer("ShuffleChannel"),
+    "Split": (layer("Split", name="sp", tops=("s1", "s2")) + layer("Eltwise", "", name="y", bottoms=("s1", "s2"))),
+    "Crop,axis=absent": (layer("Pooling", "pooling_param { pool: MAX kernel_size: 2 stride: 2 }", name="p")
+                         + layer("Crop", "crop_param { offset: 1 }", bottoms=("data", "p"))),
+    "Crop,axis=1,offsets": (layer("Pooling", "pooling_param { pool: MAX kernel_size: 2 stride: 2 }", name="p")
+                            + layer("Crop", "crop_param { axis: 2 offset: 1 offset: 2 }", bottoms=("data", "p"))),
+}
+
+
+@requires_cv2
+@pytest.mark.parametrize("layers", list(CASES.values()), ids=list(CASES))
+def test_shape_layers(tmp_path: Path, layers: str) -> None:
+    ours, refs = run_ours_and_opencv(tmp_path, tiny_net(layers, SHAPE), {"data": SHAPE})
+    assert_blobs_close(ours, refs, rtol=0.0)
+
+
+def _ours(tmp_path: Path, layers: str, x: np.ndarray) -> dict[str, np.ndarray]:
+    proto = tmp_path / "net.prototxt"
+    proto.write_text(tiny_net(layers, x.shape))
+    return ob.interpret(convert(proto), {"data": x})
+
+
+X = np.random.default_rng(0).standard_normal(SHAPE).astype(np.float32)
+
+
+# Cases OpenCV gets wrong or cannot load: it ignores the legacy concat_dim/slice_dim, needs a
+# full Permute order, and rejects an equal Slice of 6 channels into 3 tops.
+NUMPY_CASES = {
+    "Concat,concat_dim=0": (layer("Concat", "concat_param { concat_dim: 0 }", bottoms=("data", "data")),
+                            lambda x: [np.concatenate([x, x], axis=0)]),
+    "Slice,equal parts": (layer("Slice", "", tops=("y", "y2", "y3")), lambda x: np.split(x, 3, axis=1)),
+    "Slice,slice_dim=3": (layer("Slice", "slice_param { slice_dim: 3 slice_point: 2 }", tops=("y", "y2")),
+                          lambda x: np.split(x, [2], axis=3)),
+    "Permute,partial order": (layer("Permute", "permute_param { order: 0 order: 3 }"),
+                              lambda x: [x.transpose(0, 3, 1, 2)]),
+}
+
+
+@pytest.mark.parametrize(("layers", "want"), list(NUMPY_CASES.values()), ids=list(NUMPY_CASES))
+def test_shape_layers_numpy(tmp_path: Path, layers: str, want) -> None:  # noqa: ANN001
+    outs = _ours(tmp_path, layers, X)
+    names = [n for n in ("y", "y2", "y3") if n in outs]
+    for name, ref in zip(names, want(X), strict=True):
+        np.testing.assert_array_equal(outs[name], ref)
+
+
+@pytest.mark.parametrize("scale", [None, 3], ids=["scale=absent", "scale=3"])
+def test_upsample(tmp_path: Path, scale: int | None) -> None:
+    """YOLOv3's Upsample fork layer (OpenCV lacks it): every pixel repeated scale x scale."""
+    params = "" if scale is None else f"upsample_param {{ scale: {scale} }}"
+    s = scale or 2
+    got = _ours(tmp_path, layer("Upsample", params), X)["y"]
+    np.testing.assert_array_equal(got, X.repeat(s, axis=2).repeat(s, axis=3))
+
+
+@pytest.mark.parametrize(("params", "want"), [
+    ("", lambda x: np.array(x.sum())),
+    ("reduction_param { operation: ASUM axis: 1 }", lambda x: np.abs(x).sum(axis=(1, 2, 3))),
+    ("reduction_param { operation: SUMSQ axis: 2 coeff: 0.5 }", lambda x: 0.5 * (x * x).sum(axis=(2, 3))),
+    ("reduction_param { operation: MEAN axis: -1 }", lambda x: x.mean(axis=3)),
+], ids=["operation=absent,axis=absent", "ASUM,axis=1", "SUMSQ,coeff", "MEAN,axis=-1"])
+def test_reduction(tmp_path: Path, params: str, want) -> None:  # noqa: ANN001
+    """Caffe's Reduction over all axes from ``axis`` on (numpy reference; OpenCV lacks it)."""
+    got = _ours(tmp_path, layer("Reduction", params), X)["y"]
+    np.testing.assert_allclose(got, want(X), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("params", "want"), [
+    ("", lambda x: x.reshape(2, -1).argmax(axis=1).reshape(2, 1, 1).astype(np.float32)),
+    ("argmax_param { axis: 1 }", lambda x: x.argmax(axis=1)[:, None].astype(np.float32)),
+    ("argmax_param { axis: 1 out_max_val: true }", lambda x: x.max(axis=1, keepdims=True)),
+    ("argmax_param { out_max_val: true }", lambda x: np.concatenate(
+        [x.reshape(2, -1).argmax(axis=1).reshape(2, 1, 1).astype(np.float32),
+         x.reshape(2, -1).max(axis=1).reshape(2, 1, 1)], axis=1)),
+], ids=["axis=absent", "axis=1", "axis=1,out_max_val", "axis=absent,out_max_val"])
+def test_argmax(tmp_path: Path, params: str, want) -> None:  # noqa: ANN001
+    """Caffe's ArgMax (top_k 1): indices as floats, or the values (numpy reference)."""
+    got = _ours(tmp_path, layer("ArgMax", params), X)["y"]
+    np.testing.assert_allclose(got, want(X), rtol=1e-6)
+
+
+@pytest.mark.parametrize("tiles", [2, 3])
+def test_tile(tmp_path: Path, tiles: int) -> None:
+    got = _ours(tmp_path, layer("Tile", f"tile_param {{ axis: 2 tiles: {tiles} }}"), X)["y"]
+    np.testing.assert_array_equal(got, np.tile(X, (1, 1, tiles, 1)))
