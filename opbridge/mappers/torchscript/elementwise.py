@@ -68,9 +68,16 @@ def _all_known(a: Args, idx: tuple[int, ...]) -> bool:
 
 
 def _fold(a: Args, fn: Any, idx: tuple[int, ...]) -> Value:
+    """Compute at once; the result has the dtype torch would give (numbers defer to tensors)."""
     vals = [as_array(a.py(i)) for i in idx]
-    out = fn(*vals)
-    return a.g.constant(as_array(out[()] if isinstance(out, np.ndarray) and out.ndim == 0 else out))
+    out = np.asarray(fn(*vals))
+    tensors = [v for i, v in zip(idx, vals) if _dimensioned(a, i)]
+    if tensors and out.dtype != np.bool_:
+        dt = np.result_type(*tensors)
+        if dt.kind in "biu" and (out.dtype.kind == "f" or any(v.dtype.kind == "f" for v in vals)):
+            dt = np.dtype(np.float32)
+        out = out.astype(dt)
+    return a.g.constant(as_array(out[()] if out.ndim == 0 else out))
 
 
 def _alpha(a: Args, idx: int) -> Any:

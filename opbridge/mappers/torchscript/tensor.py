@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ...ir.graph import Value
 from ...parsers.origin import OriginNode
 from ..context import MapContext
@@ -150,16 +152,18 @@ def index(node: OriginNode, g: MapContext) -> Any:
     a = Args(node, g)
     x = a.tensor(0)
     spec = a.spec[1]
-    if not isinstance(spec, list):
-        raise g.unsupported("indices not given as a list")
-    given = [i for i, k in enumerate(spec) if not (k in a.consts and a.consts[k] is None)]
+    if isinstance(spec, list):
+        items: list[Any] = [a.consts[k] if k in a.consts else g.input(k) for k in spec]
+    else:  # a constant list (freezing folded the index tensors into it)
+        items = list(a.py(1, what="indices"))
+    given = [i for i, v in enumerate(items) if v is not None]
     if len(given) != 1:
         raise g.unsupported(f"indexing with {len(given)} tensors at once",
                             hint="index one dimension at a time")
     axis = given[0]
-    k = spec[axis]
-    idx = g.input(k) if k not in a.consts else a.scalar_value(a.consts[k])
-    assert idx is not None
+    idx = items[axis]
+    if not isinstance(idx, Value):
+        idx = g.constant(np.asarray(idx))
     return g.op("Gather", [x, _indices(g, idx, axis)], axis=axis)
 
 
@@ -226,6 +230,19 @@ def topk(node: OriginNode, g: MapContext) -> Any:
     axis = norm_axis(g, a.int(2, -1), len(x.shape))
     return g.op("TopK", [x], k=a.int(1), axis=axis, largest=int(bool(a.py(3, True))),
                 sorted=int(bool(a.py(4, True))))
+
+
+@ts_mapping("sort", "argsort")
+def sort(node: OriginNode, g: MapContext) -> Any:
+    # sort(self, dim=-1, descending=False) -> (values, indices); argsort(self, dim, descending)
+    # (ties may order differently from torch's unstable sort)
+    a = Args(node, g)
+    x = a.tensor(0)
+    shape = static_shape(g, x)
+    axis = norm_axis(g, a.int(1, -1), len(shape))
+    values, indices = g.op("TopK", [x], k=shape[axis], axis=axis, largest=int(bool(a.py(2, False))),
+                           sorted=1)
+    return indices if node.op_type == "argsort" else (values, indices)
 
 
 @ts_mapping("cumsum")
