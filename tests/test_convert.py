@@ -178,3 +178,30 @@ def test_ops_framework_onnx_lists_versions(capsys):
     lines = {ln.split()[0]: ln.split(None, 1)[1] for ln in r.stdout.splitlines()[1:]}
     assert "Constant" in lines and "Dropout" in lines
     assert lines["Dropout"].startswith("1, 12")
+
+
+class _FakeEntryPoint:
+    def __init__(self, name, value, fn):
+        self.name, self.value, self._fn = name, value, fn
+
+    def load(self):
+        return self._fn()
+
+
+def test_entry_point_plugins_load_and_failures_name_the_entry_point(monkeypatch):
+    from opbridge import plugins_loader
+
+    loaded = []
+    good = _FakeEntryPoint("good", "good_pkg.plugin", lambda: loaded.append("good"))
+    monkeypatch.setattr(plugins_loader.metadata, "entry_points", lambda group: [good] if group == "opbridge.plugins" else [])
+    ob.load_plugins([])
+    assert loaded == ["good"]
+
+    def boom():
+        raise ImportError("no module named vendor_kernels")
+
+    bad = _FakeEntryPoint("vendor", "vendor_pkg.plugin", boom)
+    monkeypatch.setattr(plugins_loader.metadata, "entry_points", lambda group: [bad])
+    with pytest.raises(PluginError, match=r"installed plugin 'vendor' \(vendor_pkg\.plugin\) failed to import: "
+                                          r"ImportError: no module named vendor_kernels"):
+        ob.load_plugins([])

@@ -164,3 +164,32 @@ def test_malformed_file(tmp_path, content):
 def test_weights_argument_is_refused_for_onnx(tmp_path):
     with pytest.raises(ModelFormatError, match=r"--weights is for Caffe"):
         parse_file(tmp_path / "m.onnx", weights="w.caffemodel")
+
+
+def test_model_file_above_2gb_is_refused_with_a_hint(tmp_path):
+    path = tmp_path / "huge.onnx"
+    with open(path, "wb") as f:
+        f.truncate(2**31 + 16)  # sparse: no disk or memory is used
+    with pytest.raises(ModelFormatError, match=r"above the 2 GB protobuf limit(?s:.*)save_as_external_data"):
+        parse_file(path)
+
+
+def test_external_tensor_above_2gb_is_memory_mapped(tmp_path):
+    """A > 2 GB model keeps its weights outside the protobuf; they are mapped, not read."""
+    n = 2**29 + 2  # float32: 2 GiB + 8 bytes
+    big = TensorProto()
+    big.name, big.data_type = "big", TensorProto.FLOAT
+    big.dims.append(n)
+    big.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", "big.bin"), ("offset", "0"), ("length", str(4 * n))):
+        e = big.external_data.add()
+        e.key, e.value = k, v
+    with open(tmp_path / "big.bin", "wb") as f:
+        f.truncate(4 * n)  # sparse file
+    g = helper.make_graph([helper.make_node("Identity", ["big"], ["y"])], "big", [], [_vi("y", [n])],
+                          initializer=[big])
+    path = tmp_path / "big.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    arr = parse_file(path).tensors["big"]
+    assert isinstance(arr, np.memmap) and arr.shape == (n,) and arr.nbytes > 2**31
+    assert arr[0] == 0 and arr[-1] == 0
