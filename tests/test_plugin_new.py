@@ -52,15 +52,8 @@ def test_plugins_load(tmp_path):
     assert r.stdout.strip() == "['CaffeScale', 'OnnxScale', 'TorchscriptScale']"
 
 
-TS_LOOKUP = pytest.mark.xfail(
-    reason="the mapping registry splits 'myops::op' into a domain and finds no TorchScript kind "
-    "with '::' (aten::relu fails the same way); the template is right once lookup is fixed",
-    strict=False,
-)
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("fw", ["caffe", "onnx", pytest.param("torchscript", marks=TS_LOOKUP)])
+@pytest.mark.parametrize("fw", FRAMEWORKS)
 def test_generated_tests_pass(tmp_path, fw):
     if fw == "caffe" and not _caffe_wired():
         pytest.skip("the Caffe frontend is not wired into opbridge.convert in this tree")

@@ -63,7 +63,8 @@ $kernel
 IMPORTS = {
     "caffe": "from opbridge.mappers import Framework, ImplyType, register_custom_op",
     "onnx": "from opbridge.mappers import Framework, mapping",
-    "torchscript": "from opbridge.mappers import Framework, mapping",
+    "torchscript": "from opbridge.mappers import Framework, mapping\n"
+                   "from opbridge.mappers.torchscript.common import Args",
 }
 
 MAPPINGS = {
@@ -98,11 +99,15 @@ def map_${snake}(node, g):
     "torchscript": '''\
 @mapping(Framework.TORCHSCRIPT, "myops::${snake}")
 def map_${snake}(node, g):
-    """``myops::${snake}(Tensor x, float alpha=1.0, float beta=0.0)``: in TorchScript the
-    scalars are inputs, which must be constants here."""
-    alpha = g.require_const(1, "alpha") if g.has_input(1) else 1.0
-    beta = g.require_const(2, "beta") if g.has_input(2) else 0.0
-    return g.op(OP, [g.input(0)], alpha=float(alpha), beta=float(beta))''',
+    """``myops::${snake}(Tensor x, float alpha=1.0, float beta=0.0)``.
+
+    In TorchScript the scalars are arguments, not attributes; ``Args`` gives each schema
+    argument as a Value (tensors) or as the Python value known while converting (constants).
+    """
+    a = Args(node, g)
+    alpha = float(a.py(1, 1.0, "alpha"))
+    beta = float(a.py(2, 0.0, "beta"))
+    return g.op(OP, [g.input(0)], alpha=alpha, beta=beta)''',
 }
 
 KERNEL = '''\
@@ -209,21 +214,30 @@ def test_mapping_from_onnx(tmp_path, attrs, alpha, beta):
     y = ob.interpret(g, {"x": X})["y"]
     np.testing.assert_allclose(y, X * alpha + beta, rtol=1e-6)''',
     "torchscript": '''\
-@pytest.mark.parametrize("attrs,alpha,beta", CASES, ids=IDS)
-def test_mapping_from_torchscript(attrs, alpha, beta):
-    from opbridge.mappers import convert_origin_graph
-    from opbridge.parsers.origin import Framework, OriginGraph, OriginNode, TensorInfo
+def _ts_json(path, attrs):
+    """A TorchScript-json file (docs/torchscript-json.md) with one myops::${snake} node; its
+    scalar arguments are prim::Constant nodes, as in a frozen graph."""
+    import json
 
-    # a frozen graph keeps the scalar arguments as constants: here, named tensors
     names = [k for k in ("alpha", "beta") if k in attrs]
-    if "beta" in names and "alpha" not in names:
-        names.insert(0, "alpha")
-    consts = {k: np.array(attrs.get(k, 1.0 if k == "alpha" else 0.0), np.float64) for k in names}
-    node = OriginNode("node1", "myops::${snake}", ["x", *names], ["y"], framework=Framework.TORCHSCRIPT)
-    origin = OriginGraph("t", Framework.TORCHSCRIPT, [node],
-                         inputs=[TensorInfo("x", np.dtype(np.float32), X.shape)],
-                         outputs=[TensorInfo("y")], tensors=consts, opsets={"": 1})
-    g = convert_origin_graph(origin)
+    if names == ["beta"]:
+        names = ["alpha", "beta"]
+    consts = [{"name": f"const_{k}", "kind": "prim::Constant", "inputs": [], "outputs": [k],
+               "types": ["float"], "value": float(attrs.get(k, 1.0 if k == "alpha" else 0.0))}
+              for k in names]
+    node = {"name": "node1", "kind": "myops::${snake}", "inputs": ["x", *names], "outputs": ["y"],
+            "types": ["Tensor"]}
+    io = {"dtype": "float32", "shape": list(X.shape)}
+    doc = {"format": "opbridge.torchscript-json", "version": 1, "name": "t", "producer": {},
+           "inputs": [{"name": "x", **io}], "outputs": [{"name": "y", **io}], "nodes": [*consts, node]}
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+@pytest.mark.parametrize("attrs,alpha,beta", CASES, ids=IDS)
+def test_mapping_from_torchscript(tmp_path, attrs, alpha, beta):
+    g = ob.convert(_ts_json(tmp_path / "m.ts.json", attrs))
+    assert [n.op for n in g.nodes] == ["$NAME"]
     y = ob.interpret(g, {"x": X})["y"]
     np.testing.assert_allclose(y, X * alpha + beta, rtol=1e-6)''',
 }

@@ -87,7 +87,8 @@ def validate(
     ``model`` is a model file (ONNX, Caffe prototxt with ``weights``, TorchScript-json), an
     ``.obir`` file or a Graph. ``inputs`` maps input names to arrays; ``input_files`` takes
     ``NAME=FILE.npy`` specs, ``image`` an image for a 3-channel input; other inputs are random
-    (``seed``). The origin framework (onnxruntime for ONNX, OpenCV's cv2.dnn for Caffe), when
+    (``seed``). The origin framework (onnxruntime for ONNX, OpenCV's cv2.dnn for Caffe,
+    torch for TorchScript-json), when
     installed and ``origin`` is true, is the reference; otherwise the interpreter is. ``target=None`` skips the simulator.
     ``tolerance`` is ``(cosine, euclid)``; None means the per-dtype defaults (0.99, 0.99 for f32).
     ``stop_after`` stops the interpreter after that node (origin or IR name) and compares what
@@ -151,11 +152,19 @@ def validate_graph(
                 runs.append(run_opencv_caffe(source, weights, feeds))
             except OriginRunError as err:
                 notes.append(f"{err.message}; the interpreter is the reference")
+    elif origin_name == "torch" and source is not None:
+        from .torch_runner import run_torch_json
+
+        with stages.stage("running torch"):
+            try:
+                runs.append(run_torch_json(source, feeds))
+            except OriginRunError as err:
+                notes.append(f"{err.message}; the interpreter is the reference")
     elif framework == "caffe":
         notes.append("caffe: OpenCV (cv2.dnn) is not installed; the interpreter is the reference")
     elif framework == "torchscript":
-        notes.append("torchscript: the JSON graph has no runner of its own; the interpreter is "
-                     "the reference")
+        notes.append("torchscript: torch is not installed (pip install 'opbridge[torch]'); the "
+                     "interpreter is the reference")
     elif framework == "onnx" and source is not None:
         notes.append("onnxruntime is not installed (pip install 'opbridge[validate]'); the "
                      "interpreter is the reference")

@@ -7,6 +7,7 @@ the converter names IR values after them, so the three runners can be matched na
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +62,8 @@ def origin_runner_name(framework: str) -> str | None:
         return "onnxruntime"
     if framework == "caffe" and importlib.util.find_spec("cv2") is not None:
         return "opencv"
+    if framework == "torchscript" and importlib.util.find_spec("torch") is not None:
+        return "torch"
     return None
 
 
@@ -146,6 +149,9 @@ def run_interpreter(
 
     tensors = interpret(graph, feeds, keep_intermediates=True, stop_after=stop_after, dump=dump)
     notes = [f"interpreter: stopped after node '{stop_after}'"] if stop_after else []
+    env = os.environ.get("OPBRIDGE_DEBUG")
+    if dump is None and env and env != "0":
+        dump = env if env.endswith(".npz") else f"{graph.name}_debug.npz"
     if dump:
         notes.append(f"interpreter: every node's inputs and outputs written to {dump}")
     return RunOutput("interpreter", dict(tensors), notes=notes)
@@ -171,7 +177,9 @@ def run_simulator(program: Any, feeds: Mapping[str, np.ndarray]) -> RunOutput:
     params = inspect.signature(program.run).parameters
     if "keep_intermediates" in params:
         tensors = program.run(dict(feeds), keep_intermediates=True)
-        return RunOutput("simulator", dict(tensors), extra={"program": program})
+        return RunOutput("simulator", dict(tensors), extra={"program": program},
+                         notes=["simulator: intermediate tensors compared where they pass through "
+                                "DDR (inside a layer group they stay in local memory)"])
     tensors = program.run(dict(feeds))
     return RunOutput("simulator", dict(tensors), outputs_only=True,
                      notes=["simulator: compared on graph outputs only (it does not expose "
