@@ -157,3 +157,12 @@ def test_graph_alone_without_simulator_has_nothing_to_compare():
     b.output(b.op("Relu", [b.input("x", "f32", (2,))], name="r"))
     with pytest.raises(ValidateError, match="nothing to compare"):
         ob.validate(b.build(), target=None)
+
+
+def test_cli_image_input(cli_inproc, leaky_model, tmp_path):
+    rgb = np.arange(8 * 8 * 3, dtype=np.uint8).reshape(8, 8, 3)
+    (tmp_path / "im.ppm").write_bytes(b"P6\n8 8\n255\n" + rgb.tobytes())
+    r = cli_inproc("validate", str(leaky_model), "--image", str(tmp_path / "im.ppm"), "--mean", "1,2,3",
+                   "--scale", "0.5", "--pixel-format", "rgb", "--no-simulator")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "input x: f32[1,3,8,8] from image im.ppm (rgb)" in r.stdout
