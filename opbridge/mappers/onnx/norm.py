@@ -1,9 +1,10 @@
 """ONNX mappings: BatchNormalization, LayerNormalization, InstanceNormalization,
 GroupNormalization, LRN, LpNormalization, MeanVarianceNormalization.
 
-Semantics: https://onnx.ai/onnx/operators/. BatchNormalization maps its inference form only:
-training_mode=1 (opset 14+), the running-statistics outputs of opsets < 14 and opset < 7's
-spatial=0 (per-activation statistics) are reported as unsupported. GroupNormalization-18
+Semantics: https://onnx.ai/onnx/operators/. BatchNormalization maps onto the IR's inference
+form; training_mode=1 (opset 14+) becomes a subgraph computing the batch statistics and the
+updated running statistics. The statistics outputs of opsets < 14 and opset < 7's spatial=0
+(per-activation statistics) are reported as unsupported. GroupNormalization-18
 takes scale and bias per group; from 21 per channel (the IR's form), so the 18 mapping
 repeats them per channel. stash_type (the statistics' precision) has no IR attribute: the IR
 always computes statistics in f32 or wider.
@@ -39,9 +40,7 @@ def _check_stash_type(node: OriginNode, g: MapContext) -> None:
 def _batchnorm(node: OriginNode, g: MapContext, known: tuple[str, ...]) -> Any:
     checked_attrs(node, g, known, LEGACY_HINTS + ("is_test", "momentum"))
     if int(node.get_attr("training_mode", 0)):
-        raise g.unsupported("training_mode=1 (batch statistics, running-mean updates) is not "
-                            "supported; the IR has the inference form",
-                            hint="export the model in eval mode")
+        return _batchnorm_training(node, g)
     if int(node.get_attr("spatial", 1)) != 1:
         raise g.unsupported("spatial=0 (per-activation statistics) is not supported")
     extra = _extra_outputs(node)
@@ -51,6 +50,29 @@ def _batchnorm(node: OriginNode, g: MapContext, known: tuple[str, ...]) -> Any:
     ins = [required_input(g, i, what) for i, what in
            enumerate(("X", "scale", "B", "mean", "var"))]
     return g.op("BatchNormalization", ins, epsilon=float(node.get_attr("epsilon", 1e-5)))
+
+
+def _batchnorm_training(node: OriginNode, g: MapContext) -> Any:
+    """training_mode=1 (opset 14+): normalise with the batch's statistics and output the
+    updated running statistics (input * momentum + batch * (1 - momentum)), as a subgraph."""
+    x, scale, b, mean, var = (required_input(g, i, what) for i, what in
+                              enumerate(("X", "scale", "B", "input_mean", "input_var")))
+    axes = tuple(i for i in range(len(x.shape)) if i != 1)
+    batch_mean = g.op("ReduceMean", [x], axes=axes, keepdims=0)
+    d = g.op("Sub", [x, g.op("ReduceMean", [x], axes=axes, keepdims=1)])
+    batch_var = g.op("ReduceMean", [g.op("Mul", [d, d])], axes=axes, keepdims=0)
+    y = g.op("BatchNormalization", [x, scale, b, batch_mean, batch_var],
+             epsilon=float(node.get_attr("epsilon", 1e-5)))
+    if not _extra_outputs(node):
+        return y
+    momentum = float(node.get_attr("momentum", 0.9))
+    keep = g.constant(momentum, dtype=x.dtype)
+    new = g.constant(1.0 - momentum, dtype=x.dtype)
+
+    def running(old: Value, batch: Value) -> Value:
+        return g.op("Add", [g.op("Mul", [old, keep]), g.op("Mul", [batch, new])])
+
+    return (y, running(mean, batch_mean), running(var, batch_var))[: len(node.outputs)]
 
 
 @mapping(ONNX, "BatchNormalization", since_opset=1)

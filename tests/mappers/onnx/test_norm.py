@@ -30,9 +30,26 @@ def test_batchnorm(shape: tuple[int, ...], opset: int, eps: float | None) -> Non
           initializers=[False, True, True, True, True], **attrs)
 
 
-def test_batchnorm_training_mode_is_unsupported() -> None:
-    with pytest.raises(UnsupportedOpError, match=r"BatchNormalization.*training_mode=1"):
-        convert_node("BatchNormalization", _bn_inputs((2, 3, 4)), opset=15, training_mode=1,
+@pytest.mark.parametrize("momentum", [None, 0.7], ids=["momentum=absent", "momentum=0.7"])
+@pytest.mark.parametrize("outputs", [1, 3], ids=["Y", "Y+running_mean+running_var"])
+def test_batchnorm_training_mode(outputs: int, momentum: float | None) -> None:
+    # onnxruntime's CPU kernel has no training mode; onnx.reference does
+    from onnx.reference import ReferenceEvaluator
+
+    import opbridge as ob
+
+    attrs = {} if momentum is None else {"momentum": momentum}
+    g, model, feeds = convert_node("BatchNormalization", _bn_inputs((2, 3, 4, 5)), outputs,
+                                   opset=15, training_mode=1, **attrs)
+    got = ob.interpret(g, feeds)
+    want = ReferenceEvaluator(model).run(None, feeds)
+    for i, w in enumerate(want):
+        np.testing.assert_allclose(got[f"out{i}"], w, rtol=1e-4, atol=1e-5)
+
+
+def test_batchnorm_statistics_outputs_before_opset14_are_unsupported() -> None:
+    with pytest.raises(UnsupportedOpError, match=r"BatchNormalization.*training outputs"):
+        convert_node("BatchNormalization", _bn_inputs((2, 3, 4)), 3, opset=9,
                      initializers=[False, True, True, True, True])
 
 
