@@ -8,6 +8,7 @@ from __future__ import annotations
 from . import (  # noqa: F401
     activation,
     conv,
+    decompose,
     elementwise,
     functions,
     logical,

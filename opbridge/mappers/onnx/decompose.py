@@ -1,0 +1,150 @@
+"""Decompositions of ONNX ops into IR primitives, used when no direct mapping exists.
+
+Like the function bodies of ``onnx.defs`` (see functions.py), these are the registry's
+fallback: any explicit ``@mapping`` of the same op wins, so an op family can later map the op
+directly (onto a dedicated IR op) without a conflict. Each follows the ONNX spec:
+
+- QuantizeLinear-10/13/19/21: ``saturate(rint(x / y_scale) + y_zero_point)``, per tensor,
+  per axis or per block; integer targets (u8, i8, u16, i16).
+- DequantizeLinear-10/13/19/21/23: ``(x - x_zero_point) * x_scale``.
+- QLinearMatMul-10/21: ``saturate(rint((a - a_zp) @ (b - b_zp) * (a_scale * b_scale / y_scale)) + y_zp)``
+  with the product in int32.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from onnx import helper
+
+from ...ir.graph import Value
+from ...ir.types import from_numpy_dtype
+from ...parsers.origin import Framework, OriginNode
+from ..context import MapContext
+from ..registry import DEFAULT_MAPPINGS, MapFn, MappingRegistry
+
+#: Integer quantized types and their saturation ranges.
+_RANGES = {"u8": (0, 255), "i8": (-128, 127), "u16": (0, 65535), "i16": (-32768, 32767)}
+
+
+def _onnx_dtype(elem: int, g: MapContext, attr: str) -> str:
+    try:
+        return from_numpy_dtype(helper.tensor_dtype_to_np_dtype(elem))
+    except Exception:
+        raise g.unsupported(f"{attr}={elem}: not an IR dtype") from None
+
+
+def _per_axis(g: MapContext, v: Value, x: Value, axis: int, block_size: int, what: str) -> Value:
+    """``v`` (scale or zero point) made to broadcast against ``x`` (per tensor/axis/block)."""
+    rank = len(x.shape)
+    if len(v.shape) == 0 or (v.shape == (1,) and block_size == 0):
+        return v
+    if not -rank <= axis < rank:
+        raise g.error(f"axis {axis} is out of range for input rank {rank}", attr="axis")
+    axis %= rank
+    if block_size > 0:
+        if len(v.shape) != rank:
+            raise g.error(f"{what} must have the input's rank {rank} for blocked quantization",
+                          attr="block_size")
+        idx = g.constant(np.arange(int(x.shape[axis]), dtype=np.int64) // block_size)
+        return g.op("Gather", [v, idx], axis=axis)
+    if len(v.shape) != 1 or v.shape[0] != x.shape[axis]:
+        raise g.error(f"{what} has shape {list(v.shape)}; per-axis it must be [{x.shape[axis]}]",
+                      attr="axis")
+    shape = [1] * rank
+    shape[axis] = int(x.shape[axis])
+    return g.op("Reshape", [v], shape=shape)
+
+
+def _cast(g: MapContext, v: Value, dtype: str) -> Value:
+    return v if v.dtype == dtype else g.op("Cast", [v], to=dtype)
+
+
+def _saturate(g: MapContext, y_i32: Value, dtype: str) -> Value:
+    lo, hi = _RANGES[dtype]
+    return g.op("Cast", [g.op("Clip", [y_i32], min=float(lo), max=float(hi))], to=dtype)
+
+
+def quantize_linear(node: OriginNode, g: MapContext) -> Any:
+    x, scale, zp = g.input(0), g.input(1), g.input(2)
+    if x is None or scale is None:
+        raise g.error("inputs x and y_scale are required")
+    if "precision" in node.attrs:
+        raise g.unsupported("the 'precision' attribute is not supported")
+    if zp is not None:
+        target = zp.dtype
+    elif "output_dtype" in node.attrs and node.attrs["output_dtype"]:
+        target = _onnx_dtype(int(node.attrs["output_dtype"]), g, "output_dtype")
+    else:
+        target = "u8"
+    if target not in _RANGES:
+        raise g.unsupported(f"quantizing to {target} is not supported (integer targets: {', '.join(_RANGES)})")
+    axis, block = int(node.get_attr("axis", 1)), int(node.get_attr("block_size", 0))
+    if int(node.get_attr("saturate", 1)) != 1:
+        raise g.unsupported("saturate=0 only applies to float8 targets")
+    s = _per_axis(g, _cast(g, scale, x.dtype), x, axis, block, "y_scale")
+    q = g.op("Cast", [g.op("Round", [g.op("Div", [x, s])])], to="i32")
+    if zp is not None:
+        q = g.op("Add", [q, _per_axis(g, _cast(g, zp, "i32"), x, axis, block, "y_zero_point")])
+    return _saturate(g, q, target)
+
+
+def dequantize_linear(node: OriginNode, g: MapContext) -> Any:
+    x, scale, zp = g.input(0), g.input(1), g.input(2)
+    if x is None or scale is None:
+        raise g.error("inputs x and x_scale are required")
+    axis, block = int(node.get_attr("axis", 1)), int(node.get_attr("block_size", 0))
+    out = scale.dtype
+    if node.attrs.get("output_dtype"):
+        out = _onnx_dtype(int(node.attrs["output_dtype"]), g, "output_dtype")
+    dx = _cast(g, x, "f32")
+    if zp is not None:
+        if zp.dtype != x.dtype:
+            raise g.error(f"x_zero_point is {zp.dtype} but x is {x.dtype}; they must agree")
+        dx = g.op("Sub", [dx, _per_axis(g, _cast(g, zp, "f32"), x, axis, block, "x_zero_point")])
+    y = g.op("Mul", [dx, _per_axis(g, _cast(g, scale, "f32"), x, axis, block, "x_scale")])
+    return _cast(g, y, out)
+
+
+def qlinear_matmul(node: OriginNode, g: MapContext) -> Any:
+    a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp = (g.input(i) for i in range(8))
+    if a is None or b is None or a_s is None or b_s is None or y_s is None:
+        raise g.error("inputs a, a_scale, b, b_scale and y_scale are required")
+    ai = _cast(g, a, "i32")
+    if a_zp is not None:
+        ai = g.op("Sub", [ai, _cast(g, a_zp, "i32")])
+    bi = _cast(g, b, "i32")
+    if b_zp is not None:
+        bi = g.op("Sub", [bi, _cast(g, b_zp, "i32")])
+    c = g.op("MatMul", [ai, bi])
+    factor = g.op("Div", [g.op("Mul", [_cast(g, a_s, "f32"), _cast(g, b_s, "f32")]), _cast(g, y_s, "f32")])
+    d = g.op("Mul", [_cast(g, c, "f32"), factor])
+    target = y_zp.dtype if y_zp is not None else a.dtype
+    if target not in _RANGES:
+        raise g.unsupported(f"QLinearMatMul output type {target} is not supported")
+    if y_zp is not None:
+        d = g.op("Add", [d, _cast(g, y_zp, "f32")])
+    return _saturate(g, _cast(g, g.op("Round", [d]), "i32"), target)
+
+
+#: ONNX op type -> its decomposition.
+DECOMPOSITIONS: dict[str, MapFn] = {
+    "QuantizeLinear": quantize_linear,
+    "DequantizeLinear": dequantize_linear,
+    "QLinearMatMul": qlinear_matmul,
+}
+
+
+def decomposition_fallback(node: OriginNode, version: int | None) -> MapFn | None:
+    """The registry fallback: our decomposition of an unmapped default-domain ONNX op, or None."""
+    if node.framework != Framework.ONNX or node.domain not in ("", "ai.onnx"):
+        return None
+    return DECOMPOSITIONS.get(node.op_type)
+
+
+def install(registry: MappingRegistry = DEFAULT_MAPPINGS) -> None:
+    registry.add_fallback(decomposition_fallback, name="opbridge decomposition into IR primitives")
+
+
+install()
