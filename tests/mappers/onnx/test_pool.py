@@ -54,13 +54,15 @@ def test_maxpool_indices_output(opset: int, storage_order: int | None) -> None:
     check("MaxPool", [randn(2, 3, 7, 8)], 2, opset=opset, **attrs)
 
 
+# ceil_mode exists from AveragePool-10
+_AVG_CASES = [(c, o) for c in list(WINDOW) + list(CEIL) for o in (7, 11, 19, 22)
+              if not (c in CEIL and o < 10)]
+
+
 @pytest.mark.parametrize("cip", [None, 0, 1], ids=["count_include_pad=absent", "cip=0", "cip=1"])
-@pytest.mark.parametrize("opset", [7, 11, 19, 22])
-@pytest.mark.parametrize("case", list(WINDOW) + list(CEIL))
+@pytest.mark.parametrize("case, opset", _AVG_CASES, ids=[f"{c}-{o}" for c, o in _AVG_CASES])
 def test_averagepool(case: str, opset: int, cip: int | None) -> None:
     xs, attrs = {**WINDOW, **CEIL}[case]
-    if case in CEIL and opset < 10:
-        pytest.skip("ceil_mode exists from AveragePool-10")
     if cip is not None:
         attrs = {**attrs, "count_include_pad": cip}
     check("AveragePool", [randn(*xs)], opset=opset, **attrs)
@@ -118,14 +120,19 @@ def test_auto_pad_resolves_to_pads() -> None:
 ROIS = np.array([[0.0, 0.0, 9.0, 9.0], [1.5, 2.0, 6.2, 7.9], [-2.0, -1.0, 12.0, 11.0]], np.float32)
 
 
-@pytest.mark.parametrize("attrs", [{}, {"mode": "max", "output_height": 2, "output_width": 3},
-                                   {"coordinate_transformation_mode": "output_half_pixel",
-                                    "sampling_ratio": 2, "spatial_scale": 0.5}],
-                         ids=["attrs-absent", "max-2x3", "output_half_pixel-ratio-scale"])
-@pytest.mark.parametrize("opset", [10, 16])
-def test_roi_align(opset: int, attrs: dict[str, Any]) -> None:
-    if opset < 16 and "coordinate_transformation_mode" in attrs:
-        pytest.skip("coordinate_transformation_mode exists from RoiAlign-16")
+_ROI_ATTRS = {
+    "attrs-absent": {},
+    "max-2x3": {"mode": "max", "output_height": 2, "output_width": 3},
+    "output_half_pixel-ratio-scale": {"coordinate_transformation_mode": "output_half_pixel",
+                                      "sampling_ratio": 2, "spatial_scale": 0.5},
+}
+# coordinate_transformation_mode exists from RoiAlign-16
+_ROI_CASES = [(c, o) for c in _ROI_ATTRS for o in (10, 16) if not (o < 16 and "output_half" in c)]
+
+
+@pytest.mark.parametrize("case, opset", _ROI_CASES, ids=[f"{c}-{o}" for c, o in _ROI_CASES])
+def test_roi_align(case: str, opset: int) -> None:
+    attrs = _ROI_ATTRS[case]
     check("RoiAlign", [randn(2, 3, 10, 10), ROIS, np.array([0, 1, 1], np.int64)], opset=opset,
           initializers=[False, True, True], rtol=1e-4, atol=1e-5, **attrs)
 
