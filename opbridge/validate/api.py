@@ -87,9 +87,9 @@ def validate(
     ``model`` is a model file (ONNX, Caffe prototxt with ``weights``, TorchScript-json), an
     ``.obir`` file or a Graph. ``inputs`` maps input names to arrays; ``input_files`` takes
     ``NAME=FILE.npy`` specs, ``image`` an image for a 3-channel input; other inputs are random
-    (``seed``). The origin framework (onnxruntime for ONNX, OpenCV's cv2.dnn for Caffe,
-    torch for TorchScript-json), when
-    installed and ``origin`` is true, is the reference; otherwise the interpreter is. ``target=None`` skips the simulator.
+    (``seed``). The origin framework (onnxruntime for ONNX, OpenCV's cv2.dnn for Caffe, torch for
+    TorchScript-json), when installed and ``origin`` is true, is the reference; otherwise the
+    interpreter is. ``target=None`` skips the simulator.
     ``tolerance`` is ``(cosine, euclid)``; None means the per-dtype defaults (0.99, 0.99 for f32).
     ``stop_after`` stops the interpreter after that node (origin or IR name) and compares what
     was computed; ``dump`` writes every node's inputs and outputs to an npz.
@@ -106,9 +106,8 @@ def validate(
             feeds, where = make_inputs(graph, inputs, input_files, image, seed)
         origin_path = None if isinstance(model, Graph) or not origin else str(model)
         return validate_graph(graph, feeds, framework=framework, source=origin_path, weights=weights,
-                              label=label,
-                              tolerance=tol, target=target, stop_after=stop_after, dump=dump,
-                              inputs_desc=where, stages=stages)
+                              label=label, tolerance=tol, target=target, stop_after=stop_after,
+                              dump=dump, inputs_desc=where, stages=stages)
 
 
 def validate_graph(
