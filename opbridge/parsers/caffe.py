@@ -196,7 +196,11 @@ def parse_caffe(
         raise ModelFormatError(f"[caffe] {source}: the prototxt has no layers",
                                hint="is this a solver file or an empty net?")
 
+    declared = set(inputs)
     nodes = _to_ssa(layers, inputs, source)
+    used = {i for n in nodes for i in n.inputs}
+    for name in [n for n in inputs if n not in declared and n not in used]:
+        del inputs[name]  # a data layer's top nothing reads (its label, in a deploy net)
     for n in nodes:
         n.location = f"{source}:{n.location}"
     for name, shape in shapes_given.items():
