@@ -96,8 +96,40 @@ def _frozen_graph(torch: Any, module: Any, example: tuple[Any, ...], mode: str,
     else:
         graph = scripted.graph.copy()
     torch._C._jit_pass_inline(graph)
+    if used != "trace":
+        _specialize(torch, graph, example)
     torch._C._jit_pass_dce(graph)
     return scripted, graph, used
+
+
+#: Node kinds an input check's branch may hold (building the message, then raising).
+_CHECK_KINDS = {"prim::RaiseException", "prim::Constant", "aten::format", "aten::str",
+                "prim::Uninitialized", "aten::__interpolate"}
+
+
+def _specialize(torch: Any, graph: Any, example: tuple[Any, ...]) -> None:
+    """Fix a scripted graph to the example inputs' shapes so shape checks fold away.
+
+    Shapes are propagated from the example inputs, then peephole and constant propagation
+    fold ``dim()``/``size()`` comparisons. An ``if`` with no outputs whose branches only raise
+    (an input check such as BatchNorm's ``_check_input_dim``) held on the example inputs, and
+    the graph is for those shapes only, so it is dropped.
+    """
+    tensors = [v for v in graph.inputs() if _type_str(v) == "Tensor"]
+    for v, t in zip(tensors, example):
+        v.setType(torch._C.TensorType.create_from_tensor(t))
+    try:
+        torch._C._jit_pass_propagate_shapes_on_graph(graph)
+    except RuntimeError:
+        pass  # shapes stay unknown; conversion reports what it cannot fold
+    torch._C._jit_pass_peephole(graph, True)
+    torch._C._jit_pass_constant_propagation(graph)
+    for node in list(graph.nodes()):
+        if node.kind() == "prim::If" and node.outputsSize() == 0 and all(
+            inner.kind() in _CHECK_KINDS for block in node.blocks() for inner in block.nodes()
+        ):
+            node.destroy()
+    torch._C._jit_pass_dce(graph)
 
 
 def _scope(node: Any) -> str:

@@ -54,6 +54,10 @@ def _cases() -> dict[str, Any]:
         "triu": lambda x: torch.triu(x),
         "tril=k": lambda x: torch.tril(x, -1),
         "flip": lambda x: torch.flip(x, [0, 2]),
+        "meshgrid=ij": lambda x: (lambda a, b: a * x[0, :3, :2] + b)(
+            *torch.meshgrid(torch.arange(x.size(1) - 1), torch.arange(2), indexing="ij")),
+        "meshgrid=xy": lambda x: (lambda a, b: a * x[0, :2, :3] + b)(
+            *torch.meshgrid(torch.arange(x.size(1) - 1), torch.arange(2), indexing="xy")),
     }
 
 

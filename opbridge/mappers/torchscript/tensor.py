@@ -245,6 +245,30 @@ def sort(node: OriginNode, g: MapContext) -> Any:
     return indices if node.op_type == "argsort" else (values, indices)
 
 
+@ts_mapping("meshgrid")
+def meshgrid(node: OriginNode, g: MapContext) -> Any:
+    # meshgrid(tensors[, indexing="ij"]) -> tensors, each expanded to the grid's shape
+    a = Args(node, g)
+    xs = a.tensor_list(0, "tensors")
+    if not node.attrs.get("unpacked") or len(node.outputs) != len(xs):
+        raise g.unsupported("the grids are used other than by unpacking them (gy, gx = meshgrid(...))")
+    indexing = a.py(1, "ij")
+    sizes = [int(np.prod(static_shape(g, x), dtype=np.int64)) for x in xs]
+    pos = list(range(len(xs)))
+    if indexing == "xy" and len(xs) >= 2:
+        pos[0], pos[1] = 1, 0
+    shape = [0] * len(xs)
+    for i, p in enumerate(pos):
+        shape[p] = sizes[i]
+    outs = []
+    for i, x in enumerate(xs):
+        view = [1] * len(xs)
+        view[pos[i]] = sizes[i]
+        y = reshape_to(g, x, view)
+        outs.append(y if view == shape else g.op("Expand", [y], shape=shape))
+    return outs
+
+
 @ts_mapping("cumsum")
 def cumsum(node: OriginNode, g: MapContext) -> Any:
     a = Args(node, g)
