@@ -69,16 +69,24 @@ def _hull(a: Rows | None, b: Rows) -> Rows:
     return b if a is None else (min(a[0], b[0]), max(a[1], b[1]))
 
 
-def _input_rows(ln: Lowered, i: int, v: Value, r: Rows) -> Rows:
-    out_h = ln.node.outputs[0].shape[2]
+def _row_fn(ln: Lowered, i: int, v: Value):
+    """``fn(lo, hi) -> (lo, hi)``: the rows of input ``i`` that output rows [lo, hi) need
+    (the kernel's ``input_slice``; else row to row for an input of the output's height, and
+    the whole input otherwise)."""
+    node = ln.node
     hv = v.shape[2]
     k = ln.kernel
     if k is not None and k.input_slice_fn is not None:
-        s = k.input_slice_fn(ln.node, i, r[0], r[1])
-        return (0, hv) if s is None else (int(s[0]), int(s[1]))
-    if hv == out_h:
-        return r
-    return (0, hv)
+        fn = k.input_slice_fn
+
+        def sliced(lo: int, hi: int) -> Rows:
+            s = fn(node, i, lo, hi)
+            return (0, hv) if s is None else (int(s[0]), int(s[1]))
+
+        return sliced
+    if hv == node.outputs[0].shape[2]:
+        return lambda lo, hi: (lo, hi)
+    return lambda lo, hi: (0, hv)
 
 
 class _Group:
@@ -115,6 +123,15 @@ class _Group:
         self.n = nodes[0].node.outputs[0].shape[0]
         self.anchor = nodes[-1].node.outputs[0]
         self.can_split_n = all("N" in ln.axes for ln in nodes)
+        # per node, in reverse order: what backward slicing needs, computed once
+        self._rev = []
+        for ln in reversed(nodes):
+            node = ln.node
+            out = node.outputs[0]
+            ins = [(i, v.name, v.shape[2], _row_fn(ln, i, v)) for i, v in enumerate(node.inputs)
+                   if v is not None and not v.is_constant]
+            self._rev.append((node.name, out.name, out.shape[2], "H" in ln.axes, ins,
+                              len(node.inputs)))
 
     def slice(self, n_per: int, k: int) -> list[Tile]:
         """Backward slicing of every tile of the tiling (n_per, k)."""
@@ -134,27 +151,22 @@ class _Group:
                     req[v.name] = (lo, max(lo, hi))
                 computed: dict[str, Rows] = {}
                 needs: dict[str, list[tuple[Rows, Rows] | None]] = {}
-                for ln in reversed(self.nodes):
-                    node = ln.node
-                    out = node.outputs[0]
-                    r = req.get(out.name)
+                for name, out_name, out_h, split_h, ins, n_in in self._rev:
+                    r = req.get(out_name)
                     if r is None or r[0] >= r[1]:
                         continue
-                    if "H" not in ln.axes:
-                        r = (0, out.shape[2])
-                        req[out.name] = r
-                    computed[node.name] = r
-                    nd: list[tuple[Rows, Rows] | None] = []
-                    for i, v in enumerate(node.inputs):
-                        if v is None or v.is_constant:
-                            nd.append(None)
-                            continue
-                        s = _input_rows(ln, i, v, r)
-                        hv = v.shape[2]
+                    if not split_h:
+                        r = (0, out_h)
+                        req[out_name] = r
+                    computed[name] = r
+                    nd: list[tuple[Rows, Rows] | None] = [None] * n_in
+                    for i, vname, hv, rows in ins:
+                        s = rows(r[0], r[1])
                         c = (min(max(s[0], 0), hv), max(min(s[1], hv), 0))
-                        nd.append((s, c))
-                        req[v.name] = _hull(req.get(v.name), c)
-                    needs[node.name] = nd
+                        nd[i] = (s, c)
+                        old = req.get(vname)
+                        req[vname] = c if old is None else (min(old[0], c[0]), max(old[1], c[1]))
+                    needs[name] = nd
                 stores = {}
                 for v in self.outputs:
                     r = req[v.name]
@@ -249,6 +261,10 @@ class _Group:
             p = self.fit(target, *start)
             if p is not None:
                 return p
+            # a grown group rarely needs fewer cuts: search upwards from the last tiling
+            p = self._min_k(target, start[0], self.anchor.shape[2], k_from=start[1])
+            if p is not None:
+                return p
         href = self.anchor.shape[2]
         n_options = [self.n]
         if self.can_split_n:
@@ -265,12 +281,15 @@ class _Group:
                 break
         return best
 
-    def _min_k(self, target: Target, n_per: int, href: int,
-               double: bool = False) -> GroupPlan | None:
-        p = self.fit(target, n_per, 1, double)
+    def _min_k(self, target: Target, n_per: int, href: int, double: bool = False,
+               k_from: int = 1) -> GroupPlan | None:
+        """The fewest row cuts (>= ``k_from``) with which the group fits, by doubling then
+        bisecting (the footprint shrinks as the cuts grow)."""
+        k_from = max(1, min(k_from, href))
+        p = self.fit(target, n_per, k_from, double)
         if p is not None:
             return p
-        lo, hi = 1, 2
+        lo, hi = k_from, 2 * k_from
         found: GroupPlan | None = None
         while True:
             hi = min(hi, href)
