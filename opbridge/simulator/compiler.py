@@ -9,7 +9,7 @@ from ..errors import SimulatorError
 from ..ir.graph import Graph, Value
 from .kernels import KernelRegistry
 from .kernels.registry import elementwise_cost
-from .layergroup import GroupPlan, form_groups
+from .layergroup import GroupPlan, form_groups, row_fn
 from .lower import CPU, Lowered, Placement, lower
 from .memory import Buffer, activation_lane_bytes, align, constant_lane_bytes, plan
 from .program import Program
@@ -149,8 +149,7 @@ def _group_instrs(gi: int, g: GroupPlan, target: Target, instrs: list[dict[str, 
                     if v is None:
                         ins.append(None)
                     elif v.is_constant:
-                        ins.append({"tensor": v.name, "lmem": g.alloc[v.name][0], "shape": list(v.shape),
-                                    "h": None, "const": True})
+                        ins.append(_const_view(ln, i, v, r, t.n, n_group, g.alloc[v.name][0]))
                     else:
                         nd = needs[i]
                         assert nd is not None
@@ -181,6 +180,23 @@ def _group_instrs(gi: int, g: GroupPlan, target: Target, instrs: list[dict[str, 
                                "tile_shape": shp,
                                "tile_h0": t.rows[out.name][0], "n": nr, "h": list(s),
                                "bytes": shp[0] * shp[1] * (s[1] - s[0]) * shp[3] * itemsize(out.dtype)})
+
+
+def _const_view(ln: Lowered, i: int, v: Value, r: tuple[int, int], n: tuple[int, int],
+                n_group: int, addr: int) -> dict[str, Any]:
+    """A constant input of a tile: resident whole in local memory, but an operand shaped like
+    the activations (N, C, H, W) is read at the tile's rows and batch items."""
+    d: dict[str, Any] = {"tensor": v.name, "lmem": addr, "shape": list(v.shape), "h": None,
+                         "n": None, "const": True}
+    if len(v.shape) != 4:
+        return d
+    hv = v.shape[2]
+    lo, hi = row_fn(ln, i, v)(r[0], r[1])
+    if (lo, hi) != (0, hv):
+        d["h"] = [min(max(lo, 0), hv), max(min(hi, hv), 0)]
+    if v.shape[0] == n_group and n_group > 1 and tuple(n) != (0, n_group):
+        d["n"] = list(n)
+    return d
 
 
 def _efficiency(target: Target, shape: list[int] | tuple[int, ...], dtype: str) -> float:

@@ -14,6 +14,7 @@ on its own becomes a global layer.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import SimulatorError
@@ -69,7 +70,7 @@ def _hull(a: Rows | None, b: Rows) -> Rows:
     return b if a is None else (min(a[0], b[0]), max(a[1], b[1]))
 
 
-def _row_fn(ln: Lowered, i: int, v: Value):
+def row_fn(ln: Lowered, i: int, v: Value) -> Callable[[int, int], Rows]:
     """``fn(lo, hi) -> (lo, hi)``: the rows of input ``i`` that output rows [lo, hi) need
     (the kernel's ``input_slice``; else row to row for an input of the output's height, and
     the whole input otherwise)."""
@@ -128,7 +129,7 @@ class _Group:
         for ln in reversed(nodes):
             node = ln.node
             out = node.outputs[0]
-            ins = [(i, v.name, v.shape[2], _row_fn(ln, i, v)) for i, v in enumerate(node.inputs)
+            ins = [(i, v.name, v.shape[2], row_fn(ln, i, v)) for i, v in enumerate(node.inputs)
                    if v is not None and not v.is_constant]
             self._rev.append((node.name, out.name, out.shape[2], "H" in ln.axes, ins,
                               len(node.inputs)))

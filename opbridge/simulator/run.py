@@ -129,6 +129,8 @@ class Executor:
                     args.append(None)
                     continue
                 view = self._lmem_view(a["lmem"], a["shape"], v.dtype, node.where, bool(a.get("const")))
+                if a.get("n") is not None:
+                    view = view[a["n"][0]:a["n"][1]]
                 if a["h"] is not None:
                     view = view[:, :, a["h"][0]:a["h"][1], :]
                 args.append(view)

@@ -73,3 +73,18 @@ def test_unused_result_is_not_stored():
     prog = ob.compile(g, "bm1684")
     assert all(i["op"] != "store" or i["tensor"] != "sigmoid_1" for i in prog.instrs)
     _run_both(g, {"x": np.random.default_rng(3).standard_normal((1, 4, 8, 8)).astype(np.float32)})
+
+
+@pytest.mark.parametrize("const_shape", [(1, 1, 12, 7), (2, 1, 12, 7), (2, 5, 1, 7)],
+                         ids=["const=1x1xHxW", "const=NxHxW", "const=NxCx1xW"])
+def test_constant_operand_shaped_like_activations_is_tiled(const_shape):
+    """A broadcast constant with the activations' H (or N) is read at each tile's rows."""
+    rng = np.random.default_rng(4)
+    b = ob.GraphBuilder("const_mul")
+    x = b.input("x", "f32", (2, 5, 12, 7))
+    c = b.constant("c", rng.standard_normal(const_shape).astype(np.float32))
+    b.output(b.op("Mul", [b.op("Relu", [x]), c]))
+    g = b.build()
+    prog = ob.compile(g, ob.Target.preset("bm1684", lmem_bytes_per_lane=256))
+    assert prog.num_tiles > 2
+    _run_both(g, {"x": rng.standard_normal((2, 5, 12, 7)).astype(np.float32)}, lmem=256)
