@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import InterpretError
 from ..opdef import ShapeContext, define_op
 from .common import FLOATS
 from .conv import Ints, check_spatial, out_size, pad_spatial, resolve_spatial, spatial_out, taps, windows
@@ -323,4 +324,67 @@ def _roi_align(x: np.ndarray, rois: np.ndarray, batch_indices: np.ndarray, *,
     .type_param("T", FLOATS)
     .shape_fn(_roialign_shape)
     .compute(_roi_align)
+)
+
+
+# -- MaxUnpool ------------------------------------------------------------------------------------
+def _maxunpool_shape(ctx: ShapeContext) -> Any:
+    xs, ids = ctx.input_shape(0), ctx.input_shape(1)
+    if tuple(ids) != tuple(xs):
+        raise ctx.error(f"indices I {list(ids)} must have X's shape {list(xs)}")
+    nsp = len(xs) - 2
+    k, s, _, p = check_spatial(ctx, nsp, kernel=ctx.attr("kernel_shape"), strides=ctx.attr("strides"),
+                               dilations=None, pads=ctx.attr("pads"))
+    out: list[Any] = list(xs[:2])
+    for i, size in enumerate(xs[2:]):
+        out.append((size - 1) * s[i] + k[i] - p[i] - p[i + nsp] if isinstance(size, int)
+                   else f"{size}_unpooled")
+    given = ctx.attr("output_shape")
+    if given is None:
+        return tuple(out), ctx.input_dtype(0)
+    if len(given) != len(xs) or tuple(given[:2]) != tuple(xs[:2]) or any(
+            isinstance(a, int) and b < a for a, b in zip(out[2:], given[2:])):
+        raise ctx.error(f"= {list(given)}: must be the full output shape, with X's N and C "
+                        f"({list(xs[:2])}) and spatial dims at least {out[2:]}",
+                        attr="output_shape")
+    return tuple(given), ctx.input_dtype(0)
+
+
+def _maxunpool(x: np.ndarray, indices: np.ndarray, *, kernel_shape: Ints, strides: Ints | None,
+               pads: Ints | None, output_shape: Ints | None) -> np.ndarray:
+    nsp = x.ndim - 2
+    k, s, _, p = resolve_spatial(nsp, kernel_shape, strides, None, pads)
+    inferred = x.shape[:2] + tuple((x.shape[2 + i] - 1) * s[i] + k[i] - p[i] - p[i + nsp]
+                                   for i in range(nsp))
+    y = np.zeros(int(np.prod(inferred)), x.dtype)
+    flat = indices.reshape(-1)
+    if flat.size and (flat.min() < 0 or flat.max() >= y.size):
+        raise InterpretError(
+            f"MaxUnpool: index {int(flat.max() if flat.max() >= y.size else flat.min())} is "
+            f"outside the unpooled tensor of shape {list(inferred)}",
+            hint="the indices must come from a MaxPool whose input had the default unpooled size")
+    y[flat] = x.reshape(-1)
+    if output_shape is None or tuple(output_shape) == inferred:
+        return y.reshape(inferred)
+    # a larger output_shape: the indices still address the default-size tensor, which goes
+    # to the start of each axis (the onnx reference's reading of the spec)
+    out = np.zeros(output_shape, x.dtype)
+    out[tuple(slice(0, d) for d in inferred)] = y.reshape(inferred)
+    return out
+
+
+(
+    define_op("MaxUnpool")
+    .doc("the inverse of MaxPool: X's values scattered to the flat positions I (MaxPool's "
+         "Indices) of a zero tensor of the default size (in-1)*stride + kernel - pads, placed "
+         "at the start of a larger output_shape (full shape) if one is given")
+    .input("X", "T").input("I", "i64").output("output", "T")
+    .param("kernel_shape", "ints", doc="window shape, one per spatial axis")
+    .param("strides", "ints", default=None, doc="one per spatial axis; None = all 1")
+    .param("pads", "ints", default=None, doc="begins then ends; None = no padding")
+    .param("output_shape", "ints", default=None,
+           doc="the full output shape (ONNX's output_shape input); None = the default size")
+    .type_param("T", FLOATS + ("i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64"))
+    .shape_fn(_maxunpool_shape)
+    .compute(_maxunpool)
 )

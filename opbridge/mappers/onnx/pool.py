@@ -176,3 +176,18 @@ def max_roi_pool(node: OriginNode, g: MapContext) -> Any:
     return g.op("ROIPooling", [required_input(g, 0, "X"), required_input(g, 1, "rois")],
                 pooled_h=int(shape[0]), pooled_w=int(shape[1]),
                 spatial_scale=float(node.get_attr("spatial_scale", 1.0)))
+
+
+@mapping(ONNX, "MaxUnpool", since_opset=9)
+def max_unpool(node: OriginNode, g: MapContext) -> Any:
+    checked_attrs(node, g, ("kernel_shape", "pads", "strides"))
+    x, ids = required_input(g, 0, "X"), required_input(g, 1, "I")
+    nsp = len(x.shape) - 2
+    k = ints_attr(node, g, "kernel_shape", nsp)
+    if k is None:
+        raise g.error("required but absent", attr="kernel_shape")
+    extra: dict[str, Any] = {}
+    if g.has_input(2):
+        extra["output_shape"] = tuple(int(v) for v in g.require_const(2, "output_shape").reshape(-1))
+    return g.op("MaxUnpool", [x, ids], kernel_shape=k, strides=ints_attr(node, g, "strides", nsp),
+                pads=ints_attr(node, g, "pads", 2 * nsp), **extra)

@@ -147,3 +147,35 @@ def test_roi_align(attrs: dict[str, Any]) -> None:
     args = [x, ROIS, batch]
     assert_close(run_ir("RoiAlign", args, **attrs)[0],
                  run_onnx_reference("RoiAlign", args, **attrs)[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("attrs, out_shape", [
+    ({"kernel_shape": [2, 2], "strides": [2, 2]}, None),
+    ({"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 0, 0]}, None),
+    ({"kernel_shape": [2, 2], "strides": [2, 2]}, (2, 3, 9, 8)),
+    ({"kernel_shape": [2], "strides": [2]}, None),
+], ids=["2d-attrs", "2d-pads", "2d-output_shape-larger", "1d"])
+def test_maxunpool_inverts_maxpool(attrs: dict[str, Any], out_shape: tuple[int, ...] | None) -> None:
+    spatial = (8, 6) if len(attrs["kernel_shape"]) == 2 else (8,)
+    x = _x((2, 3, *spatial))
+    y, idx = run_onnx_reference("MaxPool", [x], 2, **attrs)
+    ref_in: list[Any] = [y, idx] + ([np.array(out_shape, np.int64)] if out_shape else [])
+    extra = {"output_shape": out_shape} if out_shape else {}
+    assert_close(run_ir("MaxUnpool", [y, idx], **attrs, **extra)[0],
+                 run_onnx_reference("MaxUnpool", ref_in, **attrs)[0])
+
+
+def test_maxunpool_output_shape_too_small() -> None:
+    b = ob.GraphBuilder("bad")
+    x = b.input("x", "f32", (1, 1, 2, 2))
+    i = b.input("i", "i64", (1, 1, 2, 2))
+    with pytest.raises(AttrError, match=r"\(MaxUnpool\) param 'output_shape'"):
+        b.op("MaxUnpool", [x, i], name="u", kernel_shape=[2, 2], strides=[2, 2],
+             output_shape=(1, 1, 3, 3))
+
+
+def test_maxunpool_index_out_of_range_is_an_error() -> None:
+    x = np.ones((1, 1, 2, 2), np.float32)
+    idx = np.array([0, 1, 2, 99], np.int64).reshape(1, 1, 2, 2)
+    with pytest.raises(ob.InterpretError, match=r"MaxUnpool: index 99 is outside"):
+        run_ir("MaxUnpool", [x, idx], kernel_shape=[2, 2], strides=[2, 2])

@@ -143,3 +143,18 @@ def test_roi_align(case: str, opset: int) -> None:
 def test_max_roi_pool(attrs: dict[str, Any]) -> None:
     rois = np.array([[0, 0, 0, 7, 7], [1, 2, 1, 6, 5], [0, 3, 3, 3, 3]], np.float32)
     check("MaxRoiPool", [randn(2, 3, 8, 8), rois], opset=1, initializers=[False, True], **attrs)
+
+
+def test_maxunpool() -> None:
+    # MaxPool's own Indices feed MaxUnpool (both from onnxruntime's MaxPool, run once here)
+    import onnxruntime as ort
+
+    from tests.ir.ops.onnx_ref import onnx_node_model
+
+    x = randn(1, 2, 6, 6)
+    model, feeds = onnx_node_model("MaxPool", [x], 2, opset=12, kernel_shape=[2, 2], strides=[2, 2])
+    model = __import__("onnx").shape_inference.infer_shapes(model)
+    model.ir_version = 10
+    y, idx = ort.InferenceSession(model.SerializeToString(),
+                                  providers=["CPUExecutionProvider"]).run(None, feeds)
+    check("MaxUnpool", [y, idx], opset=11, kernel_shape=[2, 2], strides=[2, 2])
