@@ -174,6 +174,15 @@ def _upsample(node: OriginNode, ins: list[Any]) -> Shape:
     return (*x[:2], x[2] * s, x[3] * s)
 
 
+def _interp(node: OriginNode, ins: list[Any]) -> Shape:
+    from .mappers.caffe.shape import interp_size
+
+    p = Params(node, "interp_param")
+    x = ins[0]
+    crop = int(p.get("pad_beg")) + int(p.get("pad_end"))
+    return (*x[:2], *interp_size(p, x[2] + crop, x[3] + crop))
+
+
 def _roipool(node: OriginNode, ins: list[Any]) -> Shape:
     p = Params(node, "roi_pooling_param")
     rois = ins[1] if len(ins) > 1 and ins[1] is not None else (None,)
@@ -192,7 +201,7 @@ _RULES: dict[str, Callable[[OriginNode, list[Any]], Any]] = {
     **{t: _conv for t in _CONVS},
     "Pooling": _pool, "InnerProduct": _ip, "Concat": _concat, "Slice": _slice,
     "Flatten": _flatten, "Reshape": _reshape, "Permute": _permute, "PriorBox": _priorbox,
-    "Upsample": _upsample, "ROIPooling": _roipool, "Crop": _crop,
+    "Upsample": _upsample, "ROIPooling": _roipool, "Crop": _crop, "Interp": _interp,
 }
 
 
@@ -242,6 +251,13 @@ def blob_shapes(node: OriginNode, ins: list[Shape | None]) -> list[tuple[int, ..
         if Params(node, "prelu_param").get("channel_shared"):
             return [(1,)]
         return [tuple(need(0, (x[1],), "slopes"))]
+    if t == "Embed":
+        p = Params(node, "embed_param")
+        n = int(p.get("num_output"))
+        w = (int(p.get("input_dim")), n)
+        return [w, (n,)] if p.get("bias_term") else [w]
+    if t == "Parameter":
+        return [tuple(int(d) for d in Params(node, "parameter_param").get("shape", {}).get("dim", []))]
     if t == "Normalize":
         if Params(node, "norm_param").get("channel_shared"):
             return [(1,)]

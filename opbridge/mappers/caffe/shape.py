@@ -1,5 +1,5 @@
 """Caffe layers that move data: Concat, Slice, Split, Silence, Flatten, Reshape, Permute, Crop,
-Tile, ShuffleChannel, Upsample (nearest), Reduction, ArgMax, Embed, Parameter."""
+Tile, ShuffleChannel, Upsample (nearest), Interp (bilinear), Reduction, ArgMax, Embed, Parameter."""
 
 from __future__ import annotations
 
@@ -267,3 +267,40 @@ def parameter(node: OriginNode, g: Any) -> Value:
     """Outputs its blob (a learned tensor), shaped as parameter_param.shape."""
     dims = tuple(int(d) for d in _as_list(Params(node, "parameter_param").get("shape", {}).get("dim", [])))
     return g.constant(blob(node, g, 0, dims))
+
+
+def interp_size(p: Params, h_in: int, w_in: int) -> tuple[int, int]:
+    """Interp's output (H, W) from the (cropped) input size, as PSPNet's InterpLayer::Reshape."""
+    zoom, shrink = p.has("zoom_factor"), p.has("shrink_factor")
+    if zoom or shrink:
+        zf, sf = int(p.get("zoom_factor")), int(p.get("shrink_factor"))
+        if zf < 1 or sf < 1:
+            raise p.error("zoom_factor" if zf < 1 else "shrink_factor", min(zf, sf), "must be >= 1")
+        h_out = (h_in - 1) // sf + 1 if shrink else h_in
+        w_out = (w_in - 1) // sf + 1 if shrink else w_in
+        if zoom:
+            h_out, w_out = h_out + (h_out - 1) * (zf - 1), w_out + (w_out - 1) * (zf - 1)
+    elif p.has("height") and p.has("width"):
+        h_out, w_out = int(p.get("height")), int(p.get("width"))
+    else:
+        raise p.error("height", None, "give height and width, zoom_factor, or shrink_factor")
+    if h_out < 1 or w_out < 1:
+        raise p.error("height", (h_out, w_out), "output size must be >= 1")
+    return h_out, w_out
+
+
+@mapping(CAFFE, "Interp")
+def interp(node: OriginNode, g: Any) -> Value:
+    """DeepLab/PSPNet's bilinear Interp (corners aligned), sized by height/width, zoom_factor
+    and/or shrink_factor, after cropping by negative pad_beg/pad_end."""
+    p = Params(node, "interp_param")
+    x = g.input(0)
+    n, c, h, w = (int(d) for d in x.shape)
+    beg, end = int(p.get("pad_beg")), int(p.get("pad_end"))
+    if beg > 0 or end > 0:
+        raise g.unsupported("positive pad_beg/pad_end (Caffe supports only cropping, <= 0)")
+    if beg or end:
+        x = g.op("Slice", [x], starts=(-beg, -beg), ends=(h + end, w + end), axes=(2, 3))
+    h_out, w_out = interp_size(p, h + beg + end, w + beg + end)
+    return g.op("Resize", [x], mode="linear", coordinate_transformation_mode="align_corners",
+                sizes=(n, c, h_out, w_out))

@@ -120,3 +120,61 @@ def test_argmax(tmp_path: Path, params: str, want) -> None:  # noqa: ANN001
 def test_tile(tmp_path: Path, tiles: int) -> None:
     got = _ours(tmp_path, layer("Tile", f"tile_param {{ axis: 2 tiles: {tiles} }}"), X)["y"]
     np.testing.assert_array_equal(got, np.tile(X, (1, 1, tiles, 1)))
+
+
+INTERP_CASES = {
+    "height,width": "interp_param { height: 9 width: 7 }",
+    "zoom_factor=2": "interp_param { zoom_factor: 2 }",
+}
+
+
+@requires_cv2
+@pytest.mark.parametrize("params", list(INTERP_CASES.values()), ids=list(INTERP_CASES))
+def test_interp(tmp_path: Path, params: str) -> None:
+    ours, refs = run_ours_and_opencv(tmp_path, tiny_net(layer("Interp", params), SHAPE), {"data": SHAPE})
+    assert_blobs_close(ours, refs)
+
+
+def _bilinear_align_corners(x: np.ndarray, ho: int, wo: int) -> np.ndarray:
+    """Caffe's caffe_cpu_interp2: source coordinate = out * (in - 1) / (out - 1)."""
+    h, w = x.shape[2:]
+    out = np.zeros(x.shape[:2] + (ho, wo), np.float64)
+    for i in range(ho):
+        fy = i * (h - 1) / (ho - 1) if ho > 1 else 0.0
+        y0 = int(fy)
+        y1, ly = min(y0 + 1, h - 1), fy - y0
+        for j in range(wo):
+            fx = j * (w - 1) / (wo - 1) if wo > 1 else 0.0
+            x0 = int(fx)
+            x1, lx = min(x0 + 1, w - 1), fx - x0
+            out[:, :, i, j] = ((1 - ly) * ((1 - lx) * x[:, :, y0, x0] + lx * x[:, :, y0, x1])
+                               + ly * ((1 - lx) * x[:, :, y1, x0] + lx * x[:, :, y1, x1]))
+    return out.astype(np.float32)
+
+
+@pytest.mark.parametrize(("params", "crop", "size"), [
+    ("interp_param { shrink_factor: 2 }", 0, (2, 3)),
+    ("interp_param { shrink_factor: 2 zoom_factor: 3 }", 0, (4, 7)),
+    ("interp_param { zoom_factor: 2 pad_beg: -1 pad_end: -1 }", 1, (3, 5)),
+], ids=["shrink_factor=2", "shrink+zoom", "pad_beg/pad_end crop"])
+def test_interp_numpy(tmp_path: Path, params: str, crop: int, size: tuple[int, int]) -> None:
+    """Cases OpenCV rejects; numpy reference of Caffe's interp2 (corners aligned)."""
+    got = _ours(tmp_path, layer("Interp", params), X)["y"]
+    src = X[:, :, crop:X.shape[2] - crop, crop:X.shape[3] - crop]
+    np.testing.assert_allclose(got, _bilinear_align_corners(src, *size), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("bias", ["", "bias_term: false"], ids=["bias_term=absent", "bias_term=false"])
+def test_embed(tmp_path: Path, bias: str) -> None:
+    """Embed (OpenCV lacks it): row x of the (input_dim, num_output) weight, plus the bias."""
+    from opbridge.caffe_random_weights import write_random_weights
+    from opbridge.parsers.caffe_weights import read_caffemodel
+
+    proto = tmp_path / "net.prototxt"
+    proto.write_text(tiny_net(layer("Embed", f"embed_param {{ num_output: 3 input_dim: 7 {bias} }}"), (2, 4)))
+    write_random_weights(proto, tmp_path / "w.caffemodel", seed=2)
+    blobs = read_caffemodel(tmp_path / "w.caffemodel")["y"]
+    idx = np.array([[0, 6, 3, 3], [1, 2, 5, 0]], np.float32)
+    got = ob.interpret(convert(proto, weights=tmp_path / "w.caffemodel"), {"data": idx})["y"]
+    want = blobs[0][idx.astype(int)] + (blobs[1] if not bias else 0)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
