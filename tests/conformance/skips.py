@@ -14,7 +14,7 @@ SKIPS: dict[str, str] = {
     r"_string|strnorm|regex|_str_": "string tensors: the IR has numeric and bool dtypes only",
     r"float8|_e4m3|_e5m2|float4|_int4|_uint4|_int2|_uint2|float6(?!4)|_e2m1|_e8m0":
         "float8/float4/int4/int2 element types are not IR dtypes",
-    r"_sequence|seq_|(?<!reverse)sequence_|optional|_loop|_scan|_if_|^test_if$|^test_if_": (
+    r"^test_(sequence_|split_to_sequence|identity_sequence|optional_|if$|if_|loop\d|scan)": (
         "control flow, sequences and optionals: the IR is a static dataflow graph of tensors"
     ),
     # -- by design: training and randomness ----------------------------------------------------

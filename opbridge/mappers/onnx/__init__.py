@@ -18,6 +18,7 @@ from . import (  # noqa: F401
     pool,
     reduce,
     resize,
+    rnn,
     shape,
     softmax,
     tensor,
