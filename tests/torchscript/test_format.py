@@ -148,12 +148,10 @@ def test_control_flow_is_refused(export: Any) -> None:
 
     from opbridge.export.torchscript import TorchExportError
 
-    path = Path(__file__).with_name("_branchy.py")
-    ns: dict[str, Any] = {}
-    code = compile(path.read_text(), str(path), "exec")
-    exec(code, ns)  # a module defined in a file, as torch.jit.script needs its source
+    from ._scripted import Branchy
+
     with pytest.raises(TorchExportError, match=r"control flow"):
-        export(ns["Branchy"](), (torch.randn(2),), mode="script")
+        export(Branchy(), (torch.randn(2),), mode="script")
 
 
 def test_cli_exports_a_saved_module(tmp_path: Path) -> None:
