@@ -51,7 +51,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--tolerance", metavar="COS,EUC",
                    help="cosine and Euclidean similarity floors, e.g. 0.99,0.99 (default: per dtype; "
                    "f32 0.99,0.99, f16 0.99,0.95, bf16 0.99,0.90; integers must be equal)")
-    p.add_argument("--target", default="bm1684", help="simulator target (default bm1684)")
+    p.add_argument("--target", default="bm1684",
+                   help="simulator target: a preset name or a target .json file (default bm1684)")
     p.add_argument("--no-simulator", action="store_true", help="skip compiling and simulating")
     p.add_argument("--no-origin", action="store_true",
                    help="do not run the origin framework (the interpreter becomes the reference)")

@@ -23,6 +23,7 @@ from .runners import (
     compile_program,
     detect_framework,
     origin_runner_name,
+    resolve_target,
     run_interpreter,
     run_onnxruntime,
     run_opencv_caffe,
@@ -135,6 +136,7 @@ def validate_graph(
     stages = stages or Stages(False, 0)
     origin_name = origin_runner_name(framework) if source else None
     simulate = (program is not None or (target is not None and compile_available())) and stop_after is None
+    tgt = resolve_target(target) if simulate and program is None else None
     stages.add(2 + (origin_name is not None) + 2 * simulate)
     notes: list[str] = []
     errors: list[str] = []
@@ -173,7 +175,7 @@ def validate_graph(
         try:
             if program is None:
                 with stages.stage(f"compiling for {target}"):
-                    program = compile_program(graph, str(target))
+                    program = compile_program(graph, tgt)
             with stages.stage("running the simulator"):
                 runs.append(run_simulator(program, feeds))
         except OpbridgeError as err:

@@ -166,3 +166,31 @@ def test_cli_image_input(cli_inproc, leaky_model, tmp_path):
                    "--scale", "0.5", "--pixel-format", "rgb", "--no-simulator")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "input x: f32[1,3,8,8] from image im.ppm (rgb)" in r.stdout
+
+
+def test_cli_unknown_target_is_user_error(cli_inproc, leaky_model):
+    r = cli_inproc("validate", str(leaky_model), "--target", "bm9999")
+    assert r.returncode == 2 and "unknown target preset 'bm9999'" in r.stderr
+
+
+def test_custom_op_onnxruntime_cannot_run_falls_back(tmp_path):
+    """A model with a plugin op: onnxruntime refuses it, so the interpreter is the reference."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    assert main(["plugin", "new", "ScaleShift", "--framework", "onnx", "-o", str(tmp_path / "ss.py")]) == 0
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("ScaleShift", ["r"], ["y"], name="ss", domain="com.example", alpha=2.0)]
+    graph = helper.make_graph(nodes, "custom",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 4, 4])])
+    model = helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", 13),
+                                                                  helper.make_opsetid("com.example", 1)])
+    onnx.save(model, str(tmp_path / "custom.onnx"))
+    rep = tmp_path / "r.json"
+    r = cli("validate", str(tmp_path / "custom.onnx"), "--plugin", str(tmp_path / "ss.py"),
+            "--report", str(rep))
+    assert r.returncode == 0, r.stdout + r.stderr
+    data = json.loads(rep.read_text())
+    assert data["reference"] == "interpreter" and data["runners"] == ["interpreter", "simulator"]
+    assert any("onnxruntime cannot run it" in n for n in data["notes"])
