@@ -7,12 +7,14 @@ starts ...) must be known when converting. The suite feeds such operands as grap
 the fed shapes fix the inputs and the inputs a mapping needs as constants are bound to their
 fed values. One graph is kept per distinct set of shapes and bound values.
 
-``executor="simulator"`` runs the compiled program instead of the reference interpreter.
+``executor="simulator"`` (or the environment variable ``OPBRIDGE_BACKEND_EXECUTOR=simulator``)
+runs the program compiled for the simulator instead of the reference interpreter.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -124,7 +126,7 @@ class OpbridgeBackend(Backend):
 
     @classmethod
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> OpbridgeRep:
-        executor = kwargs.pop("executor", "interpret")
+        executor = kwargs.pop("executor", os.environ.get("OPBRIDGE_BACKEND_EXECUTOR") or "interpret")
         if executor not in EXECUTORS:
             raise ValueError(f"executor {executor!r}: use one of {', '.join(EXECUTORS)}")
         registry = kwargs.pop("registry", DEFAULT_MAPPINGS)

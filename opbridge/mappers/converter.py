@@ -86,7 +86,7 @@ class Conversion:
             where = node.where if node is not None else f"[{self.origin.framework}]"
             raise GraphError(f"{where}: weight '{name}' is not in the model's tensors") from None
 
-    def value_of(self, name: str, node: OriginNode) -> Value:
+    def value_of(self, name: str, node: OriginNode | None) -> Value:
         """The Value of origin tensor ``name`` (initializers become constants on first use)."""
         v = self.values.get(name)
         if v is not None:
@@ -98,8 +98,9 @@ class Conversion:
             v = self.builder.constant(name, arr)
             self.values[name] = v
             return v
+        where = node.where if node is not None else f"[{self.origin.framework}] graph output"
         raise GraphError(
-            f"{node.where}: input '{name}' is not produced by any node, graph input or initializer",
+            f"{where}: '{name}' is not produced by any node, graph input or initializer",
             hint="check the model: every node input must be defined before it is used",
         )
 
@@ -358,6 +359,8 @@ def convert_origin_graph(
         conv.map_node(node, entry, version if version is not None else entry.since)
     for t in origin.outputs:
         v = conv.values.get(t.name)
+        if v is None and t.name in origin.tensors:
+            v = conv.value_of(t.name, None)  # an initializer that is also a graph output
         if v is None:
             raise GraphError(
                 f"[{origin.framework}] graph output '{t.name}' is not produced by any node",

@@ -32,4 +32,10 @@ def format_mapped_ops(framework: Framework | str, registry: MappingRegistry | No
         key = r["op_type"] if r["domain"] == "*" else f"{r['domain']}::{r['op_type']}"
         vs = ", ".join(str(v) for v in r["versions"])
         lines.append(f"  {key:<{width}}  {vs}" + (f"  -> {r['ir_op']}" if r["ir_op"] else ""))
+    if fw == Framework.ONNX and (registry is None or registry is DEFAULT_MAPPINGS):
+        from .onnx.decompose import DECOMPOSITIONS
+
+        extra = sorted(k for k in DECOMPOSITIONS if not any(r["op_type"] == k for r in rows))
+        lines.append("unmapped ONNX ops are still converted when ONNX defines them as a function "
+                     "(expanded from onnx.defs), or by opbridge's decompositions: " + ", ".join(extra))
     return "\n".join(lines)

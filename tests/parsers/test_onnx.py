@@ -193,3 +193,11 @@ def test_external_tensor_above_2gb_is_memory_mapped(tmp_path):
     arr = parse_file(path).tensors["big"]
     assert isinstance(arr, np.memmap) and arr.shape == (n,) and arr.nbytes > 2**31
     assert arr[0] == 0 and arr[-1] == 0
+
+
+def test_initializer_that_is_a_graph_output():
+    m = _model([helper.make_node("Identity", ["x"], ["y"])], [_vi("x", [2])], [_vi("y", [2]), _vi("w", [3, 4])],
+               inits=[numpy_helper.from_array(W, "w")])
+    g = ob.convert(m)
+    out = ob.interpret(g, {"x": np.ones(2, np.float32)})
+    np.testing.assert_array_equal(out["w"], W)
