@@ -175,8 +175,8 @@ def run_one(m: DemoModel, args: argparse.Namespace, out: Path, console: Any) -> 
             console.print(f"compiled for {args.target}; wrote {obprog}", highlight=False)
             for name, arr in outs.items():
                 top = np.argsort(arr.reshape(arr.shape[0], -1)[0])[::-1][:3] if arr.ndim else []
-                console.print(f"simulator output {name}: {arr.dtype}{list(arr.shape)}; sample 0's top-3 "
-                              f"classes {list(map(int, top))}", highlight=False)
+                console.print(f"simulator output {name}: {arr.dtype}{list(arr.shape)}; top-3 indices "
+                              f"of sample 0: {list(map(int, top))}", highlight=False)
         else:
             console.print("[yellow]skipped compile and run:[/] this opbridge has no simulator")
         report = validate_graph(graph, feeds, framework=m.framework, source=str(m.path),

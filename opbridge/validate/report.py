@@ -122,9 +122,10 @@ class Report:
             return f"FAIL: {self.errors[0]}"
         if not n:
             return f"NOTHING COMPARED for {self.model}"
+        s = "s" if n != 1 else ""
         if self.passed:
-            return f"PASS: {n} comparisons of {self.model} within tolerance"
-        return f"FAIL: {bad} of {n} comparisons out of tolerance; first divergence: {self.first_divergence}"
+            return f"PASS: {n} comparison{s} of {self.model} within tolerance"
+        return f"FAIL: {bad} of {n} comparison{s} out of tolerance; first divergence: {self.first_divergence}"
 
     def to_dict(self) -> dict[str, Any]:
         fd = self.first_divergence

@@ -1,0 +1,71 @@
+"""The report object: pass/fail, first divergence, JSON, the table's row selection."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from opbridge.validate.compare import compare
+from opbridge.validate.report import Report, Row
+
+GOOD = compare(np.ones(4, np.float32), np.ones(4, np.float32))
+BAD = compare(np.array([1.0, 0.0], np.float32), np.array([0.0, 1.0], np.float32))
+
+
+def _report(statuses, outputs=()):
+    rows = [Row(f"t{i}", f"n{i}", "Conv", "onnxruntime", "interpreter", GOOD if ok else BAD,
+                is_output=i in outputs) for i, ok in enumerate(statuses)]
+    return Report("m.onnx", "onnx", ["onnxruntime", "interpreter"], None, rows)
+
+
+def test_all_pass():
+    r = _report([True, True])
+    assert r.passed and r.first_divergence is None and r.failures == []
+    assert r.summary() == "PASS: 2 comparisons of m.onnx within tolerance"
+
+
+def test_first_divergence_is_earliest_failure():
+    r = _report([True, False, False])
+    fd = r.first_divergence
+    assert not r.passed and (fd.tensor, fd.node, fd.op_type) == ("t1", "n1", "Conv")
+    assert (fd.reference, fd.candidate, fd.status) == ("onnxruntime", "interpreter", "different")
+    assert str(fd).startswith("node 'n1' (Conv), tensor 't1': interpreter vs onnxruntime: values:")
+    assert r.summary().startswith("FAIL: 2 of 3 comparisons out of tolerance; first divergence: node 'n1'")
+
+
+def test_no_rows_is_not_a_pass():
+    assert not _report([]).passed
+
+
+def test_runner_error_fails():
+    r = _report([True])
+    r.errors.append("simulator (bm1684): no kernel")
+    assert not r.passed and r.summary() == "FAIL: simulator (bm1684): no kernel"
+
+
+def test_json_round_trip(tmp_path):
+    r = _report([True, False])
+    r.notes.append("a note")
+    r.write_json(tmp_path / "r.json")
+    d = json.loads((tmp_path / "r.json").read_text())
+    assert d["passed"] is False and d["first_divergence"]["tensor"] == "t1"
+    assert d["tolerance"] == "per-dtype defaults" and d["notes"] == ["a note"]
+    assert d["rows"][1]["euclid"] == -1.0 and d["rows"][0]["sqnr_db"] == "inf"
+
+
+@pytest.mark.parametrize("n,bad", [(10, 3), (100, 50), (100, None)],
+                         ids=["short", "long-fail-mid", "long-pass"])
+def test_table_rows(n, bad):
+    r = _report([i != bad for i in range(n)], outputs={n - 1})
+    console = Console(width=200, record=True, color_system=None)
+    r.print(console, max_rows=40)
+    text = console.export_text()
+    if bad is None:
+        assert "DIFFERENT" not in text
+    else:
+        assert f" t{bad} " in text and "DIFFERENT" in text  # the failing row is always shown
+    assert f"t{n - 1} (out)" in text
+    assert ("rows not shown" in text) == (n > 40)
