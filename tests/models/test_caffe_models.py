@@ -191,3 +191,17 @@ def test_faster_rcnn_without_plugin_names_the_layer() -> None:
     with pytest.raises(UnsupportedOpError, match=r"Python.*'proposal'") as info:
         convert(prototxt, registry=builtin)
     assert "mapping(" in str(info.value) and "--plugin" in str(info.value)
+
+
+def test_cli_convert_without_plugin_exits_2(tmp_path: Path) -> None:
+    """``opbridge convert`` of Faster R-CNN without its plugin: exit 2, the layer named, no
+    traceback (a fresh process, so no plugin is loaded)."""
+    import subprocess
+    import sys
+
+    prototxt = CAFFE / "faster_rcnn_vgg16" / "deploy.prototxt"
+    r = subprocess.run([sys.executable, "-m", "opbridge", "convert", str(prototxt), "-o",
+                        str(tmp_path / "f.obir")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2, r.stderr
+    assert "'proposal'" in r.stderr and "Python" in r.stderr and "--plugin" in r.stderr
+    assert "Traceback" not in r.stderr
