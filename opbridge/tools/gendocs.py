@@ -101,15 +101,35 @@ def _param(d: dict[str, Any]) -> str:
     return s + (f" [{', '.join(extra)}]" if extra else "")
 
 
+def _kernel_text(op: str) -> str:
+    """How the simulator runs ``op``: local (tile axes), global or cpu; "-" without a simulator."""
+    try:
+        from ..simulator.kernels import DEFAULT_KERNELS
+    except ImportError:
+        return "-"
+    k = DEFAULT_KERNELS.get(op)
+    if k is None or not _builtin(k.registered_at):
+        return "global"
+    if k.on_cpu:
+        return "cpu"
+    if not k.local:
+        return "global"
+    if k.split_fn is not None:
+        return "local (axes per node)"
+    return "local " + ",".join(a for a in ("N", "H", "W") if a in k.axes) if k.axes else "local"
+
+
 def ir_ops_section() -> list[str]:
     from ..ir.opdef import DEFAULT_OPS, op_info
 
     infos = [op_info(o) for o in DEFAULT_OPS if _builtin(o.defined_at)]
     infos.sort(key=lambda i: i.name)
     lines = [f"## IR ops ({len(infos)})", "",
-             "Inputs marked `?` are optional, `...` variadic. Dtypes per type parameter.", "",
-             "| op | inputs | outputs | parameters | dtypes | description |",
-             "|---|---|---|---|---|---|"]
+             "Inputs marked `?` are optional, `...` variadic. Dtypes per type parameter. The "
+             "simulator column says how the op runs: in layer groups, tiled on the axes shown "
+             "(`local`), on whole tensors (`global`), or on the host (`cpu`).", "",
+             "| op | inputs | outputs | parameters | dtypes | simulator | description |",
+             "|---|---|---|---|---|---|---|"]
     for i in infos:
         ins = ", ".join(p["name"] + ("?" if p.get("optional") else "") + ("..." if p.get("variadic") else "")
                         for p in i.inputs)
@@ -117,7 +137,7 @@ def ir_ops_section() -> list[str]:
         params = "<br>".join(_param(p) for p in i.params)
         dts = "<br>".join(f"{k}: {', '.join(v)}" for k, v in i.type_params.items())
         lines.append(f"| {i.name} | {_cell(ins)} | {_cell(outs)} | {_cell(params)} | {_cell(dts)} | "
-                     f"{_cell(i.doc)} |")
+                     f"{_kernel_text(i.name)} | {_cell(i.doc)} |")
     return lines + [""]
 
 
