@@ -88,3 +88,15 @@ def test_bad_model_path_is_user_error(tmp_path, capsys, what):
 def test_shared_caffe_model(tmp_path, capsys):
     assert main(["demo", str(SHARED_MODELS / "caffe" / "squeezenet_v1.1"), "--out-dir", str(tmp_path)]) == 0
     assert "PASS" in capsys.readouterr().out
+
+
+def test_without_origin_frameworks(tmp_path, monkeypatch, capsys):
+    # a fresh install has neither onnxruntime nor OpenCV (extras): the interpreter is the reference
+    from opbridge.validate import api
+
+    monkeypatch.setattr(api, "origin_runner_name", lambda framework: None)
+    assert main(["demo", "--out-dir", str(tmp_path)]) == 0
+    for name in ("fire_net", "small_cnn"):
+        report = json.loads((tmp_path / f"{name}.validate.json").read_text())
+        assert report["runners"] == ["interpreter", "simulator"] and report["passed"]
+    assert "the interpreter is the reference" in capsys.readouterr().out
