@@ -12,6 +12,7 @@
 * In-place layers (``top == bottom``) are put in SSA form: every write of a blob gets its own
   tensor, and the final writer's tensor keeps the blob's name, so ``conv1`` is still found as
   ``conv1``; earlier versions are named ``BLOB/LAYER`` (the blob as written by that layer).
+  A graph input keeps its name for feeding: a layer writing it in place gets ``BLOB/LAYER``.
 * ``Split`` tops become aliases of their bottom and ``Silence`` layers are dropped (neither
   computes anything); layers excluded from the TEST phase by include/exclude rules are dropped.
 * Weights (caffemodel blobs) are matched to layers by name and listed in ``node.weights``; the
@@ -280,7 +281,7 @@ def _to_ssa(layers: list[_Layer], inputs: dict[str, tuple[int, ...] | None],
         outs = []
         for t in layer.tops:
             writers[t] -= 1
-            if writers[t] == 0:
+            if writers[t] == 0 and t not in inputs:
                 name = t
             else:
                 name = f"{t}/{layer.name}"

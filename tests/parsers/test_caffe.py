@@ -45,6 +45,18 @@ def test_in_place_layers_become_ssa_keeping_the_final_name(tmp_path: Path, newli
     assert g.nodes[0].location.endswith(":4")
 
 
+def test_in_place_layer_on_a_graph_input(tmp_path: Path) -> None:
+    """The input keeps its name (it is fed by it); the in-place result gets 'data/scale'."""
+    text = ('input: "data" input_shape { dim: 1 dim: 2 }\n'
+            'layer { name: "scale" type: "Power" bottom: "data" top: "data" power_param { scale: 2 } }\n'
+            'layer { name: "out" type: "ReLU" bottom: "data" top: "out" }\n')
+    g = parse_caffe(write(tmp_path, text))
+    assert [t.name for t in g.inputs] == ["data"]
+    assert g.nodes[0].outputs == ["data/scale"] and g.nodes[1].inputs == ["data/scale"]
+    x = np.array([[-1.0, 3.0]], np.float32)
+    np.testing.assert_allclose(ob.interpret(convert(g), {"data": x})["out"], [[0.0, 6.0]])
+
+
 def test_v1_layers_with_enum_types_and_input_dim(tmp_path: Path) -> None:
     text = '''name: "old"
 input: "data"
