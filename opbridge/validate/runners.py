@@ -101,8 +101,9 @@ def run_onnxruntime(path: str | Path, feeds: Mapping[str, np.ndarray], *, interm
             out.notes.append(f"onnxruntime: intermediate tensors unavailable ({_first_line(err)}); outputs only")
             return out
         raise OriginRunError(f"[onnx] '{path}': onnxruntime cannot run it: {_first_line(err)}") from err
-    return RunOutput("onnxruntime", {n: np.asarray(a) for n, a in zip(names, res)},
-                     outputs_only=not intermediates)
+    # sequences and maps (SequenceConstruct, ZipMap) have no IR tensor to compare with
+    tensors = {n: a for n, a in zip(names, res) if isinstance(a, np.ndarray)}
+    return RunOutput("onnxruntime", tensors, outputs_only=not intermediates)
 
 
 def run_opencv_caffe(
