@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import OpbridgeError, SimulatorError
+from ..errors import ModelFormatError, OpbridgeError, SimulatorError
 from ..ir.interpret import check_feeds
 from ..ir.types import to_numpy_dtype
 from .kernels import DEFAULT_KERNELS
@@ -51,7 +51,17 @@ class Executor:
         for name, c in prog.graph.constants.items():
             if name in self.views:
                 self.views[name][...] = c.data
-        self.steps = [self._prepare(i) for i in prog.instrs]
+        self.steps = []
+        for idx, ins in enumerate(prog.instrs):
+            try:
+                self.steps.append(self._prepare(ins))
+            except OpbridgeError:
+                raise
+            except (KeyError, IndexError, TypeError, ValueError) as err:
+                raise ModelFormatError(
+                    f"program '{prog.graph.name}': instruction {idx} ({ins.get('op')!r}) is "
+                    f"malformed: {type(err).__name__}: {err}",
+                    hint="recompile the model: opbridge compile MODEL -o OUT.obprog") from None
         #: per unit: its last step and the tensors it leaves in DDR (for keep_intermediates)
         self.unit_ends: list[tuple[int, list[str]]] = []
         for u in prog.units:
@@ -100,6 +110,15 @@ class Executor:
                                  hint="give its define_op a .compute(fn)")
         return fn, False
 
+    @staticmethod
+    def _copy(dst: np.ndarray, src: np.ndarray, ins: dict[str, Any]) -> tuple[Any, ...]:
+        """A GDMA step; both sides must be the same slice shape."""
+        if dst.shape != src.shape:
+            raise ModelFormatError(
+                f"{ins['op']} of '{ins['tensor']}': slice {list(src.shape)} does not match "
+                f"{list(dst.shape)}", hint="recompile the model: opbridge compile MODEL -o OUT.obprog")
+        return ("copy", dst, src)
+
     def _prepare(self, ins: dict[str, Any]) -> tuple[Any, ...]:
         op = ins["op"]
         if op == "load":
@@ -109,7 +128,7 @@ class Executor:
             dtype = self.prog.ddr["tensors"][ins["tensor"]]["dtype"]
             dst = self._lmem_view(ins["lmem"], list(src.shape), dtype, f"load of '{ins['tensor']}'",
                                   bool(ins.get("const")))
-            return ("copy", dst, src)
+            return self._copy(dst, src, ins)
         if op == "store":
             dtype = self.prog.ddr["tensors"][ins["tensor"]]["dtype"]
             tile = self._lmem_view(ins["lmem"], ins["tile_shape"], dtype, f"store of '{ins['tensor']}'")
@@ -117,7 +136,7 @@ class Executor:
             s0, s1 = ins["h"]
             src = tile[:, :, s0 - h0:s1 - h0, :]
             dst = self.views[ins["tensor"]][ins["n"][0]:ins["n"][1], :, s0:s1, :]
-            return ("copy", dst, src)
+            return self._copy(dst, src, ins)
         node = self.nodes[ins["node"]]
         fn, into = self._fn(node.name, into=len(node.outputs) == 1)
         attrs = dict(node.attrs)

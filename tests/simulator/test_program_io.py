@@ -102,3 +102,18 @@ def test_truncated_real_file(prog, tmp_path):
 def test_missing_file(tmp_path):
     with pytest.raises(ob.ModelFormatError, match="does not exist"):
         ob.load_program(tmp_path / "none.obprog")
+
+
+@pytest.mark.parametrize("field,value", [("h", [0, 9999]), ("n", [3, 1]), ("lmem", 10**9), ("tensor", 5)],
+                         ids=["rows=out-of-range", "batch=reversed", "lmem=beyond-lane", "tensor=not-a-name"])
+def test_tampered_instruction_is_an_error_not_a_crash(prog, tmp_path, field, value):
+    good = tmp_path / "good.obprog"
+    prog.save(good)
+    doc = prog.to_json()
+    i = next(j for j, ins in enumerate(doc["instructions"]) if ins["op"] == "store")
+    doc["instructions"][i] = dict(doc["instructions"][i], **{field: value})
+    bad = tmp_path / "bad.obprog"
+    _rewrite(good, bad, program=json.dumps(doc))
+    x = {"x": np.zeros((1, 32, 30, 30), np.float32)}
+    with pytest.raises(ob.OpbridgeError):
+        ob.load_program(bad).run(x)
