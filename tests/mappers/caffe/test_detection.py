@@ -176,3 +176,19 @@ def test_roi_pooling(tmp_path: Path, params: str, rois: list[list[float]]) -> No
     text = _net(layer("ROIPooling", f"roi_pooling_param {{ {params} }}", bottoms=("data", "rois")), inputs)
     ours, refs = run_ours_and_opencv(tmp_path, text, inputs, feeds=feeds)
     assert_blobs_close(ours, refs, rtol=0.0)
+
+
+def test_detection_op_defaults_follow_the_schema() -> None:
+    """The IR op's defaults are the SSD schema's (detection_output_param, nms_param)."""
+    from opbridge.ir.opdef import get_op
+    from opbridge.parsers.caffe import layer_defaults
+    from opbridge.proto import caffe_pb2
+
+    op = get_op("DetectionOutput").params
+    det = layer_defaults("detection_output_param")
+    for name in ("share_location", "background_label_id", "keep_top_k", "code_type",
+                 "variance_encoded_in_target"):
+        assert op[name].default == det[name], name
+    nms = caffe_pb2.NonMaximumSuppressionParameter.DESCRIPTOR.fields_by_name
+    assert op["nms_threshold"].default == pytest.approx(nms["nms_threshold"].default_value)
+    assert op["eta"].default == pytest.approx(nms["eta"].default_value)
