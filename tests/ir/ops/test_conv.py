@@ -175,3 +175,37 @@ def test_conv_integer(types: tuple[Any, Any], zp: str) -> None:
     got = run_ir("ConvInteger", args, **attrs)[0]
     assert got.dtype == np.int32
     np.testing.assert_array_equal(got, run_onnx_reference("ConvInteger", args, **attrs)[0])
+
+
+def _random_conv_case(seed: int, transpose: bool) -> tuple[list[np.ndarray], dict[str, Any]]:
+    """A random valid (Conv or ConvTranspose) configuration: rank, kernel, strides, dilations,
+    asymmetric pads, groups, output_padding."""
+    rng = np.random.default_rng(seed)
+    nsp = int(rng.integers(1, 4))
+    k = [int(rng.integers(1, 4)) for _ in range(nsp)]
+    s = [int(rng.integers(1, 4)) for _ in range(nsp)]
+    d = [int(rng.integers(1, 3)) for _ in range(nsp)]
+    p = [int(rng.integers(0, k[i % nsp])) for i in range(2 * nsp)]
+    size = [int(rng.integers((k[i] - 1) * d[i] + 1, 9)) for i in range(nsp)]
+    group = int(rng.choice([1, 2, 3]))
+    c = group * int(rng.integers(1, 3))
+    m = group * int(rng.integers(1, 3))
+    x = rng.standard_normal([2, c] + size).astype(np.float32)
+    attrs: dict[str, Any] = {"strides": s, "pads": p, "dilations": d, "group": group}
+    if transpose:
+        w = rng.standard_normal([c, m // group] + k).astype(np.float32)
+        # onnxruntime wants output_padding below the stride
+        attrs["output_padding"] = [int(rng.integers(0, s[i])) for i in range(nsp)]
+        bias = rng.standard_normal(m).astype(np.float32)
+    else:
+        w = rng.standard_normal([m, c // group] + k).astype(np.float32)
+        bias = rng.standard_normal(m).astype(np.float32)
+    return [x, w, bias], attrs
+
+
+@pytest.mark.parametrize("seed", range(25), ids=[f"seed={i}" for i in range(25)])
+@pytest.mark.parametrize("op", ["Conv", "ConvTranspose"])
+def test_random_configurations_match_onnxruntime(op: str, seed: int) -> None:
+    inputs, attrs = _random_conv_case(seed, op == "ConvTranspose")
+    expected = run_ort(op, inputs, **attrs)[0]
+    assert_close(run_ir(op, inputs, **attrs)[0], expected, rtol=1e-4, atol=1e-4)

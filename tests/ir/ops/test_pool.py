@@ -179,3 +179,34 @@ def test_maxunpool_index_out_of_range_is_an_error() -> None:
     idx = np.array([0, 1, 2, 99], np.int64).reshape(1, 1, 2, 2)
     with pytest.raises(ob.InterpretError, match=r"MaxUnpool: index 99 is outside"):
         run_ir("MaxUnpool", [x, idx], kernel_shape=[2, 2], strides=[2, 2])
+
+
+def _random_pool_case(seed: int, op: str) -> tuple[np.ndarray, dict[str, Any]]:
+    """A random valid pooling configuration: rank, kernel, strides, dilations, asymmetric pads
+    (smaller than the kernel), ceil mode, count_include_pad / p."""
+    rng = np.random.default_rng(seed)
+    nsp = int(rng.integers(1, 4))
+    k = [int(rng.integers(1, 4)) for _ in range(nsp)]
+    attrs: dict[str, Any] = {
+        "kernel_shape": k,
+        "strides": [int(rng.integers(1, 4)) for _ in range(nsp)],
+        "pads": [int(rng.integers(0, k[i % nsp])) for i in range(2 * nsp)],
+        "ceil_mode": int(rng.integers(0, 2)),
+    }
+    d = [int(rng.integers(1, 3)) for _ in range(nsp)]
+    if op != "LpPool":
+        attrs["dilations"] = d
+    if op == "AveragePool":
+        attrs["count_include_pad"] = int(rng.integers(0, 2))
+    if op == "LpPool":
+        attrs["p"] = int(rng.integers(1, 4))
+        d = [1] * nsp
+    size = [int(rng.integers((k[i] - 1) * d[i] + 1, 10)) for i in range(nsp)]
+    return rng.standard_normal([2, 3] + size).astype(np.float32), attrs
+
+
+@pytest.mark.parametrize("seed", range(25), ids=[f"seed={i}" for i in range(25)])
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool", "LpPool"])
+def test_random_configurations_match_onnxruntime(op: str, seed: int) -> None:
+    x, attrs = _random_pool_case(seed, op)
+    assert_close(run_ir(op, [x], **attrs)[0], run_ort(op, [x], **attrs)[0], rtol=1e-5, atol=1e-5)
