@@ -63,6 +63,9 @@ class Conversion:
             self.reserved.update(n.weights)
         self.used: set[str] = set()
         self.node_names: set[str] = set()
+        #: Name scopes of inlined bodies (ONNX functions, subgraphs), innermost last: a body's
+        #: tensor name -> the name it was given in this graph.
+        self.scopes: list[dict[str, str]] = []
 
     # -- names ------------------------------------------------------------------------------
     def fresh(self, base: str, *, nodes: bool = False) -> str:
@@ -88,6 +91,9 @@ class Conversion:
 
     def value_of(self, name: str, node: OriginNode | None) -> Value:
         """The Value of origin tensor ``name`` (initializers become constants on first use)."""
+        for scope in reversed(self.scopes):
+            if name in scope and scope[name] in self.values:
+                return self.values[scope[name]]
         v = self.values.get(name)
         if v is not None:
             return v

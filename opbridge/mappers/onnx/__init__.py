@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from . import (  # noqa: F401
     activation,
+    control,
     conv,
     decompose,
     elementwise,

@@ -130,6 +130,26 @@ def expand_function(node: OriginNode, g: MapContext) -> Any:
             rename[t] = conv.fresh(prefix + t)
         return rename[t]
 
+    conv.scopes.append(rename)
+    try:
+        _map_body(node, g, f, rename, name_of, defaults, opsets, prefix)
+    finally:
+        conv.scopes.pop()
+    outs = []
+    for o in node.outputs:
+        if not o:
+            outs.append(None)
+            continue
+        v = conv.values.get(o)
+        if v is None:
+            raise MappingError(f"{node.where}: its ONNX function body does not produce output '{o}'")
+        outs.append(v)
+    return outs
+
+
+def _map_body(node: OriginNode, g: MapContext, f: onnx.FunctionProto, rename: dict[str, str],
+              name_of: Any, defaults: dict[str, Any], opsets: dict[str, int], prefix: str) -> None:
+    conv = g._conv
     for i, inner in enumerate(f.node):
         sub = OriginNode(
             name=f"{prefix}{inner.op_type}_{i}", op_type=inner.op_type,
@@ -146,16 +166,6 @@ def expand_function(node: OriginNode, g: MapContext) -> Any:
                     f"its ONNX function body uses {sub.op_type} (opset {version}), which has no mapping")
             entry = fallback
         conv.map_node(sub, entry, version, origin_of=g.origin_node)
-    outs = []
-    for o in node.outputs:
-        if not o:
-            outs.append(None)
-            continue
-        v = conv.values.get(o)
-        if v is None:
-            raise MappingError(f"{node.where}: its ONNX function body does not produce output '{o}'")
-        outs.append(v)
-    return outs
 
 
 def function_fallback(node: OriginNode, version: int | None) -> MapFn | None:
