@@ -69,3 +69,14 @@ def test_group_zero_rejected_by_build_naming_the_attribute() -> None:
         b.op("Conv", [xi, b.constant("w", np.zeros((4, 4, 3, 3), np.float32))], name="conv1",
              group=0)
         b.build()
+
+
+def test_group_zero_set_after_the_op_is_rejected_by_build() -> None:
+    # the verifier that build() runs re-checks attributes, whoever set them
+    b = ob.GraphBuilder("bad")
+    xi = b.input("x", "f32", (1, 4, 8, 8))
+    y = b.op("Conv", [xi, b.constant("w", np.zeros((4, 4, 3, 3), np.float32))], name="conv1")
+    b.output(y)
+    b.nodes[0].attrs["group"] = 0
+    with pytest.raises(ob.OpbridgeError, match=r"'conv1' \(Conv\) param 'group' = 0: must be >= 1"):
+        b.build()
