@@ -86,3 +86,12 @@ def test_in_place_relu_keeps_blob_name(tmp_path: Path) -> None:
     ours, refs = run_ours_and_opencv(tmp_path, text, {"data": (1, 3, 6, 6)})
     assert (ours["conv1"] >= 0).all()
     assert_blobs_close(ours, refs)
+
+
+@pytest.mark.parametrize(("lo", "hi"), [(-0.5, 0.5), (0.0, 6.0)])
+def test_clip(tmp_path: Path, lo: float, hi: float) -> None:
+    """BVLC's Clip layer (clip_param min/max are required): numpy reference."""
+    proto = tmp_path / "net.prototxt"
+    proto.write_text(tiny_net(layer("Clip", f"clip_param {{ min: {lo} max: {hi} }}"), SHAPE))
+    x = (np.random.default_rng(0).standard_normal(SHAPE) * 4).astype(np.float32)
+    np.testing.assert_array_equal(ob.interpret(convert(proto), {"data": x})["y"], np.clip(x, lo, hi))

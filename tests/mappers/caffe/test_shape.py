@@ -178,3 +178,33 @@ def test_embed(tmp_path: Path, bias: str) -> None:
     got = ob.interpret(convert(proto, weights=tmp_path / "w.caffemodel"), {"data": idx})["y"]
     want = blobs[0][idx.astype(int)] + (blobs[1] if not bias else 0)
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_parameter_layer_outputs_its_blob(tmp_path: Path) -> None:
+    from opbridge.caffe_random_weights import write_random_weights
+    from opbridge.parsers.caffe_weights import read_caffemodel
+
+    proto = tmp_path / "net.prototxt"
+    proto.write_text(tiny_net(layer("Parameter", "parameter_param { shape { dim: 2 dim: 3 } }", name="p",
+                                    bottoms=())
+                              + layer("Eltwise", "", bottoms=("data", "p")), (2, 3)))
+    write_random_weights(proto, tmp_path / "w.caffemodel", seed=1)
+    blob = read_caffemodel(tmp_path / "w.caffemodel")["p"][0]
+    x = np.ones((2, 3), np.float32)
+    got = ob.interpret(convert(proto, weights=tmp_path / "w.caffemodel"), {"data": x})["y"]
+    np.testing.assert_allclose(got, x + blob, rtol=1e-6)
+
+
+def test_split_and_silence_mappings_on_a_hand_built_graph() -> None:
+    """The parser resolves Split and Silence itself; their mappings serve graphs built by hand."""
+    from opbridge.parsers.origin import Framework, OriginGraph, OriginNode, TensorInfo
+
+    nodes = [
+        OriginNode("sp", "Split", ["x"], ["a", "b"], framework=Framework.CAFFE),
+        OriginNode("sil", "Silence", ["b"], [], framework=Framework.CAFFE),
+        OriginNode("r", "ReLU", ["a"], ["y"], framework=Framework.CAFFE),
+    ]
+    og = OriginGraph("t", Framework.CAFFE, nodes=nodes, inputs=[TensorInfo("x", np.dtype(np.float32), (1, 3))],
+                     outputs=[TensorInfo("y")])
+    x = np.array([[-1.0, 0.5, 2.0]], np.float32)
+    np.testing.assert_array_equal(ob.interpret(convert(og), {"x": x})["y"], np.maximum(x, 0))
