@@ -8,7 +8,7 @@ from typing import Any
 from ..errors import SimulatorError
 from ..ir.graph import Graph, Value
 from .kernels import KernelRegistry
-from .kernels.registry import elementwise_cost
+from .kernels.registry import elementwise_cost, static_shape
 from .layergroup import GroupPlan, form_groups, row_fn
 from .lower import CPU, Lowered, Placement, lower
 from .memory import Buffer, activation_lane_bytes, align, constant_lane_bytes, plan
@@ -17,7 +17,7 @@ from .target import Target, itemsize, resolve_target
 
 
 def _nbytes(v: Value) -> int:
-    return math.prod(v.shape) * itemsize(v.dtype)
+    return math.prod(static_shape(v)) * itemsize(v.dtype)
 
 
 def _check_static(graph: Graph) -> None:
@@ -53,7 +53,7 @@ def _ddr_plan(graph: Graph, units: list[Any], target: Target) -> dict[str, Any]:
                           if v is not None and v.is_constant} | (outputs & set(graph.constants)))
     for name in used_consts:
         c = graph.constants[name]
-        tensors[name] = {"addr": off, "shape": list(c.shape), "dtype": c.dtype,
+        tensors[name] = {"addr": off, "shape": list(static_shape(c)), "dtype": c.dtype,
                          "nbytes": _nbytes(c), "region": "weight"}
         off = align(off + _nbytes(c), target.ddr_align_bytes)
     weights_bytes = off
@@ -65,7 +65,7 @@ def _ddr_plan(graph: Graph, units: list[Any], target: Target) -> dict[str, Any]:
     peak = plan(buffers, target.ddr_align_bytes)
     for b in buffers:
         v = in_ddr[b.key]
-        tensors[b.key] = {"addr": weights_bytes + b.offset, "shape": list(v.shape), "dtype": v.dtype,
+        tensors[b.key] = {"addr": weights_bytes + b.offset, "shape": list(static_shape(v)), "dtype": v.dtype,
                           "nbytes": b.size, "region": "activation"}
     return {
         "tensors": tensors,
@@ -93,7 +93,7 @@ def _group_instrs(gi: int, g: GroupPlan, target: Target, instrs: list[dict[str, 
     values = {v.name: v for v in g.inputs}
     for ln in g.nodes:
         values[ln.node.outputs[0].name] = ln.node.outputs[0]
-    n_group = g.nodes[0].node.outputs[0].shape[0]
+    n_group = static_shape(g.nodes[0].node.outputs[0])[0]
     first_use: dict[str, int] = {}
     for j, ln in enumerate(g.nodes):
         for v in ln.node.inputs:
@@ -105,12 +105,12 @@ def _group_instrs(gi: int, g: GroupPlan, target: Target, instrs: list[dict[str, 
     for c in g.consts:
         instrs.append({"op": "load", "g": gi, "t": -1, "tensor": c.name, "lmem": g.alloc[c.name][0],
                        "n": None, "h": None, "const": True, "bytes": _nbytes(c),
-                       "lane_bytes": constant_lane_bytes(target, c.shape, c.dtype)})
+                       "lane_bytes": constant_lane_bytes(target, static_shape(c), c.dtype)})
 
     def tile_shape(v: Value, t: Any) -> list[int]:
         lo, hi = t.rows[v.name]
-        n = (t.n[1] - t.n[0]) if v.shape[0] == n_group else v.shape[0]
-        return [n, v.shape[1], hi - lo, v.shape[3]]
+        n = (t.n[1] - t.n[0]) if static_shape(v)[0] == n_group else static_shape(v)[0]
+        return [n, static_shape(v)[1], hi - lo, static_shape(v)[3]]
 
     def buf(name: str, ti: int) -> str:
         """The allocation a tile uses for a tensor (ping-pong buffers alternate by tile)."""
@@ -121,7 +121,7 @@ def _group_instrs(gi: int, g: GroupPlan, target: Target, instrs: list[dict[str, 
         if v.name not in t.rows:
             return
         shp = tile_shape(v, t)
-        nr = list(t.n) if v.shape[0] == n_group else [0, v.shape[0]]
+        nr = list(t.n) if static_shape(v)[0] == n_group else [0, static_shape(v)[0]]
         b = buf(v.name, ti)
         instrs.append({"op": "load", "g": gi, "t": ti, "tensor": v.name, "buf": b,
                        "lmem": g.alloc[b][0], "n": nr, "h": list(t.rows[v.name]),
@@ -174,7 +174,7 @@ def _group_instrs(gi: int, g: GroupPlan, target: Target, instrs: list[dict[str, 
             s = t.stores.get(out.name)
             if s is not None:
                 shp = tile_shape(out, t)
-                nr = list(t.n) if out.shape[0] == n_group else [0, out.shape[0]]
+                nr = list(t.n) if static_shape(out)[0] == n_group else [0, static_shape(out)[0]]
                 instrs.append({"op": "store", "g": gi, "t": ti, "tensor": out.name,
                                "buf": buf(out.name, ti), "lmem": g.alloc[buf(out.name, ti)][0],
                                "tile_shape": shp,
@@ -186,15 +186,15 @@ def _const_view(ln: Lowered, i: int, v: Value, r: tuple[int, int], n: tuple[int,
                 n_group: int, addr: int) -> dict[str, Any]:
     """A constant input of a tile: resident whole in local memory, but an operand shaped like
     the activations (N, C, H, W) is read at the tile's rows and batch items."""
-    d: dict[str, Any] = {"tensor": v.name, "lmem": addr, "shape": list(v.shape), "h": None,
+    d: dict[str, Any] = {"tensor": v.name, "lmem": addr, "shape": list(static_shape(v)), "h": None,
                          "n": None, "const": True}
-    if len(v.shape) != 4:
+    if len(static_shape(v)) != 4:
         return d
-    hv = v.shape[2]
+    hv = static_shape(v)[2]
     lo, hi = row_fn(ln, i, v)(r[0], r[1])
     if (lo, hi) != (0, hv):
         d["h"] = [min(max(lo, 0), hv), max(min(hi, hv), 0)]
-    if v.shape[0] == n_group and n_group > 1 and tuple(n) != (0, n_group):
+    if static_shape(v)[0] == n_group and n_group > 1 and tuple(n) != (0, n_group):
         d["n"] = list(n)
     return d
 
@@ -250,7 +250,7 @@ def compile(  # noqa: A001 - the public name DESIGN.md gives it
         kind = "host" if ln.placement == CPU else "global"
         in_bytes = sum(_nbytes(v) for v in node.inputs if v is not None)
         out_bytes = sum(_nbytes(v) for v in node.outputs)
-        oshape = tuple(node.outputs[0].shape) if node.outputs else ()
+        oshape = tuple(static_shape(node.outputs[0])) if node.outputs else ()
         start = len(instrs)
         instrs.append({"op": kind, "node": node.name, "streamed": bool(ln.local),
                        "bytes": in_bytes + out_bytes, "flops": _cost(ln, oshape),

@@ -203,20 +203,24 @@ def profile(prog: Program) -> Profile:
     units: list[UnitProfile] = []
     for ui, u in enumerate(prog.units):
         lo_i, hi_i = u["instrs"]
-        ins = prog.instrs[lo_i:hi_i]
-        gbytes = sum(i["bytes"] for i in ins if i["op"] in ("load", "store", "global"))
-        flops = sum(i.get("flops", 0.0) for i in ins)
-        b = busy[ui]
-        bound = "host" if u["kind"] == "host" else ("memory" if b["gdma"] >= b["tpu"] else "compute")
-        if u["kind"] == "global":
+        unit_instrs = prog.instrs[lo_i:hi_i]
+        gbytes = sum(i["bytes"] for i in unit_instrs if i["op"] in ("load", "store", "global"))
+        flops = sum(i.get("flops", 0.0) for i in unit_instrs)
+        engines = busy[ui]
+        if u["kind"] == "host":
+            bound = "host"
+        elif u["kind"] == "global":
             dtype = nodes[u["nodes"][0]].outputs[0].dtype
-            comp = flops / (peak(dtype) * ins[0]["eff"])
-            bound = "memory" if ins[0]["bytes"] / bw >= comp else "compute"
-        s, e = span_of[ui]
+            comp = flops / (peak(dtype) * unit_instrs[0]["eff"])
+            bound = "memory" if unit_instrs[0]["bytes"] / bw >= comp else "compute"
+        else:
+            bound = "memory" if engines["gdma"] >= engines["tpu"] else "compute"
+        t_start, t_end = span_of[ui]
         units.append(UnitProfile(
             index=ui, kind=u["kind"], ops=[nodes[n].op for n in u["nodes"]],
             tiles=u.get("tiles", 1), lmem_bytes=u.get("lmem_peak", 0), gdma_bytes=int(gbytes),
-            flops=flops, est_ms=(e - s) * 1e3, start_ms=s * 1e3, end_ms=e * 1e3, bound=bound))
+            flops=flops, est_ms=(t_end - t_start) * 1e3, start_ms=t_start * 1e3,
+            end_ms=t_end * 1e3, bound=bound))
     total = max(free.values())
     groups = [x for x in units if x.kind == "group"]
     return Profile(

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from ..errors import SimulatorError
 from ..ir.graph import Node, Value
+from .kernels.registry import static_shape
 from .lower import Lowered
 from .memory import Buffer, activation_lane_bytes, constant_lane_bytes, plan
 from .target import Target
@@ -75,7 +76,7 @@ def row_fn(ln: Lowered, i: int, v: Value) -> Callable[[int, int], Rows]:
     (the kernel's ``input_slice``; else row to row for an input of the output's height, and
     the whole input otherwise)."""
     node = ln.node
-    hv = v.shape[2]
+    hv = static_shape(v)[2]
     k = ln.kernel
     if k is not None and k.input_slice_fn is not None:
         fn = k.input_slice_fn
@@ -85,7 +86,7 @@ def row_fn(ln: Lowered, i: int, v: Value) -> Callable[[int, int], Rows]:
             return (0, hv) if s is None else (int(s[0]), int(s[1]))
 
         return sliced
-    if hv == node.outputs[0].shape[2]:
+    if hv == static_shape(node.outputs[0])[2]:
         return lambda lo, hi: (lo, hi)
     return lambda lo, hi: (0, hv)
 
@@ -121,7 +122,7 @@ class _Group:
                 self.outputs.append(v)
         self.produced = produced
         self.stored = {v.name for v in self.outputs}
-        self.n = nodes[0].node.outputs[0].shape[0]
+        self.n = static_shape(nodes[0].node.outputs[0])[0]
         self.anchor = nodes[-1].node.outputs[0]
         self.can_split_n = all("N" in ln.axes for ln in nodes)
         # per node, in reverse order: what backward slicing needs, computed once
@@ -129,14 +130,14 @@ class _Group:
         for ln in reversed(nodes):
             node = ln.node
             out = node.outputs[0]
-            ins = [(i, v.name, v.shape[2], row_fn(ln, i, v)) for i, v in enumerate(node.inputs)
+            ins = [(i, v.name, static_shape(v)[2], row_fn(ln, i, v)) for i, v in enumerate(node.inputs)
                    if v is not None and not v.is_constant]
-            self._rev.append((node.name, out.name, out.shape[2], "H" in ln.axes, ins,
+            self._rev.append((node.name, out.name, static_shape(out)[2], "H" in ln.axes, ins,
                               len(node.inputs)))
 
     def slice(self, n_per: int, k: int) -> list[Tile]:
         """Backward slicing of every tile of the tiling (n_per, k)."""
-        href = self.anchor.shape[2]
+        href = static_shape(self.anchor)[2]
         bounds = [round(i * href / k) for i in range(k + 1)]
         tiles = []
         for n0 in range(0, self.n, n_per):
@@ -146,7 +147,7 @@ class _Group:
                 last = t == k - 1
                 req: dict[str, Rows] = {}
                 for v in self.outputs:
-                    h = v.shape[2]
+                    h = static_shape(v)[2]
                     hi = h if last else -(-bounds[t + 1] * h // href)
                     lo = upto[v.name]
                     req[v.name] = (lo, max(lo, hi))
@@ -161,8 +162,8 @@ class _Group:
                         req[out_name] = r
                     computed[name] = r
                     nd: list[tuple[Rows, Rows] | None] = [None] * n_in
-                    for i, vname, hv, rows in ins:
-                        s = rows(r[0], r[1])
+                    for i, vname, hv, row_of in ins:
+                        s = row_of(r[0], r[1])
                         c = (min(max(s[0], 0), hv), max(min(s[1], hv), 0))
                         nd[i] = (s, c)
                         old = req.get(vname)
@@ -177,10 +178,10 @@ class _Group:
                 rows = {name: r for name, r in req.items() if r[1] > r[0]}
                 tiles.append(Tile((n0, n1), rows, computed, needs, stores))
             for v in self.outputs:
-                if upto[v.name] != v.shape[2]:
+                if upto[v.name] != static_shape(v)[2]:
                     raise SimulatorError(
                         f"layer group ending at {self.nodes[-1].node.where}: tiling stores rows "
-                        f"[0, {upto[v.name]}) of '{v.name}', not all {v.shape[2]}",
+                        f"[0, {upto[v.name]}) of '{v.name}', not all {static_shape(v)[2]}",
                         hint="a kernel's input_slice is inconsistent with its op",
                     )
         return tiles
@@ -203,11 +204,11 @@ class _Group:
         last = len(self.nodes) - 1
         buffers: list[Buffer] = []
         for c in self.consts:
-            buffers.append(Buffer(c.name, constant_lane_bytes(target, c.shape, c.dtype), 0, last))
+            buffers.append(Buffer(c.name, constant_lane_bytes(target, static_shape(c), c.dtype), 0, last))
         for name, rows in max_rows.items():
             v = values[name]
-            n_ext = (min(n_per, self.n) if v.shape[0] == self.n else 1)
-            size = activation_lane_bytes(target, (n_ext, v.shape[1], rows, v.shape[3]), v.dtype)
+            n_ext = (min(n_per, self.n) if static_shape(v)[0] == self.n else 1)
+            size = activation_lane_bytes(target, (n_ext, static_shape(v)[1], rows, static_shape(v)[3]), v.dtype)
             if name in self.produced:
                 first = self.produced[name]
                 lastu = max(first, self.last_use.get(name, first))
@@ -222,7 +223,7 @@ class _Group:
             if ln.kernel is not None and ln.kernel.scratch_fn is not None:
                 out = ln.node.outputs[0]
                 r = max_rows.get(out.name, 0)
-                size = int(ln.kernel.scratch_fn(ln.node, (n_per, out.shape[1], r, out.shape[3])))
+                size = int(ln.kernel.scratch_fn(ln.node, (n_per, static_shape(out)[1], r, static_shape(out)[3])))
                 if size > 0:
                     buffers.append(Buffer(f"scratch/{ln.node.name}", size, j, j))
         if sum(b.size for b in buffers if b.first == 0 and b.last == last) > budget:
@@ -233,12 +234,12 @@ class _Group:
         done = needed = 0.0
         for ln in self.nodes:
             out = ln.node.outputs[0]
-            per_row = math.prod(out.shape) / out.shape[2] / out.shape[0]
-            needed += math.prod(out.shape)
+            per_row = math.prod(static_shape(out)) / static_shape(out)[2] / static_shape(out)[0]
+            needed += math.prod(static_shape(out))
             for t in tiles:
-                r = t.computed.get(ln.node.name)
-                if r is not None:
-                    done += (r[1] - r[0]) * per_row * (t.n[1] - t.n[0])
+                cr = t.computed.get(ln.node.name)
+                if cr is not None:
+                    done += (cr[1] - cr[0]) * per_row * (t.n[1] - t.n[0])
         return GroupPlan(
             self.nodes, self.inputs, self.consts, self.outputs, n_per, k, tiles,
             {b.key: (b.offset, b.size, b.first, b.last) for b in buffers}, peak,
@@ -252,7 +253,7 @@ class _Group:
         p = self._best(target, start)
         if double and p is not None and len(p.tiles) > 1:
             # pipelining is worth a few more tiles, not many: about twice as many row cuts
-            d = self._min_k(target, p.n_per, self.anchor.shape[2], double=True)
+            d = self._min_k(target, p.n_per, static_shape(self.anchor)[2], double=True)
             if d is not None and d.k <= 2 * p.k + 2 and d.redundancy <= max(p.redundancy, MAX_REDUNDANCY):
                 return d
         return p
@@ -263,10 +264,10 @@ class _Group:
             if p is not None:
                 return p
             # a grown group rarely needs fewer cuts: search upwards from the last tiling
-            p = self._min_k(target, start[0], self.anchor.shape[2], k_from=start[1])
+            p = self._min_k(target, start[0], static_shape(self.anchor)[2], k_from=start[1])
             if p is not None:
                 return p
-        href = self.anchor.shape[2]
+        href = static_shape(self.anchor)[2]
         n_options = [self.n]
         if self.can_split_n:
             m = self.n
@@ -334,8 +335,8 @@ def form_groups(
             close()
             units.append(ln)
             continue
-        n = ln.node.outputs[0].shape[0]
-        if cur and len(cur) < MAX_GROUP_NODES and cur[0].node.outputs[0].shape[0] == n:
+        n = static_shape(ln.node.outputs[0])[0]
+        if cur and len(cur) < MAX_GROUP_NODES and static_shape(cur[0].node.outputs[0])[0] == n:
             assert cur_plan is not None
             g = _Group(cur + [ln], graph_outputs)
             p = g.best(target, start=(cur_plan.n_per, cur_plan.k))

@@ -13,12 +13,11 @@ import numpy as np
 
 from ...ir.graph import Node
 from ...ir.opdef import DEFAULT_OPS
-from .registry import register_kernel, tile_pads, window_rows
+from .registry import register_kernel, static_shape, tile_pads, window_rows
 
 
 def _conv2d_params(node: Node) -> tuple[int, int, int, tuple[int, ...]]:
-    w = node.inputs[1]
-    kh = (node.attrs.get("kernel_shape") or w.shape[2:])[0]
+    kh = (node.attrs.get("kernel_shape") or static_shape(node.inputs[1])[2:])[0]
     sh = (node.attrs.get("strides") or (1, 1))[0]
     dh = (node.attrs.get("dilations") or (1, 1))[0]
     pads = tuple(node.attrs.get("pads") or (0, 0, 0, 0))
@@ -27,7 +26,7 @@ def _conv2d_params(node: Node) -> tuple[int, int, int, tuple[int, ...]]:
 
 def conv_split(node: Node) -> tuple[str, ...]:
     """Only 2-D convolutions (rank-4 input) are local layers."""
-    return ("N", "H") if len(node.inputs[0].shape) == 4 else ()
+    return ("N", "H") if len(static_shape(node.inputs[0])) == 4 else ()
 
 
 def conv_rows(node: Node, i: int, lo: int, hi: int) -> tuple[int, int] | None:
@@ -46,7 +45,7 @@ def conv_tile_attrs(node: Node, lo: int, hi: int, needed, clipped) -> dict:
 
 def conv_cost(node: Node, out_shape: tuple[int, ...]) -> float:
     """Two FLOPs (multiply, add) per weight tap per output element."""
-    w = node.inputs[1].shape
+    w = static_shape(node.inputs[1])
     return 2.0 * math.prod(out_shape) * math.prod(w[1:])
 
 
@@ -60,9 +59,10 @@ def conv2d_into(out: np.ndarray, x: np.ndarray, w: np.ndarray, b: np.ndarray | N
     """
     if (group != 1 or x.ndim != 4 or x.dtype != np.float32 or w.dtype != np.float32
             or x.shape[0] != 1 or not out.flags.c_contiguous):
-        out[...] = DEFAULT_OPS.get("Conv").compute_function(
-            x, w, b, group=group, kernel_shape=kernel_shape, strides=strides,
-            dilations=dilations, pads=pads)
+        reference = DEFAULT_OPS.get("Conv").compute_function
+        assert reference is not None  # the built-in Conv always has one
+        out[...] = reference(x, w, b, group=group, kernel_shape=kernel_shape, strides=strides,
+                             dilations=dilations, pads=pads)
         return
     n, c, h, wd = x.shape
     m, _, kh, kw = w.shape

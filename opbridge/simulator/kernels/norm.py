@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...ir.graph import Node
-from .registry import register_kernel
+from .registry import register_kernel, static_shape
 
 
 def _axes_outside(first_axis: int, rank: int) -> tuple[str, ...]:
@@ -16,11 +16,11 @@ def _axes_outside(first_axis: int, rank: int) -> tuple[str, ...]:
 def _layernorm_split(node: Node) -> tuple[str, ...]:
     if len(node.outputs) != 1:
         return ()
-    return _axes_outside(node.attrs.get("axis", -1), len(node.inputs[0].shape))
+    return _axes_outside(node.attrs.get("axis", -1), len(static_shape(node.inputs[0])))
 
 
 def _lp_split(node: Node) -> tuple[str, ...]:
-    axis = node.attrs.get("axis", -1) % max(1, len(node.inputs[0].shape))
+    axis = node.attrs.get("axis", -1) % max(1, len(static_shape(node.inputs[0])))
     return tuple(a for i, a in ((0, "N"), (2, "H"), (3, "W")) if i != axis)
 
 

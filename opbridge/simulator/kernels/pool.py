@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from ...ir.graph import Node
-from .registry import register_kernel, tile_pads, window_rows
+from .registry import register_kernel, static_shape, tile_pads, window_rows
 
 
 def _params(node: Node) -> tuple[int, int, int, tuple[int, ...]]:
@@ -17,7 +17,7 @@ def _params(node: Node) -> tuple[int, int, int, tuple[int, ...]]:
 
 
 def pool_split(node: Node) -> tuple[str, ...]:
-    if len(node.inputs[0].shape) != 4 or len(node.outputs) != 1:
+    if len(static_shape(node.inputs[0])) != 4 or len(node.outputs) != 1:
         return ()
     # ONNX counts pads but not the ceil-mode overhang in the average's divisor; a tile
     # could not tell the two apart, so such a pool is not cut along H.
@@ -45,7 +45,7 @@ def pool_cost(node: Node, out_shape: tuple[int, ...]) -> float:
 
 
 def global_pool_cost(node: Node, out_shape: tuple[int, ...]) -> float:
-    return float(math.prod(out_shape) * math.prod(node.inputs[0].shape[2:]))
+    return float(math.prod(out_shape) * math.prod(static_shape(node.inputs[0])[2:]))
 
 
 for _op in ("MaxPool", "AveragePool", "LpPool"):

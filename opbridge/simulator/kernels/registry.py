@@ -33,8 +33,8 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from ...errors import RegistryError
-from ...ir.graph import Node
+from ...errors import RegistryError, SimulatorError
+from ...ir.graph import Node, Value
 
 Rows = tuple[int, int]
 InputSliceFn = Callable[[Node, int, int, int], "Rows | None"]
@@ -174,6 +174,14 @@ DEFAULT_KERNELS = KernelRegistry()
 def register_kernel(op: str, *, override: bool = False) -> Kernel:
     """Register the simulator kernel of ``op``; chain ``.split(...).input_slice(...)...``."""
     return DEFAULT_KERNELS.register(op, override=override)
+
+
+def static_shape(v: Value | None) -> tuple[int, ...]:
+    """The shape of a node's input or output as ints (``compile`` has rejected symbolic
+    shapes before any kernel hint runs)."""
+    if v is None:
+        raise SimulatorError("a kernel hint asked for the shape of an absent optional input")
+    return tuple(int(d) for d in v.shape)
 
 
 # -- helpers for window ops (convolution, pooling), usable by plugins -----------------------
