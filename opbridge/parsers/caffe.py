@@ -209,6 +209,15 @@ def parse_caffe(
             known = ", ".join(inputs) or "none"
             raise ShapeError(f"[caffe] {source}: input_shapes names '{name}', not an input of the net",
                              hint=f"the net's inputs are: {known}")
+        declared_shape = inputs[name]
+        if declared_shape is not None and len(declared_shape) != len(shape):
+            raise ShapeError(
+                f"[caffe] {source}: input '{name}' is declared with {len(declared_shape)} dims "
+                f"{list(declared_shape)}; input_shapes gives {list(shape)}",
+                hint=f"give {len(declared_shape)} dims for '{name}'",
+            )
+        if any(d < 1 for d in shape):
+            raise ShapeError(f"[caffe] {source}: input_shapes['{name}'] = {list(shape)}: dims must be >= 1")
         inputs[name] = shape
     graph.inputs = [TensorInfo(n, np.dtype(np.float32), s) for n, s in inputs.items()]
     graph.nodes = nodes

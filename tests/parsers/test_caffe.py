@@ -83,6 +83,10 @@ layer { name: "e" type: "Eltwise" bottom: "data" bottom: "aux" top: "e" }
     assert g1.inputs[0].shape == (1, 3, 4, 4)
     with pytest.raises(ShapeError, match="'nope'.*not an input"):
         parse_caffe(p, input_shapes={"nope": (1,)})
+    with pytest.raises(ShapeError, match="'data' is declared with 4 dims"):
+        parse_caffe(p, input_shapes={"data": (1, 3, 4)})
+    with pytest.raises(ShapeError, match="dims must be >= 1"):
+        parse_caffe(p, input_shapes={"data": (0, 3, 4, 4)})
 
 
 def test_data_layer_needs_a_shape(tmp_path: Path) -> None:
