@@ -194,3 +194,13 @@ def test_custom_op_onnxruntime_cannot_run_falls_back(tmp_path):
     data = json.loads(rep.read_text())
     assert data["reference"] == "interpreter" and data["runners"] == ["interpreter", "simulator"]
     assert any("onnxruntime cannot run it" in n for n in data["notes"])
+
+
+def test_cli_no_origin_and_tolerance(cli_inproc, leaky_model, tmp_path):
+    rep = tmp_path / "r.json"
+    r = cli_inproc("validate", str(leaky_model), "--no-origin", "--tolerance", "0.999,0.995",
+                   "--report", str(rep))
+    assert r.returncode == 0, r.stdout + r.stderr
+    data = json.loads(rep.read_text())
+    assert data["reference"] == "interpreter" and data["tolerance"] == [0.999, 0.995]
+
