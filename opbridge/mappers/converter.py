@@ -196,7 +196,9 @@ class Conversion:
         for i, (oname, v) in enumerate(zip(node.outputs, outs)):
             if not oname or v is None:
                 continue
-            if id(v) in ctx.created and v.name not in self.reserved:
+            # a Value this mapping made (directly, or through an inlined body) takes the origin
+            # name; one that already has an origin name (an input passed through) is aliased
+            if v.name not in self.reserved and not (v.data is not None and v.name in self.origin.tensors):
                 self.used.discard(v.name)
                 v.name = oname
                 self.used.add(oname)

@@ -7,6 +7,7 @@ directly (onto a dedicated IR op) without a conflict. Each follows the ONNX spec
 - QuantizeLinear-10/13/19/21: ``saturate(rint(x / y_scale) + y_zero_point)``, per tensor,
   per axis or per block; integer targets (u8, i8, u16, i16).
 - DequantizeLinear-10/13/19/21/23: ``(x - x_zero_point) * x_scale``.
+- CumProd-26: running products along an axis (exclusive, reverse), unrolled over that axis.
 - QLinearMatMul-10/21: ``saturate(rint((a - a_zp) @ (b - b_zp) * (a_scale * b_scale / y_scale)) + y_zp)``
   with the product in int32.
 """
@@ -128,11 +129,47 @@ def qlinear_matmul(node: OriginNode, g: MapContext) -> Any:
     return _saturate(g, _cast(g, g.op("Round", [d]), "i32"), target)
 
 
+def cumprod(node: OriginNode, g: MapContext) -> Any:
+    """CumProd-26: running products along ``axis`` (exclusive, reverse), unrolled over the axis."""
+    x = g.input(0)
+    if x is None:
+        raise g.error("input x is required")
+    axis_data = g.require_const(1, "axis")
+    rank = len(x.shape)
+    axis = int(np.asarray(axis_data).reshape(-1)[0])
+    if not -rank <= axis < rank:
+        raise g.error(f"axis {axis} is out of range for rank {rank}")
+    axis %= rank
+    n = int(x.shape[axis])
+    if n == 0:
+        return g.op("Identity", [x])
+    exclusive, reverse = int(node.get_attr("exclusive", 0)), int(node.get_attr("reverse", 0))
+    order = list(range(n - 1, -1, -1)) if reverse else list(range(n))
+    parts: dict[int, Value] = {}
+    running: Value | None = None
+    for i in order:
+        s = g.op("Slice", [x], starts=[i], ends=[i + 1], axes=[axis])
+        if exclusive:
+            if running is None:
+                shape = list(x.shape)
+                shape[axis] = 1
+                parts[i] = g.constant(np.ones(shape), dtype=x.dtype)
+            else:
+                parts[i] = running
+            running = s if running is None else g.op("Mul", [running, s])
+        else:
+            running = s if running is None else g.op("Mul", [running, s])
+            parts[i] = running
+    pieces = [parts[i] for i in range(n)]
+    return pieces[0] if n == 1 else g.op("Concat", pieces, axis=axis)
+
+
 #: ONNX op type -> its decomposition.
 DECOMPOSITIONS: dict[str, MapFn] = {
     "QuantizeLinear": quantize_linear,
     "DequantizeLinear": dequantize_linear,
     "QLinearMatMul": qlinear_matmul,
+    "CumProd": cumprod,
 }
 
 
