@@ -96,6 +96,14 @@ def _pool(node: OriginNode, ins: list[Any]) -> Shape:
                           for i in range(2)])
 
 
+def _spp(node: OriginNode, ins: list[Any]) -> Shape:
+    levels = int(Params(node, "spp_param").get("pyramid_height", 1))
+    x = ins[0]
+    if levels == 1:
+        return (x[0], x[1], 1, 1)
+    return (x[0], None if x[1] is None else x[1] * sum(4 ** level for level in range(levels)))
+
+
 def _ip(node: OriginNode, ins: list[Any]) -> Shape:
     p = Params(node, "inner_product_param")
     x = ins[0]
@@ -199,7 +207,7 @@ def _crop(node: OriginNode, ins: list[Any]) -> Shape | None:
 
 _RULES: dict[str, Callable[[OriginNode, list[Any]], Any]] = {
     **{t: _conv for t in _CONVS},
-    "Pooling": _pool, "InnerProduct": _ip, "Concat": _concat, "Slice": _slice,
+    "Pooling": _pool, "SPP": _spp, "InnerProduct": _ip, "Concat": _concat, "Slice": _slice,
     "Flatten": _flatten, "Reshape": _reshape, "Permute": _permute, "PriorBox": _priorbox,
     "Upsample": _upsample, "ROIPooling": _roipool, "Crop": _crop, "Interp": _interp,
 }

@@ -1,4 +1,4 @@
-"""Caffe Pooling, with Caffe's output size and average divisor (not ONNX's)."""
+"""Caffe Pooling and SPP, with Caffe's output size and average divisor (not ONNX's)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,31 @@ def _divisor(size: int, out: int, k: int, s: int, pad: int) -> np.ndarray:
     return (end - start).astype(np.float32)
 
 
+def caffe_pool(g: Any, x: Value, method: str, kernel: list[int], stride: list[int],
+               pad: list[int], ceil: bool = True) -> Value:
+    """Caffe's pooling of a (N, C, H, W) value with an explicit window (see :func:`pooling`)."""
+    hw = [int(d) for d in x.shape[2:]]
+    any_pad = any(pad)
+    outs = [pool_out(hw[i], kernel[i], stride[i], pad[i], ceil, any_pad) for i in range(2)]
+    end = [max(0, (outs[i] - 1) * stride[i] + kernel[i] - hw[i] - pad[i]) for i in range(2)]
+    common = dict(kernel_shape=kernel, strides=stride, pads=[pad[0], pad[1], end[0], end[1]], ceil_mode=0)
+    if method == "MAX":
+        return g.op("MaxPool", [x], num_outputs=1, **common)
+    y = g.op("AveragePool", [x], count_include_pad=1, **common)
+    dh = _divisor(hw[0], outs[0], kernel[0], stride[0], pad[0])
+    dw = _divisor(hw[1], outs[1], kernel[1], stride[1], pad[1])
+    corr = float(kernel[0] * kernel[1]) / np.outer(dh, dw)
+    if np.all(corr == 1.0):
+        return y
+    return g.op("Mul", [y, g.constant(corr.reshape(1, 1, *outs).astype(np.float32))])
+
+
+def _check_method(g: Any, method: str, block: str) -> None:
+    if method not in ("MAX", "AVE"):
+        raise g.unsupported(f"{block}.pool = {method}: only MAX and AVE are supported",
+                            hint="STOCHASTIC pooling is a training-time method")
+
+
 @mapping(Framework.CAFFE, "Pooling")
 def pooling(node: OriginNode, g: Any) -> Value:
     """MAX/AVE pooling. The output size uses Caffe's ceil rounding and its rule that the last
@@ -31,25 +56,36 @@ def pooling(node: OriginNode, g: Any) -> Value:
     if len(x.shape) != 4:
         raise g.unsupported(f"input of rank {len(x.shape)}: Caffe pooling is 2-D (N, C, H, W)")
     method = p.get("pool")
-    if method not in ("MAX", "AVE"):
-        raise g.unsupported(f"pooling_param.pool = {method}: only MAX and AVE are supported",
-                            hint="STOCHASTIC pooling is a training-time method")
+    _check_method(g, method, "pooling_param")
     hw = [int(d) for d in x.shape[2:]]
     geo = pool_geometry(p, hw)
     if geo.is_global:
         return g.op("GlobalMaxPool" if method == "MAX" else "GlobalAveragePool", [x])
-    any_pad = any(geo.pad)
-    outs = [pool_out(hw[i], geo.kernel[i], geo.stride[i], geo.pad[i], geo.ceil, any_pad) for i in range(2)]
-    end = [max(0, (outs[i] - 1) * geo.stride[i] + geo.kernel[i] - hw[i] - geo.pad[i]) for i in range(2)]
-    pads = [geo.pad[0], geo.pad[1], end[0], end[1]]
-    common = dict(kernel_shape=geo.kernel, strides=geo.stride, pads=pads, ceil_mode=0)
-    if method == "MAX":
-        return g.op("MaxPool", [x], num_outputs=1, **common)
-    y = g.op("AveragePool", [x], count_include_pad=1, **common)
-    dh = _divisor(hw[0], outs[0], geo.kernel[0], geo.stride[0], geo.pad[0])
-    dw = _divisor(hw[1], outs[1], geo.kernel[1], geo.stride[1], geo.pad[1])
-    full = float(geo.kernel[0] * geo.kernel[1])
-    corr = full / np.outer(dh, dw)
-    if np.all(corr == 1.0):
-        return y
-    return g.op("Mul", [y, g.constant(corr.reshape(1, 1, *outs).astype(np.float32))])
+    return caffe_pool(g, x, method, geo.kernel, geo.stride, geo.pad, geo.ceil)
+
+
+@mapping(Framework.CAFFE, "SPP")
+def spp(node: OriginNode, g: Any) -> Value:
+    """Spatial pyramid pooling: level l pools into 2^l x 2^l bins (kernel ceil(H / bins), the
+    remainder split as padding, stride = kernel, as BVLC's SPPLayer::GetPoolingParam), each
+    level flattened, all concatenated along axis 1."""
+    p = Params(node, "spp_param")
+    x = g.input(0)
+    if len(x.shape) != 4:
+        raise g.unsupported(f"input of rank {len(x.shape)}: SPP is 2-D (N, C, H, W)")
+    method = p.get("pool")
+    _check_method(g, method, "spp_param")
+    levels = int(p.get("pyramid_height", 0))
+    if levels < 1:
+        raise p.error("pyramid_height", levels, "required, >= 1")
+    n, c, h, w = (int(d) for d in x.shape)
+    flat = []
+    for level in range(levels):
+        bins = 2 ** level
+        kernel = [-(-h // bins), -(-w // bins)]
+        pad = [(kernel[0] * bins - h + 1) // 2, (kernel[1] * bins - w + 1) // 2]
+        y = caffe_pool(g, x, method, kernel, kernel, pad)
+        if levels == 1:  # Caffe's SPP with one level is the pooling itself, not flattened
+            return y
+        flat.append(g.op("Reshape", [y], shape=(n, int(np.prod(y.shape[1:])))))
+    return g.op("Concat", flat, axis=1)

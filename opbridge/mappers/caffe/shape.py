@@ -1,5 +1,6 @@
 """Caffe layers that move data: Concat, Slice, Split, Silence, Flatten, Reshape, Permute, Crop,
-Tile, ShuffleChannel, Upsample (nearest), Interp (bilinear), Reduction, ArgMax, Embed, Parameter."""
+Tile, ShuffleChannel, Upsample (nearest), Interp (bilinear), Reduction, ArgMax, Embed, Parameter,
+BatchReindex."""
 
 from __future__ import annotations
 
@@ -304,3 +305,12 @@ def interp(node: OriginNode, g: Any) -> Value:
     h_out, w_out = interp_size(p, h + beg + end, w + beg + end)
     return g.op("Resize", [x], mode="linear", coordinate_transformation_mode="align_corners",
                 sizes=(n, c, h_out, w_out))
+
+
+@mapping(CAFFE, "BatchReindex")
+def batch_reindex(node: OriginNode, g: Any) -> Value:
+    """Rows of bottom 0 picked along axis 0 by the (float-valued) indices of bottom 1."""
+    if g.num_inputs != 2:
+        raise g.error(f"takes 2 bottoms (data, indices), got {g.num_inputs}")
+    idx = g.op("Cast", [g.input(1)], to="i64")
+    return g.op("Gather", [g.input(0), idx], axis=0)

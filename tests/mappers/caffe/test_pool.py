@@ -34,3 +34,46 @@ def test_pooling(tmp_path: Path, params: str, shape: tuple[int, ...]) -> None:
     text = tiny_net(layer("Pooling", f"pooling_param {{ {params} }}"), shape)
     ours, refs = run_ours_and_opencv(tmp_path, text, {"data": shape})
     assert_blobs_close(ours, refs)
+
+
+def _spp_levels_as_pooling(levels: int, pool: str, h: int, w: int) -> str:
+    """The same pyramid written as Pooling + Flatten + Concat layers OpenCV can run, with the
+    windows of BVLC's SPPLayer::GetPoolingParam (kernel ceil(H/bins), pad (kernel*bins-H+1)/2)."""
+    text, names = "", []
+    for level in range(levels):
+        bins = 2 ** level
+        kh, kw = -(-h // bins), -(-w // bins)
+        ph, pw = (kh * bins - h + 1) // 2, (kw * bins - w + 1) // 2
+        text += layer("Pooling", f"pooling_param {{ pool: {pool} kernel_h: {kh} kernel_w: {kw} stride_h: {kh} "
+                      f"stride_w: {kw} pad_h: {ph} pad_w: {pw} }}", name=f"l{level}")
+        if levels > 1:
+            text += layer("Flatten", "", name=f"f{level}", bottoms=(f"l{level}",))
+        names.append(f"f{level}" if levels > 1 else f"l{level}")
+    if levels > 1:
+        text += layer("Concat", "", name="y", bottoms=tuple(names))
+    return text
+
+
+@pytest.mark.parametrize(("levels", "pool", "shape"), [
+    (3, "MAX", (1, 2, 9, 7)), (2, "AVE", (2, 3, 6, 6)), (1, "MAX", (1, 2, 5, 4)),
+    (3, "pool=absent", (1, 2, 8, 8)),
+], ids=["levels=3,MAX", "levels=2,AVE", "levels=1", "pool=absent"])
+def test_spp(tmp_path: Path, levels: int, pool: str, shape: tuple[int, ...]) -> None:
+    """OpenCV has no SPP layer: compare with the equivalent pooling layers run by OpenCV."""
+    import cv2
+    import numpy as np
+
+    import opbridge as ob
+    from opbridge.convert import convert
+
+    method = "" if pool == "pool=absent" else f"pool: {pool}"
+    ours_txt = tiny_net(layer("SPP", f"spp_param {{ pyramid_height: {levels} {method} }}"), shape)
+    ref_txt = tiny_net(_spp_levels_as_pooling(levels, pool if method else "MAX", *shape[2:]), shape)
+    (tmp_path / "a.prototxt").write_text(ours_txt)
+    (tmp_path / "b.prototxt").write_text(ref_txt)
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    got = ob.interpret(convert(tmp_path / "a.prototxt"), {"data": x})["y"]
+    net = cv2.dnn.readNetFromCaffe(str(tmp_path / "b.prototxt"))
+    net.setInput(x)
+    ref = net.forward("y" if levels > 1 else "l0")
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)

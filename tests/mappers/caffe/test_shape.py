@@ -208,3 +208,14 @@ def test_split_and_silence_mappings_on_a_hand_built_graph() -> None:
                      outputs=[TensorInfo("y")])
     x = np.array([[-1.0, 0.5, 2.0]], np.float32)
     np.testing.assert_array_equal(ob.interpret(convert(og), {"x": x})["y"], np.maximum(x, 0))
+
+
+def test_batch_reindex(tmp_path: Path) -> None:
+    """BatchReindex (OpenCV lacks it): x[indices] along the batch axis."""
+    proto = tmp_path / "net.prototxt"
+    proto.write_text('input: "data" input_shape { dim: 3 dim: 2 }\ninput: "idx" input_shape { dim: 4 }\n'
+                     + layer("BatchReindex", "", bottoms=("data", "idx")))
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    idx = np.array([2, 0, 2, 1], np.float32)
+    got = ob.interpret(convert(proto), {"data": x, "idx": idx})["y"]
+    np.testing.assert_array_equal(got, x[[2, 0, 2, 1]])
