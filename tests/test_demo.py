@@ -100,3 +100,18 @@ def test_without_origin_frameworks(tmp_path, monkeypatch, capsys):
         report = json.loads((tmp_path / f"{name}.validate.json").read_text())
         assert report["runners"] == ["interpreter", "simulator"] and report["passed"]
     assert "the interpreter is the reference" in capsys.readouterr().out
+
+
+@requires_ort
+def test_a_bad_model_is_reported_and_the_others_run(tmp_path, capsys):
+    from opbridge.examples import write_small_cnn_onnx
+
+    good = write_small_cnn_onnx(tmp_path / "good.onnx")
+    bad = tmp_path / "bad.prototxt"
+    bad.write_text('name: "bad"\nlayer { name: "data" type: "Input" top: "data" '
+                   'input_param { shape { dim: 1 dim: 3 dim: 4 dim: 4 } } }\n'
+                   'layer { name: "odd" type: "NoSuchLayer" bottom: "data" top: "y" }\n')
+    assert main(["demo", str(bad), good, "--out-dir", str(tmp_path / "out")]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert "error:" in out and "NoSuchLayer" in out
+    assert "PASS:" in out and (tmp_path / "out" / "good.obprog").is_file()

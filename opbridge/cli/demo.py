@@ -37,9 +37,14 @@ class DemoModel:
 
 @dataclass
 class DemoResult:
+    """What happened to one model: each stage's outcome, and whether validation passed."""
+
     name: str
     stages: dict[str, str] = field(default_factory=dict)
     passed: bool | None = None
+    #: the stage running now (marked "error" if it raises)
+    current: str = "convert"
+    error: str = ""
 
 
 def add_parser(sub: Any) -> None:
@@ -51,7 +56,8 @@ def add_parser(sub: Any) -> None:
         "-- or on the MODEL files given: convert to IR, compile for the target, run on the "
         "simulator, validate layer by layer against the origin framework and the reference "
         "interpreter, and print the report and the profile summary. A Caffe prototxt without "
-        "--weights gets random weights. Exit 0 when every validation passes, 1 otherwise.",
+        "--weights gets random weights. Exit 0 when every validation passes, 1 when one fails, 2 "
+        "when a model cannot be used (it is reported and the other models still run).",
     )
     p.add_argument("models", nargs="*", metavar="MODEL",
                    help="model files (.onnx, .prototxt, .ts.json) or folders holding one "
@@ -124,27 +130,29 @@ def _prepare_weights(m: DemoModel, out: Path, seed: int) -> None:
         return
     from ..caffe_random_weights import write_random_weights
 
-    m.weights = out / f"{m.name}.caffemodel"
-    write_random_weights(m.path, m.weights, seed=seed)  # type: ignore[arg-type]
-    m.note += f"; random weights (seed {seed}) in {m.weights}"
+    path = out / f"{m.name}.caffemodel"
+    if write_random_weights(m.path, path, seed=seed):  # type: ignore[arg-type]
+        m.weights = path
+        m.note += f"; random weights (seed {seed}) in {m.weights}"
+    else:  # no layer has weights: a caffemodel without layers is not a valid file to read
+        path.unlink(missing_ok=True)
 
 
-def run_one(m: DemoModel, args: argparse.Namespace, out: Path, console: Any) -> DemoResult:
-    """Every stage for one model; prints as it goes."""
+def run_one(m: DemoModel, args: argparse.Namespace, out: Path, console: Any, res: DemoResult) -> None:
+    """Every stage for one model; prints as it goes and records the outcome in ``res``."""
     import numpy as np
 
     from ..validate.api import validate_graph
     from ..validate.inputs import make_inputs
     from ..validate.progress import Stages
 
-    res = DemoResult(m.name)
     console.rule(f"[bold]{m.name}[/] ({m.framework})")
     if m.note:
         console.print(m.note, highlight=False)
     if m.missing:
         console.print(f"[yellow]skipped:[/] {m.missing}")
         res.stages["convert"] = "skipped"
-        return res
+        return
     with Stages(True, 4, title=m.name) as stages:
         with stages.stage("preparing weights"):
             _prepare_weights(m, out, args.seed)
@@ -164,11 +172,13 @@ def run_one(m: DemoModel, args: argparse.Namespace, out: Path, console: Any) -> 
         if _have("opbridge.simulator"):
             from ..simulator import compile as sim_compile
 
+            res.current = "compile"
             with stages.stage(f"compiling for {args.target}"):
                 program = sim_compile(graph, target=args.target)
                 obprog = out / f"{m.name}.obprog"
                 program.save(obprog)
             res.stages["compile"] = "ok"
+            res.current = "run"
             with stages.stage("running on the simulator"):
                 outs = program.run(feeds)
             res.stages["run"] = "ok"
@@ -179,6 +189,7 @@ def run_one(m: DemoModel, args: argparse.Namespace, out: Path, console: Any) -> 
                               f"of sample 0: {list(map(int, top))}", highlight=False)
         else:
             console.print("[yellow]skipped compile and run:[/] this opbridge has no simulator")
+        res.current = "validate"
         report = validate_graph(graph, feeds, framework=m.framework, source=str(m.path),
                                 weights=str(m.weights) if m.weights else None,
                                 label=f"{m.name} ({m.path.name})" if m.path else m.name, target=args.target,
@@ -189,7 +200,12 @@ def run_one(m: DemoModel, args: argparse.Namespace, out: Path, console: Any) -> 
     report.write_json(out / f"{m.name}.validate.json")
     if program is not None:
         _print_profile(program, out / f"{m.name}.trace.json", console)
-    return res
+
+
+def _esc(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
 
 
 def _op_summary(graph: Any) -> str:
@@ -212,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from ..plugins_loader import load_plugins
-    from . import EXIT_FAILED, EXIT_OK
+    from . import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
     if args.weights and len(args.models) != 1:
         raise DemoError("--weights needs exactly one MODEL")
@@ -222,7 +238,18 @@ def run(args: argparse.Namespace) -> int:
     console = Console(width=150 if not sys.stdout.isatty() else None)
     models = ([given_model(s, args.weights) for s in args.models] if args.models
               else bundled_models(out, args.seed))
-    results = [run_one(m, args, out, console) for m in models]
+    results = []
+    for m in models:
+        res = DemoResult(m.name)
+        results.append(res)
+        try:
+            run_one(m, args, out, console, res)
+        except OpbridgeError as err:  # report it, go on with the next model
+            res.stages[res.current] = "error"
+            res.error = err.message
+            console.print(f"[bold red]error:[/] {_esc(err.message)}", highlight=False)
+            if err.hint:
+                console.print(f"hint: {_esc(err.hint)}", highlight=False)
     t = Table(title="opbridge demo", title_justify="left")
     for col in ("model", "convert", "compile", "run", "validate"):
         t.add_column(col)
@@ -231,5 +258,7 @@ def run(args: argparse.Namespace) -> int:
     console.rule()
     console.print(t)
     console.print(f"files in {out}/", highlight=False)
+    if any(r.error for r in results):
+        return EXIT_USAGE
     ran = [r for r in results if r.passed is not None]
     return EXIT_OK if ran and all(r.passed for r in ran) else EXIT_FAILED
