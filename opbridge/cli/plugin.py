@@ -46,7 +46,12 @@ def add_parser(sub: Any) -> None:
                      help="the plugin file to write (default ./<name in snake_case>.py)")
     new.add_argument("--force", action="store_true", help="overwrite existing files")
     new.set_defaults(func=run_new)
-    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+    def usage(args: argparse.Namespace) -> int:  # `opbridge plugin` alone: show what it offers
+        p.print_help()
+        return 2
+
+    p.set_defaults(func=usage)
 
 
 def snake_case(name: str) -> str:
