@@ -13,6 +13,7 @@ from .layergroup import GroupPlan, form_groups, row_fn
 from .lower import CPU, Lowered, Placement, lower
 from .memory import Buffer, activation_lane_bytes, align, constant_lane_bytes, plan
 from .program import Program
+from .stream import StreamPlan, sliced_shape
 from .target import Target, itemsize, resolve_target
 
 
@@ -33,7 +34,7 @@ def _ddr_plan(graph: Graph, units: list[Any], target: Target) -> dict[str, Any]:
     """One DDR address space: weights first, then activations with lifetime-based reuse."""
     unit_of: dict[str, int] = {}
     for ui, u in enumerate(units):
-        for ln in (u.nodes if isinstance(u, GroupPlan) else [u]):
+        for ln in (u.nodes if isinstance(u, (GroupPlan, StreamPlan)) else [u]):
             unit_of[ln.node.name] = ui
     end = len(units)
     outputs = {v.name for v in graph.outputs}
@@ -43,7 +44,7 @@ def _ddr_plan(graph: Graph, units: list[Any], target: Target) -> dict[str, Any]:
         in_ddr[v.name] = v
         first[v.name] = 0
     for ui, u in enumerate(units):
-        produced = u.outputs if isinstance(u, GroupPlan) else u.node.outputs
+        produced = u.outputs if isinstance(u, (GroupPlan, StreamPlan)) else u.node.outputs
         for v in produced:
             in_ddr[v.name] = v
             first[v.name] = ui
@@ -199,6 +200,71 @@ def _const_view(ln: Lowered, i: int, v: Value, r: tuple[int, int], n: tuple[int,
     return d
 
 
+def _stream_instrs(sp: StreamPlan, target: Target, instrs: list[dict[str, Any]]) -> None:
+    """Per chunk of output channels: load its weight slices; per row tile: load the input
+    rows, compute, store the chunk's rows."""
+    ln = sp.ln
+    node = ln.node
+    out = node.outputs[0]
+    oshape = static_shape(out)
+    for c in sp.chunks:
+        const_in: dict[int, dict[str, Any]] = {}
+        for i, v in enumerate(node.inputs):
+            if v is None or not v.is_constant:
+                continue
+            sl = sp.const_slice(i, c)
+            shp = sliced_shape(static_shape(v), sl)
+            addr = sp.alloc[v.name][0]
+            instrs.append({"op": "load", "t": -1, "tensor": v.name, "buf": v.name, "lmem": addr,
+                           "n": None, "h": None, "sel": list(sl) if sl else None, "const": True,
+                           "bytes": math.prod(shp) * itemsize(v.dtype),
+                           "lane_bytes": constant_lane_bytes(target, shp, v.dtype)})
+            const_in[i] = {"tensor": v.name, "buf": v.name, "lmem": addr, "shape": list(shp),
+                           "h": None, "n": None, "const": True}
+        for ti, t in enumerate(sp.tiles):
+            nn = t.n[1] - t.n[0]
+            ins: list[dict[str, Any] | None] = []
+            for i, v in enumerate(node.inputs):
+                if v is None:
+                    ins.append(None)
+                    continue
+                if i in const_in:
+                    ins.append(const_in[i])
+                    continue
+                shp0 = static_shape(v)
+                nd = t.needs[i]
+                assert nd is not None
+                sl = sp.const_slice(i, c)
+                cr = [sl[1], sl[2]] if sl is not None and sl[0] == 1 else None
+                tshape = [nn if shp0[0] == oshape[0] else shp0[0],
+                          (cr[1] - cr[0]) if cr else shp0[1], nd[1][1] - nd[1][0], shp0[3]]
+                addr = sp.alloc[v.name][0]
+                instrs.append({"op": "load", "t": ti, "tensor": v.name, "buf": v.name, "lmem": addr,
+                               "n": list(t.n) if shp0[0] == oshape[0] else [0, shp0[0]],
+                               "h": list(nd[1]), "c": cr,
+                               "bytes": math.prod(tshape) * itemsize(v.dtype),
+                               "lane_bytes": activation_lane_bytes(target, tshape, v.dtype)})
+                ins.append({"tensor": v.name, "buf": v.name, "lmem": addr, "shape": tshape,
+                            "h": None})
+            attrs: dict[str, Any] = {}
+            if ln.kernel is not None and ln.kernel.tile_attrs_fn is not None:
+                full = ln.kernel.tile_attrs_fn(node, t.rows[0], t.rows[1],
+                                               [x[0] if x else None for x in t.needs],
+                                               [x[1] if x else None for x in t.needs])
+                attrs = _diff_attrs(node.attrs, full)
+            ot = [nn, c[1] - c[0], t.rows[1] - t.rows[0], oshape[3]]
+            addr = sp.alloc[out.name][0]
+            instrs.append({"op": "compute", "t": ti, "node": node.name, "ins": ins,
+                           "out": {"tensor": out.name, "buf": out.name, "lmem": addr, "shape": ot},
+                           "attrs": attrs, "flops": _cost(ln, tuple(ot)),
+                           "lane_bytes": activation_lane_bytes(target, ot, out.dtype),
+                           "eff": _efficiency(target, ot, out.dtype)})
+            instrs.append({"op": "store", "t": ti, "tensor": out.name, "buf": out.name, "lmem": addr,
+                           "tile_shape": ot, "tile_h0": t.rows[0], "n": list(t.n),
+                           "h": list(t.rows), "c": list(c),
+                           "bytes": math.prod(ot) * itemsize(out.dtype)})
+
+
 def _efficiency(target: Target, shape: list[int] | tuple[int, ...], dtype: str) -> float:
     """Fraction of the lanes' EUs a tile of this shape keeps busy (channels over lanes, H*W
     over the EU width)."""
@@ -244,6 +310,15 @@ def compile(  # noqa: A001 - the public name DESIGN.md gives it
                 "inputs": [v.name for v in u.inputs], "outputs": [v.name for v in u.outputs],
                 "consts": [v.name for v in u.consts], "instrs": [start, len(instrs)],
             })
+            continue
+        if isinstance(u, StreamPlan):
+            start = len(instrs)
+            _stream_instrs(u, tgt, instrs)
+            meta.append({"kind": "global", "nodes": [u.ln.node.name], "op": u.ln.node.op,
+                         "streamed": True, "chunks": len(u.chunks), "row_tiles": len(u.tiles),
+                         "tiles": len(u.chunks) * len(u.tiles),
+                         "alloc": {k: list(v) for k, v in u.alloc.items()},
+                         "lmem_peak": u.lmem_peak, "instrs": [start, len(instrs)]})
             continue
         ln = u
         node = ln.node

@@ -209,6 +209,8 @@ def profile(prog: Program) -> Profile:
         engines = busy[ui]
         if u["kind"] == "host":
             bound = "host"
+        elif u["kind"] == "global" and u.get("streamed") and "alloc" in u:
+            bound = "memory" if engines["gdma"] >= engines["tpu"] else "compute"
         elif u["kind"] == "global":
             dtype = nodes[u["nodes"][0]].outputs[0].dtype
             comp = flops / (peak(dtype) * unit_instrs[0]["eff"])
@@ -226,7 +228,7 @@ def profile(prog: Program) -> Profile:
     return Profile(
         est_latency_ms=total * 1e3,
         gdma_bytes=sum(x.gdma_bytes for x in units if x.kind != "host"),
-        lmem_peak_bytes=max((x.lmem_bytes for x in groups), default=0),
+        lmem_peak_bytes=max((x.lmem_bytes for x in units), default=0),
         num_layer_groups=len(groups),
         num_tiles=sum(x.tiles for x in groups),
         num_global_layers=sum(1 for x in units if x.kind == "global"),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import SimulatorError
 from ..ir.graph import Node, Value
@@ -313,13 +314,15 @@ class _Group:
 
 def form_groups(
     lowered: list[Lowered], target: Target, graph_outputs: set[str]
-) -> list[GroupPlan | Lowered]:
+) -> list[Any]:
     """Split the node sequence into layer groups and single (global or host) nodes, in order.
 
     A group is a contiguous run of the topological order, so it is convex: no path leaves it
     and comes back.
     """
-    units: list[GroupPlan | Lowered] = []
+    from .stream import plan_stream
+
+    units: list[Any] = []
     cur: list[Lowered] = []
     cur_plan: GroupPlan | None = None
 
@@ -347,7 +350,8 @@ def form_groups(
         close()
         p = _Group([ln], graph_outputs).best(target)
         if p is None:
-            units.append(ln)  # fits no tile on its own: a global layer that streams
+            # fits no tile on its own: a global layer, streamed in chunks where it can be
+            units.append(plan_stream(ln, target) or ln)
         else:
             cur, cur_plan = [ln], p
     close()

@@ -123,8 +123,12 @@ class Executor:
         op = ins["op"]
         if op == "load":
             src = self.views[ins["tensor"]]
+            if ins.get("sel") is not None:  # a slice of a constant along one axis
+                axis, lo, hi = ins["sel"]
+                src = src[(slice(None),) * axis + (slice(lo, hi),)]
             if ins["n"] is not None:
-                src = src[ins["n"][0]:ins["n"][1], :, ins["h"][0]:ins["h"][1], :]
+                c = slice(*ins["c"]) if ins.get("c") is not None else slice(None)
+                src = src[ins["n"][0]:ins["n"][1], c, ins["h"][0]:ins["h"][1], :]
             dtype = self.prog.ddr["tensors"][ins["tensor"]]["dtype"]
             dst = self._lmem_view(ins["lmem"], list(src.shape), dtype, f"load of '{ins['tensor']}'",
                                   bool(ins.get("const")))
@@ -135,7 +139,8 @@ class Executor:
             h0 = ins["tile_h0"]
             s0, s1 = ins["h"]
             src = tile[:, :, s0 - h0:s1 - h0, :]
-            dst = self.views[ins["tensor"]][ins["n"][0]:ins["n"][1], :, s0:s1, :]
+            c = slice(*ins["c"]) if ins.get("c") is not None else slice(None)
+            dst = self.views[ins["tensor"]][ins["n"][0]:ins["n"][1], c, s0:s1, :]
             return self._copy(dst, src, ins)
         node = self.nodes[ins["node"]]
         fn, into = self._fn(node.name, into=len(node.outputs) == 1)

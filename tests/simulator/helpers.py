@@ -28,9 +28,8 @@ def audit_local_memory(prog: Program) -> int:
     number of tile accesses checked."""
     t = prog.target
     budget = t.lmem_bytes_per_lane
-    groups = prog.groups
     checked = 0
-    for g in groups:
+    for g in (u for u in prog.units if "alloc" in u):  # layer groups and streamed layers
         alloc = g["alloc"]
         # buffers live at the same time never share bytes
         items = list(alloc.items())

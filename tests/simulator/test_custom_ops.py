@@ -108,8 +108,8 @@ def test_duplicate_kernel_registration_names_both_places(foo_kernel):
 
 
 def test_bad_split_axis():
-    with pytest.raises(ob.RegistryError, match="'C'"):
-        ob.simulator.KernelRegistry().register("X").split("C")
+    with pytest.raises(ob.RegistryError, match="'D'"):
+        ob.simulator.KernelRegistry().register("X").split("D")
 
 
 def test_input_slice_halo_hint():

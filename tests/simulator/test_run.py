@@ -116,12 +116,14 @@ def test_small_local_memory_forces_tiling(model):
 
 def test_group_splits_then_streams_when_nothing_fits():
     """At 1 KiB per lane the 48x48x3x3 weights alone do not fit: that conv becomes a global
-    layer that streams, the rest still runs in layer groups, and the numbers stay right."""
+    layer that streams chunks of output channels (each with its slice of the weights)
+    through local memory, the rest still runs in layer groups, and the numbers stay right."""
     g = residual_block()
     feeds = _feeds(g)
     prog = ob.compile(g, ob.Target.preset("bm1684", lmem_bytes_per_lane=1 * KIB))
     streamed = [u for u in prog.units if u["kind"] == "global"]
     assert streamed and all(u["streamed"] for u in streamed)
+    assert all(u["chunks"] > 1 and u["lmem_peak"] <= 1 * KIB for u in streamed)
     assert prog.groups
     ref = ob.interpret(g, feeds)
     out = prog.run(feeds)

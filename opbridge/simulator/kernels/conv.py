@@ -25,8 +25,11 @@ def _conv2d_params(node: Node) -> tuple[int, int, int, tuple[int, ...]]:
 
 
 def conv_split(node: Node) -> tuple[str, ...]:
-    """Only 2-D convolutions (rank-4 input) are local layers."""
-    return ("N", "H") if len(static_shape(node.inputs[0])) == 4 else ()
+    """Only 2-D convolutions (rank-4 input) are local layers; ungrouped ones may also be
+    computed in chunks of output channels."""
+    if len(static_shape(node.inputs[0])) != 4:
+        return ()
+    return ("N", "C", "H") if node.attrs.get("group", 1) == 1 else ("N", "H")
 
 
 def conv_rows(node: Node, i: int, lo: int, hi: int) -> tuple[int, int] | None:
@@ -34,6 +37,12 @@ def conv_rows(node: Node, i: int, lo: int, hi: int) -> tuple[int, int] | None:
         return None
     kh, sh, dh, pads = _conv2d_params(node)
     return window_rows(lo, hi, kh, sh, dh, pads[0])
+
+
+def conv_channels(node: Node, i: int, c0: int, c1: int) -> tuple[int, int, int] | None:
+    """Output channels [c0, c1) of an ungrouped conv read every input channel, and rows
+    [c0, c1) of the weights and the bias."""
+    return None if i == 0 else (0, c0, c1)
 
 
 def conv_tile_attrs(node: Node, lo: int, hi: int, needed, clipped) -> dict:
@@ -97,6 +106,7 @@ def conv2d_into(out: np.ndarray, x: np.ndarray, w: np.ndarray, b: np.ndarray | N
     register_kernel("Conv")
     .split_when(lambda n: conv_split(n))
     .input_slice(conv_rows)
+    .channel_slice(conv_channels)
     .tile_attrs(conv_tile_attrs)
     .cost(conv_cost)
     .compute_into(conv2d_into)

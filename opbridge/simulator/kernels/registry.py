@@ -5,7 +5,12 @@ spirit of bmcompiler's ``LayerDescriptor`` (``can_split_local_h_w``, ``backward_
 ``get_local_buffer_size``) and MagicMind's ``IPluginKernel``:
 
 - ``split("N", "H", "W")``: the axes along which the op may be cut into tiles; calling it
-  (even with no axes) makes the op a *local layer* that may join a layer group;
+  (even with no axes) makes the op a *local layer* that may join a layer group; ``"C"``
+  says its output channels may be computed in chunks (with ``channel_slice``);
+- ``channel_slice(fn)``: ``fn(node, i, c0, c1) -> (axis, lo, hi) | None``: output channels
+  ``[c0, c1)`` need that slice of input ``i`` (None: all of it). With it, an op too big for
+  local memory even as one tile (a convolution whose weights do not fit) runs as a global
+  layer that *streams*: chunks of output channels, each with its slice of the weights;
 - ``input_slice(fn)``: ``fn(node, i, lo, hi) -> (lo, hi) | None``: the rows (axis H) of input
   ``i`` that output rows ``[lo, hi)`` need; rows outside ``[0, H)`` are padding; ``None``
   means the whole input. Without it, an input with the output's H maps row to row and an
@@ -42,7 +47,7 @@ TileAttrsFn = Callable[[Node, int, int, Sequence["Rows | None"], Sequence["Rows 
 ScratchFn = Callable[[Node, tuple[int, ...]], int]
 CostFn = Callable[[Node, tuple[int, ...]], float]
 
-AXES = ("N", "H", "W")
+AXES = ("N", "C", "H", "W")
 
 
 def _site() -> str:
@@ -69,6 +74,7 @@ class Kernel:
         self.axes: frozenset[str] = frozenset()
         self.split_fn: Callable[[Node], Sequence[str]] | None = None
         self.input_slice_fn: InputSliceFn | None = None
+        self.channel_slice_fn: Callable[[Node, int, int, int], tuple[int, int, int] | None] | None = None
         self.tile_attrs_fn: TileAttrsFn | None = None
         self.scratch_fn: ScratchFn | None = None
         self.cost_fn: CostFn = elementwise_cost
@@ -78,10 +84,10 @@ class Kernel:
 
     # -- building ---------------------------------------------------------------------
     def split(self, *axes: str) -> Kernel:
-        """Axes the op may be tiled on (any of N, H, W); the op becomes a local layer."""
+        """Axes the op may be tiled on (any of N, C, H, W); the op becomes a local layer."""
         bad = [a for a in axes if a not in AXES]
         if bad:
-            raise RegistryError(f"kernel {self.op}: split axis {bad[0]!r} is not one of N, H, W")
+            raise RegistryError(f"kernel {self.op}: split axis {bad[0]!r} is not one of N, C, H, W")
         self.axes = frozenset(axes)
         self.local = True
         return self
@@ -94,6 +100,11 @@ class Kernel:
 
     def input_slice(self, fn: InputSliceFn) -> Kernel:
         self.input_slice_fn = fn
+        return self
+
+    def channel_slice(self, fn: Callable[[Node, int, int, int], tuple[int, int, int] | None]
+                      ) -> Kernel:
+        self.channel_slice_fn = fn
         return self
 
     def tile_attrs(self, fn: TileAttrsFn) -> Kernel:
