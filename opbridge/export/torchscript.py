@@ -102,6 +102,24 @@ def _frozen_graph(torch: Any, module: Any, example: tuple[Any, ...], mode: str,
     return scripted, graph, used
 
 
+def _bind_absent_optionals(torch: Any, graph: Any, inputs: list[Any], given: int) -> None:
+    """forward() arguments after the example inputs that are Optional get their default None."""
+    for v in inputs[given:]:
+        if not _type_str(v).startswith("Optional["):
+            raise TorchExportError(
+                f"forward() argument '{v.debugName()}' ({_type_str(v)}) has no example input",
+                hint="pass one example tensor per forward() argument",
+            )
+        none = graph.insertConstant(None)
+        none.node().moveBefore(next(iter(graph.nodes())))
+        v.replaceAllUsesWith(none)
+    for v in reversed(inputs[given:]):
+        graph.eraseInput(v.offset())
+    if len(inputs) > given:
+        torch._C._jit_pass_constant_propagation(graph)
+        torch._C._jit_pass_dce(graph)
+
+
 #: Node kinds an input check's branch may hold (building the message, then raising).
 _CHECK_KINDS = {"prim::RaiseException", "prim::Constant", "aten::format", "aten::str",
                 "prim::Uninitialized", "aten::__interpolate"}
@@ -122,7 +140,7 @@ def _specialize(torch: Any, graph: Any, example: tuple[Any, ...]) -> None:
         torch._C._jit_pass_propagate_shapes_on_graph(graph)
     except RuntimeError:
         pass  # shapes stay unknown; conversion reports what it cannot fold
-    torch._C._jit_pass_peephole(graph, True)
+    torch._C._jit_pass_peephole(graph, False)  # False: shape peepholes on
     torch._C._jit_pass_constant_propagation(graph)
     for node in list(graph.nodes()):
         if node.kind() == "prim::If" and node.outputsSize() == 0 and all(
@@ -130,6 +148,28 @@ def _specialize(torch: Any, graph: Any, example: tuple[Any, ...]) -> None:
         ):
             node.destroy()
     torch._C._jit_pass_dce(graph)
+    # loops and ifs that only computed what those checks used (TorchScript's DCE keeps them)
+    for node in reversed(list(graph.nodes())):
+        if node.kind() in ("prim::Loop", "prim::If") and not any(o.uses() for o in node.outputs()) \
+                and not any(_mutates(inner) for inner in _inner_nodes(node)):
+            node.destroy()
+    torch._C._jit_pass_dce(graph)
+
+
+_MUTATING = {"aten::append", "aten::insert", "aten::extend", "aten::_set_item", "aten::pop",
+             "aten::clear", "prim::SetAttr", "aten::copy_"}
+
+
+def _inner_nodes(node: Any) -> Iterator[Any]:
+    for block in node.blocks():
+        for inner in block.nodes():
+            yield inner
+            yield from _inner_nodes(inner)
+
+
+def _mutates(node: Any) -> bool:
+    kind = node.kind()
+    return kind in _MUTATING or (kind.startswith("aten::") and kind.endswith("_") and not kind.endswith("__"))
 
 
 def _scope(node: Any) -> str:
@@ -326,8 +366,14 @@ def export_torchscript(
     results = _flatten(result, torch)
 
     g_inputs = [v for v in graph.inputs()]
-    if g_inputs and _type_str(g_inputs[0]) not in ("Tensor",) and not g_inputs[0].uses():
-        g_inputs = g_inputs[1:]  # the module itself ('self'), unused once frozen
+    attr_objects: dict[str, Any] = {}
+    if g_inputs and _type_str(g_inputs[0]) != "Tensor" and all(
+        u.user.kind() == "prim::GetAttr" for u in g_inputs[0].uses()
+    ):
+        attr_objects[g_inputs[0].debugName()] = scripted
+        g_inputs = g_inputs[1:]  # the module itself ('self'): only attributes are read from it
+    _bind_absent_optionals(torch, graph, g_inputs, len(example))
+    g_inputs = g_inputs[: len(example)]
     if len(g_inputs) != len(example):
         raise TorchExportError(
             f"the graph takes {len(g_inputs)} inputs but {len(example)} example inputs were given",
@@ -371,10 +417,18 @@ def export_torchscript(
             out = n.output()
             rec["value"] = writer.encode(out.toIValue(), out.debugName(), where)
         elif kind == "prim::GetAttr":
-            raise TorchExportError(
-                f"{where}: attribute '{n.s('name')}' survived freezing",
-                hint="export the module in eval mode without preserved attributes",
-            )
+            # a buffer freezing kept as an attribute (a mutated one): write its value
+            obj = attr_objects.get(n.input().debugName())
+            if obj is None:
+                raise TorchExportError(f"{where}: attribute '{n.s('name')}' of an unknown object")
+            value = getattr(obj, n.s("name"))
+            out = n.output().debugName()
+            if isinstance(value, torch.nn.Module):
+                attr_objects[out] = value
+                continue  # only further GetAttr nodes use it; they are written resolved
+            rec["inputs"] = []
+            rec["attrs"] = {"name": n.s("name")}
+            rec["value"] = writer.encode(value, out, where)
         out_nodes.append(rec)
 
     outputs = []

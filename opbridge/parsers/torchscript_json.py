@@ -154,7 +154,8 @@ def _argument_view(nodes: list[OriginNode], graph_types: dict[str, str]) -> None
             k = len(flat)
             flat.append(name)
             arg_types.append(types.get(name, "Tensor"))
-            if prod is not None and prod.domain == "prim" and prod.op_type == "Constant":
+            if (prod is not None and prod.domain == "prim" and prod.op_type in ("Constant", "GetAttr")
+                    and "value" in prod.attrs):
                 value = prod.attrs.get("value")
                 if not isinstance(value, np.ndarray):
                     consts[k] = value

@@ -75,3 +75,17 @@ def test_uneven_adaptive_pool_is_refused() -> None:
 
     with pytest.raises(UnsupportedOpError, match=r"adaptive_avg_pool2d.*uneven"):
         check(torch.nn.AdaptiveAvgPool2d(4), torch.randn(1, 2, 7, 7))
+
+
+@pytest.mark.parametrize(
+    "case", [k for k, (m, _) in _cases().items()
+             # torch cannot script AdaptiveAvgPool2d((None, 2)) itself
+             if not k.startswith("functional") and k != "adaptive_avg_pool2d=None"] if HAVE_TORCH else []
+)
+def test_conv_pool_scripted(case: str) -> None:
+    """Scripted modules record aten::conv2d, aten::max_pool2d … rather than the traced forms."""
+    import torch
+
+    torch.manual_seed(3)
+    module, shape = _cases()[case]
+    check(module, torch.randn(*shape), mode="script")

@@ -61,3 +61,15 @@ def test_norm(case: str) -> None:
     if isinstance(module, torch.nn.Module):
         module = _randomized(module)
     check(module, torch.randn(*shape) * 2 + 1)
+
+
+@pytest.mark.parametrize(
+    "case", [k for k, (m, _) in _cases().items() if hasattr(m, "forward")] if HAVE_TORCH else []
+)
+def test_norm_scripted(case: str) -> None:
+    """Scripted norm modules: their input checks fold away on the example's shapes."""
+    import torch
+
+    torch.manual_seed(4)
+    module, shape = _cases()[case]
+    check(_randomized(module), torch.randn(*shape) * 2 + 1, mode="script")

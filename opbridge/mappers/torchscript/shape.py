@@ -152,7 +152,7 @@ def repeat(node: OriginNode, g: MapContext) -> Any:
 
 _IDENTITY = ("contiguous", "clone", "detach", "detach_", "alias", "lift_fresh", "dropout",
              "dropout_", "feature_dropout", "feature_dropout_", "alpha_dropout", "alpha_dropout_",
-             "feature_alpha_dropout", "resolve_conj", "resolve_neg")
+             "feature_alpha_dropout", "feature_alpha_dropout_", "resolve_conj", "resolve_neg")
 
 
 @ts_mapping(*_IDENTITY)
