@@ -50,7 +50,7 @@ def parse_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..export.torchscript import _import_torch, export_torchscript
+    from ..export.torchscript import export_torchscript, import_torch
 
     shapes = parse_shapes(args.input_shape)
     dtypes: dict[str, str] = {}
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     path = Path(args.model)
     if not path.is_file():
         raise ModelFormatError(f"'{path}' does not exist or is not a file")
-    torch = _import_torch()
+    torch = import_torch()
     try:
         module = torch.jit.load(str(path), map_location="cpu")
     except Exception as err:  # torch raises RuntimeError and others for a bad archive

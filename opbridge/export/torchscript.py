@@ -6,16 +6,16 @@ Needs torch, imported lazily so that ``import opbridge`` works without it.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ..errors import ModelFormatError, OpbridgeError
+from .torchscript_graph import TorchExportError, bind_absent_optionals, frozen_graph, type_str
 
 FORMAT = "opbridge.torchscript-json"
 FORMAT_VERSION = 1
@@ -25,11 +25,8 @@ _DTYPE_NAMES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "i
                 "int64", "bool")
 
 
-class TorchExportError(OpbridgeError, ValueError):
-    """The module cannot be exported as TorchScript-json (control flow, unsupported constants)."""
-
-
-def _import_torch() -> Any:
+def import_torch() -> Any:
+    """The torch module, or an OpbridgeError saying how to install it."""
     try:
         import torch
     except ImportError:
@@ -55,121 +52,6 @@ def _dtype_name(dtype: Any) -> str:
             hint=f"use one of {', '.join(_DTYPE_NAMES)}",
         )
     return name
-
-
-@contextlib.contextmanager
-def _no_mha_fastpath(torch: Any) -> Iterator[None]:
-    """Trace attention as its ops, not as the fused fast-path kernel."""
-    mha = getattr(torch.backends, "mha", None)
-    if mha is None:
-        yield
-        return
-    before = mha.get_fastpath_enabled()
-    mha.set_fastpath_enabled(False)
-    try:
-        yield
-    finally:
-        mha.set_fastpath_enabled(before)
-
-
-def _frozen_graph(torch: Any, module: Any, example: tuple[Any, ...], mode: str,
-                  optimize: bool) -> tuple[Any, Any, str]:
-    """(callable, inlined graph, mode actually used) for a module, ScriptModule or function."""
-    script_types = (torch.jit.ScriptModule, torch.jit.ScriptFunction)
-    if isinstance(module, script_types):
-        used = "scripted"
-        scripted = module
-    elif mode == "script":
-        used = "script"
-        scripted = torch.jit.script(module.eval() if hasattr(module, "eval") else module)
-    elif mode == "trace":
-        used = "trace"
-        if hasattr(module, "eval"):
-            module = module.eval()
-        with _no_mha_fastpath(torch), torch.no_grad():
-            scripted = torch.jit.trace(module, example, check_trace=False)
-    else:
-        raise TorchExportError(f"export mode {mode!r}: use 'trace' or 'script'")
-    if isinstance(scripted, torch.jit.ScriptModule):
-        scripted = torch.jit.freeze(scripted.eval(), optimize_numerics=optimize)
-        graph = scripted.graph
-    else:
-        graph = scripted.graph.copy()
-    torch._C._jit_pass_inline(graph)
-    if used != "trace":
-        _specialize(torch, graph, example)
-    torch._C._jit_pass_dce(graph)
-    return scripted, graph, used
-
-
-def _bind_absent_optionals(torch: Any, graph: Any, inputs: list[Any], given: int) -> None:
-    """forward() arguments after the example inputs that are Optional get their default None."""
-    for v in inputs[given:]:
-        if not _type_str(v).startswith("Optional["):
-            raise TorchExportError(
-                f"forward() argument '{v.debugName()}' ({_type_str(v)}) has no example input",
-                hint="pass one example tensor per forward() argument",
-            )
-        none = graph.insertConstant(None)
-        none.node().moveBefore(next(iter(graph.nodes())))
-        v.replaceAllUsesWith(none)
-    for v in reversed(inputs[given:]):
-        graph.eraseInput(v.offset())
-    if len(inputs) > given:
-        torch._C._jit_pass_constant_propagation(graph)
-        torch._C._jit_pass_dce(graph)
-
-
-#: Node kinds an input check's branch may hold (building the message, then raising).
-_CHECK_KINDS = {"prim::RaiseException", "prim::Constant", "aten::format", "aten::str",
-                "prim::Uninitialized", "aten::__interpolate"}
-
-
-def _specialize(torch: Any, graph: Any, example: tuple[Any, ...]) -> None:
-    """Fix a scripted graph to the example inputs' shapes so shape checks fold away.
-
-    Shapes are propagated from the example inputs, then peephole and constant propagation
-    fold ``dim()``/``size()`` comparisons. An ``if`` with no outputs whose branches only raise
-    (an input check such as BatchNorm's ``_check_input_dim``) held on the example inputs, and
-    the graph is for those shapes only, so it is dropped.
-    """
-    tensors = [v for v in graph.inputs() if _type_str(v) == "Tensor"]
-    for v, t in zip(tensors, example):
-        v.setType(torch._C.TensorType.create_from_tensor(t))
-    try:
-        torch._C._jit_pass_propagate_shapes_on_graph(graph)
-    except RuntimeError:
-        pass  # shapes stay unknown; conversion reports what it cannot fold
-    torch._C._jit_pass_peephole(graph, False)  # False: shape peepholes on
-    torch._C._jit_pass_constant_propagation(graph)
-    for node in list(graph.nodes()):
-        if node.kind() == "prim::If" and node.outputsSize() == 0 and all(
-            inner.kind() in _CHECK_KINDS for block in node.blocks() for inner in block.nodes()
-        ):
-            node.destroy()
-    torch._C._jit_pass_dce(graph)
-    # loops and ifs that only computed what those checks used (TorchScript's DCE keeps them)
-    for node in reversed(list(graph.nodes())):
-        if node.kind() in ("prim::Loop", "prim::If") and not any(o.uses() for o in node.outputs()) \
-                and not any(_mutates(inner) for inner in _inner_nodes(node)):
-            node.destroy()
-    torch._C._jit_pass_dce(graph)
-
-
-_MUTATING = {"aten::append", "aten::insert", "aten::extend", "aten::_set_item", "aten::pop",
-             "aten::clear", "prim::SetAttr", "aten::copy_"}
-
-
-def _inner_nodes(node: Any) -> Iterator[Any]:
-    for block in node.blocks():
-        for inner in block.nodes():
-            yield inner
-            yield from _inner_nodes(inner)
-
-
-def _mutates(node: Any) -> bool:
-    kind = node.kind()
-    return kind in _MUTATING or (kind.startswith("aten::") and kind.endswith("_") and not kind.endswith("__"))
 
 
 def _scope(node: Any) -> str:
@@ -204,17 +86,6 @@ def _source(node: Any) -> str:
             continue
         return f"{os.path.basename(fname)}:{line}"
     return ""
-
-
-def _type_str(value: Any) -> str:
-    t = value.type()
-    kind = t.kind()
-    if kind == "TensorType":
-        return "Tensor"
-    try:
-        return str(t.annotation_str)
-    except (AttributeError, RuntimeError):
-        return str(t)
 
 
 class _Writer:
@@ -311,7 +182,7 @@ def _flatten_outputs(graph: Any) -> list[Any]:
 
     def walk(v: Any) -> None:
         node = v.node()
-        if node.kind() in ("prim::TupleConstruct", "prim::ListConstruct") and _type_str(v) != "Tensor":
+        if node.kind() in ("prim::TupleConstruct", "prim::ListConstruct") and type_str(v) != "Tensor":
             for i in node.inputs():
                 walk(i)
         else:
@@ -351,7 +222,7 @@ def export_torchscript(
     graph inputs'. ``optimize=True`` lets ``torch.jit.freeze`` fold BatchNorm into convolutions.
     Returns the path of the JSON file.
     """
-    torch = _import_torch()
+    torch = import_torch()
     from safetensors.numpy import save_file
 
     from .. import __version__
@@ -360,19 +231,19 @@ def export_torchscript(
     for i, t in enumerate(example):
         if not isinstance(t, torch.Tensor):
             raise TorchExportError(f"example input {i} is a {type(t).__name__}, not a tensor")
-    scripted, graph, used = _frozen_graph(torch, module, example, mode, optimize)
+    scripted, graph, used = frozen_graph(torch, module, example, mode, optimize)
     with torch.no_grad():
         result = scripted(*example)
     results = _flatten(result, torch)
 
     g_inputs = [v for v in graph.inputs()]
     attr_objects: dict[str, Any] = {}
-    if g_inputs and _type_str(g_inputs[0]) != "Tensor" and all(
+    if g_inputs and type_str(g_inputs[0]) != "Tensor" and all(
         u.user.kind() == "prim::GetAttr" for u in g_inputs[0].uses()
     ):
         attr_objects[g_inputs[0].debugName()] = scripted
         g_inputs = g_inputs[1:]  # the module itself ('self'): only attributes are read from it
-    _bind_absent_optionals(torch, graph, g_inputs, len(example))
+    bind_absent_optionals(torch, graph, g_inputs, len(example))
     g_inputs = g_inputs[: len(example)]
     if len(g_inputs) != len(example):
         raise TorchExportError(
@@ -382,8 +253,8 @@ def export_torchscript(
     rename: dict[str, str] = {}
     taken = {v.debugName() for n in graph.nodes() for v in n.outputs()}
     for i, v in enumerate(g_inputs):
-        if _type_str(v) != "Tensor":
-            raise TorchExportError(f"graph input {i} '{v.debugName()}' is a {_type_str(v)}, not a Tensor")
+        if type_str(v) != "Tensor":
+            raise TorchExportError(f"graph input {i} '{v.debugName()}' is a {type_str(v)}, not a Tensor")
         want = input_names[i] if input_names is not None else re.sub(r"\.\d+$", "", v.debugName())
         if want != v.debugName() and want not in taken and want not in rename.values():
             rename[v.debugName()] = want
@@ -406,7 +277,7 @@ def export_torchscript(
             "name": name, "kind": kind,
             "inputs": [name_of(v) for v in n.inputs()],
             "outputs": [name_of(v) for v in n.outputs()],
-            "types": [_type_str(v) for v in n.outputs()],
+            "types": [type_str(v) for v in n.outputs()],
         }
         if scope:
             rec["scope"] = scope

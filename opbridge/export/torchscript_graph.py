@@ -1,0 +1,143 @@
+"""The graph TorchScript-json describes: trace or script, freeze, inline, and specialise a
+scripted graph to the example inputs (docs/torchscript-json.md, "How a file is made").
+
+Needs torch; callers pass the imported module in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from ..errors import OpbridgeError
+
+
+class TorchExportError(OpbridgeError, ValueError):
+    """The module cannot be exported as TorchScript-json (control flow, unsupported constants)."""
+
+
+def type_str(value: Any) -> str:
+    t = value.type()
+    kind = t.kind()
+    if kind == "TensorType":
+        return "Tensor"
+    try:
+        return str(t.annotation_str)
+    except (AttributeError, RuntimeError):
+        return str(t)
+
+
+@contextlib.contextmanager
+def _no_mha_fastpath(torch: Any) -> Iterator[None]:
+    """Trace attention as its ops, not as the fused fast-path kernel."""
+    mha = getattr(torch.backends, "mha", None)
+    if mha is None:
+        yield
+        return
+    before = mha.get_fastpath_enabled()
+    mha.set_fastpath_enabled(False)
+    try:
+        yield
+    finally:
+        mha.set_fastpath_enabled(before)
+
+
+def frozen_graph(torch: Any, module: Any, example: tuple[Any, ...], mode: str,
+                  optimize: bool) -> tuple[Any, Any, str]:
+    """(callable, inlined graph, mode actually used) for a module, ScriptModule or function."""
+    script_types = (torch.jit.ScriptModule, torch.jit.ScriptFunction)
+    if isinstance(module, script_types):
+        used = "scripted"
+        scripted = module
+    elif mode == "script":
+        used = "script"
+        scripted = torch.jit.script(module.eval() if hasattr(module, "eval") else module)
+    elif mode == "trace":
+        used = "trace"
+        if hasattr(module, "eval"):
+            module = module.eval()
+        with _no_mha_fastpath(torch), torch.no_grad():
+            scripted = torch.jit.trace(module, example, check_trace=False)
+    else:
+        raise TorchExportError(f"export mode {mode!r}: use 'trace' or 'script'")
+    if isinstance(scripted, torch.jit.ScriptModule):
+        scripted = torch.jit.freeze(scripted.eval(), optimize_numerics=optimize)
+        graph = scripted.graph
+    else:
+        graph = scripted.graph.copy()
+    torch._C._jit_pass_inline(graph)
+    if used != "trace":
+        _specialize(torch, graph, example)
+    torch._C._jit_pass_dce(graph)
+    return scripted, graph, used
+
+
+def bind_absent_optionals(torch: Any, graph: Any, inputs: list[Any], given: int) -> None:
+    """forward() arguments after the example inputs that are Optional get their default None."""
+    for v in inputs[given:]:
+        if not type_str(v).startswith("Optional["):
+            raise TorchExportError(
+                f"forward() argument '{v.debugName()}' ({type_str(v)}) has no example input",
+                hint="pass one example tensor per forward() argument",
+            )
+        none = graph.insertConstant(None)
+        none.node().moveBefore(next(iter(graph.nodes())))
+        v.replaceAllUsesWith(none)
+    for v in reversed(inputs[given:]):
+        graph.eraseInput(v.offset())
+    if len(inputs) > given:
+        torch._C._jit_pass_constant_propagation(graph)
+        torch._C._jit_pass_dce(graph)
+
+
+#: Node kinds an input check's branch may hold (building the message, then raising).
+_CHECK_KINDS = {"prim::RaiseException", "prim::Constant", "aten::format", "aten::str",
+                "prim::Uninitialized", "aten::__interpolate"}
+
+
+def _specialize(torch: Any, graph: Any, example: tuple[Any, ...]) -> None:
+    """Fix a scripted graph to the example inputs' shapes so shape checks fold away.
+
+    Shapes are propagated from the example inputs, then peephole and constant propagation
+    fold ``dim()``/``size()`` comparisons. An ``if`` with no outputs whose branches only raise
+    (an input check such as BatchNorm's ``_check_input_dim``) held on the example inputs, and
+    the graph is for those shapes only, so it is dropped.
+    """
+    tensors = [v for v in graph.inputs() if type_str(v) == "Tensor"]
+    for v, t in zip(tensors, example):
+        v.setType(torch._C.TensorType.create_from_tensor(t))
+    try:
+        torch._C._jit_pass_propagate_shapes_on_graph(graph)
+    except RuntimeError:
+        pass  # shapes stay unknown; conversion reports what it cannot fold
+    torch._C._jit_pass_peephole(graph, False)  # False: shape peepholes on
+    torch._C._jit_pass_constant_propagation(graph)
+    for node in list(graph.nodes()):
+        if node.kind() == "prim::If" and node.outputsSize() == 0 and all(
+            inner.kind() in _CHECK_KINDS for block in node.blocks() for inner in block.nodes()
+        ):
+            node.destroy()
+    torch._C._jit_pass_dce(graph)
+    # loops and ifs that only computed what those checks used (TorchScript's DCE keeps them)
+    for node in reversed(list(graph.nodes())):
+        if node.kind() in ("prim::Loop", "prim::If") and not any(o.uses() for o in node.outputs()) \
+                and not any(_mutates(inner) for inner in _inner_nodes(node)):
+            node.destroy()
+    torch._C._jit_pass_dce(graph)
+
+
+_MUTATING = {"aten::append", "aten::insert", "aten::extend", "aten::_set_item", "aten::pop",
+             "aten::clear", "prim::SetAttr", "aten::copy_"}
+
+
+def _inner_nodes(node: Any) -> Iterator[Any]:
+    for block in node.blocks():
+        for inner in block.nodes():
+            yield inner
+            yield from _inner_nodes(inner)
+
+
+def _mutates(node: Any) -> bool:
+    kind = node.kind()
+    return kind in _MUTATING or (kind.startswith("aten::") and kind.endswith("_") and not kind.endswith("__"))
