@@ -296,18 +296,26 @@ def preflight(origin: OriginGraph, registry: MappingRegistry, ops: OpRegistry) -
     found: dict[int, MappingEntry] = {}
     missing: dict[tuple[str, str, int | None], list[str]] = {}
     no_ir: dict[str, list[str]] = {}
-    for idx, node in enumerate(origin.nodes):
-        domain = normalize_domain(node.domain)
-        version = node_opset(origin, node)
-        entry = registry.find(node.framework, node.op_type, domain, version)
-        if entry is None:
-            entry = registry.fallback(node, version)
-        if entry is None:
-            missing.setdefault((domain, node.op_type, version), []).append(node.name)
-            continue
-        if entry.ir_op is not None and entry.ir_op not in ops:
-            no_ir.setdefault(entry.ir_op, []).append(node.name)
-        found[idx] = entry
+    def visit(nodes: list[OriginNode], top: bool, where: str) -> None:
+        for idx, node in enumerate(nodes):
+            domain = normalize_domain(node.domain)
+            version = node_opset(origin, node)
+            entry = registry.find(node.framework, node.op_type, domain, version)
+            if entry is None:
+                entry = registry.fallback(node, version)
+            shown = f"'{node.name}'{where}"
+            if entry is None:
+                missing.setdefault((domain, node.op_type, version), []).append(shown)
+            elif entry.ir_op is not None and entry.ir_op not in ops:
+                no_ir.setdefault(entry.ir_op, []).append(shown)
+            elif top:
+                found[idx] = entry
+            for value in node.attrs.values():  # subgraphs (If/Loop/Scan bodies) are checked too
+                for sub in value if isinstance(value, list) else [value]:
+                    if isinstance(sub, OriginGraph):
+                        visit(sub.nodes, False, f" (in a subgraph of '{node.name}')")
+
+    visit(origin.nodes, True, "")
     if not missing and not no_ir:
         return found
     fw = Framework(origin.framework)
@@ -315,14 +323,14 @@ def preflight(origin: OriginGraph, registry: MappingRegistry, ops: OpRegistry) -
     for (domain, op, version), nodes in missing.items():
         vs = registry.versions(fw, op, domain)
         at = f" (opset {version})" if version is not None and fw == Framework.ONNX else ""
-        shown = ", ".join(f"'{n}'" for n in nodes[:5]) + (f" and {len(nodes) - 5} more" if len(nodes) > 5 else "")
+        shown = ", ".join(nodes[:5]) + (f" and {len(nodes) - 5} more" if len(nodes) > 5 else "")
         have = (f"registered since-versions {', '.join(map(str, vs))}, none <= {version}" if vs
                 else "no mapping registered")
         lines.append(f"  - {qualified_name(op, domain)}{at}: node(s) {shown}; {have}; "
                      f"to add one: {registration_line(fw, op, domain, version)}")
     for ir_op, nodes in no_ir.items():
         lines.append(f"  - IR op '{ir_op}' (target of a register_custom_op mapping) is not defined; "
-                     f"node(s) {', '.join(repr(n) for n in nodes[:5])}; define it with "
+                     f"node(s) {', '.join(nodes[:5])}; define it with "
                      f'opbridge.define_op("{ir_op}")')
     n = len(lines)
     src = f" in '{origin.source}'" if origin.source else ""

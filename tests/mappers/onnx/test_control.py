@@ -82,3 +82,16 @@ def test_cumprod_decomposition(exclusive, reverse):
     x = np.random.default_rng(3).uniform(0.5, 2, (2, 4)).astype(np.float32)
     np.testing.assert_allclose(ob.interpret(ob.convert(m), {"x": x})["y"],
                                ReferenceEvaluator(m).run(None, {"x": x})[0], rtol=1e-6)
+
+
+def test_preflight_looks_inside_subgraphs():
+    body = helper.make_graph([helper.make_node("FooOp", ["x"], ["t"], name="inner_foo", domain="com.x")],
+                             "then", [], [_vi("t", [2])])
+    node = helper.make_node("If", ["c"], ["y"], name="if", then_branch=body, else_branch=body)
+    outer = helper.make_node("BarOp", ["y"], ["z"], name="outer_bar", domain="com.x")
+    g = helper.make_graph([node, outer], "if", [_vi("x", [2])], [_vi("z", [2])],
+                          initializer=[numpy_helper.from_array(np.array(True), "c")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.x", 1)])
+    with pytest.raises(UnsupportedOpError, match=r"(?s)2 unsupported op types.*'inner_foo' \(in a subgraph of 'if'\)"
+                                                 r".*'outer_bar'"):
+        ob.convert(m)
