@@ -121,7 +121,12 @@ class _Layer:
         self.attrs, self.line = attrs, line
 
 
-def _read_layer(block: TextBlock, v1: bool, source: str, index: int) -> tuple[_Layer, dict[str, Any]]:
+#: Fork fields inside BVLC parameter blocks that the built-in mappings read.
+HANDLED_FORK_FIELDS = frozenset({"PoolingParameter.ceil_mode"})
+
+
+def _read_layer(block: TextBlock, v1: bool, source: str, index: int,
+                unknown: dict[str, list[str]]) -> tuple[_Layer, dict[str, Any]]:
     pb = _pb2()
     desc = (pb.V1LayerParameter if v1 else pb.LayerParameter).DESCRIPTOR
     names = block.get_all("name")
@@ -129,13 +134,17 @@ def _read_layer(block: TextBlock, v1: bool, source: str, index: int) -> tuple[_L
         f"'{names[0].text}'" if names and isinstance(names[0], TextScalar) else f"#{index}"
     )
     where = f"[caffe] {source}:{block.line}: layer {label}"
-    fields = typed_block(block, desc, where)
+    found: list[str] = []
+    fields = typed_block(block, desc, where, found)
     if "layer" in fields and v1:
         raise ModelFormatError(
             f"{where}: a V0 layer definition (layers {{ layer {{ ... }} }})",
             hint="upgrade it with Caffe's upgrade_net_proto_text tool",
         )
     name = fields.get("name") or f"layer{index}"
+    for f in found:
+        if f not in HANDLED_FORK_FIELDS:
+            unknown.setdefault(f, []).append(name)
     op_type = fields.get("type")
     if not op_type:
         raise ModelFormatError(f"{where}: no 'type'", hint="give the layer a type: \"Convolution\" ...")
@@ -183,16 +192,25 @@ def parse_caffe(
     _net_inputs(net, inputs, source)
 
     layers: list[_Layer] = []
+    unknown: dict[str, list[str]] = {}
     index = 0
     for key, value, line in tree.entries:
         if key not in ("layer", "layers"):
             continue
         if not isinstance(value, TextBlock):
             raise ModelFormatError(f"[caffe] {source}:{line}: '{key}' must be a block {{ ... }}")
-        layer, fields = _read_layer(value, key == "layers", source, index)
+        layer, fields = _read_layer(value, key == "layers", source, index, unknown)
         index += 1
         if _included(fields):
             layers.append(layer)
+    if unknown:
+        listed = "; ".join(f"{f} (layer {', '.join(repr(n) for n in names[:3])}"
+                           f"{' ...' if len(names) > 3 else ''})" for f, names in unknown.items())
+        warnings.warn(
+            f"[caffe] {source}: fields the lite caffe.proto does not know, kept as generic "
+            f"attributes that the built-in mappings do not read: {listed}",
+            stacklevel=2,
+        )
     if not layers:
         raise ModelFormatError(f"[caffe] {source}: the prototxt has no layers",
                                hint="is this a solver file or an empty net?")

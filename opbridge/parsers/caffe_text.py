@@ -222,17 +222,22 @@ def _type_name(fd: _desc.FieldDescriptor) -> str:
     return names.get(fd.type, "value")
 
 
-def typed_block(block: TextBlock, desc: _desc.Descriptor, where: str) -> dict[str, Any]:
+def typed_block(block: TextBlock, desc: _desc.Descriptor, where: str,
+                unknown: list[str] | None = None, *, nested: bool = False) -> dict[str, Any]:
     """The fields set in ``block``, typed by message ``desc``; unknown fields kept generic.
 
     Repeated fields are lists, singular fields scalars, messages dicts, enums their names.
-    A singular known field given twice is an error (as in protobuf).
+    A singular known field given twice is an error (as in protobuf). The names of unknown
+    fields found inside known messages nested in ``block`` are appended to ``unknown`` as
+    ``Message.field`` (the top level's own unknown fields are the caller's business).
     """
     out: dict[str, Any] = {}
     seen_line: dict[str, int] = {}
     for name, value, line in block.entries:
         fd = desc.fields_by_name.get(name)
         if fd is None:
+            if unknown is not None and nested:
+                unknown.append(f"{desc.name}.{name}")
             val = generic_value(value)
             if name in out:
                 prev = out[name]
@@ -246,7 +251,7 @@ def typed_block(block: TextBlock, desc: _desc.Descriptor, where: str) -> dict[st
                     f"{where} field '{name}' (line {line}): expected a block {{ ... }}",
                     hint=f"write {name} {{ ... }}",
                 )
-            val = typed_block(value, fd.message_type, f"{where} {name}")
+            val = typed_block(value, fd.message_type, f"{where} {name}", unknown, nested=True)
         else:
             if isinstance(value, TextBlock):
                 raise ModelFormatError(

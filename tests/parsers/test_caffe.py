@@ -122,10 +122,22 @@ layer { name: "x" type: "MyLayer" bottom: "data" top: "x"
   my_param { a: 1 b: "s" c: 2.5 d { e: true f: -3 } g: 1 g: 2 h: SOME_ENUM } }
 layer { name: "p" type: "Pooling" bottom: "x" top: "p" pooling_param { kernel_size: 2 ceil_mode: false } }
 '''
-    g = parse_caffe(write(tmp_path, text))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # custom blocks and the handled ceil_mode: no warning
+        g = parse_caffe(write(tmp_path, text))
     assert g.nodes[0].attrs == {"a": 1, "b": "s", "c": 2.5, "d": {"e": True, "f": -3}, "g": [1, 2],
                                 "h": "SOME_ENUM"}
     assert g.nodes[1].attrs == {"kernel_size": 2, "ceil_mode": False}
+
+
+def test_unknown_field_in_a_known_block_warns(tmp_path: Path) -> None:
+    """A typo (or a fork field no mapping reads) inside a BVLC block is not dropped silently."""
+    text = ('input: "data" input_shape { dim: 1 dim: 1 dim: 4 dim: 4 }\n'
+            'layer { name: "c" type: "Convolution" bottom: "data" top: "c"\n'
+            '  convolution_param { num_output: 1 kernal_size: 3 kernel_size: 1 } }\n')
+    with pytest.warns(UserWarning, match=r"ConvolutionParameter\.kernal_size \(layer 'c'\)"):
+        g = parse_caffe(write(tmp_path, text))
+    assert g.nodes[0].attrs["kernal_size"] == 3
 
 
 @pytest.mark.parametrize(("text", "match"), [
