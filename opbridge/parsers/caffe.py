@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -112,13 +113,16 @@ def _shape_of(blob_shape: dict[str, Any]) -> tuple[int, ...]:
     return tuple(int(d) for d in blob_shape.get("dim", []))
 
 
+@dataclass
 class _Layer:
     """A layer as read from the prototxt, before SSA renaming."""
 
-    def __init__(self, name: str, op_type: str, bottoms: list[str], tops: list[str],
-                 attrs: dict[str, Any], line: int) -> None:
-        self.name, self.op_type, self.bottoms, self.tops = name, op_type, bottoms, tops
-        self.attrs, self.line = attrs, line
+    name: str
+    op_type: str
+    bottoms: list[str]
+    tops: list[str]
+    attrs: dict[str, Any]
+    line: int
 
 
 #: Fork fields inside BVLC parameter blocks that the built-in mappings read.
