@@ -100,3 +100,14 @@ def test_shape_arithmetic_folds() -> None:
 
     g = check(fn, torch.randn(4, 6, 5))
     assert g.op_counts() == {"Reshape": 1}
+
+
+def test_scripted_shape_code() -> None:
+    """prim::ListUnpack of a size list, TupleConstruct/Unpack, numel, floordiv, __getitem__, len,
+    dtype — all resolved while converting; only tensor ops remain."""
+    import torch
+
+    from ._scripted import ShapeCode
+
+    g = check(ShapeCode(), torch.randn(2, 3, 4, 5), mode="script")
+    assert "Reshape" in g.op_counts()

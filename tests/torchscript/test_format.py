@@ -172,3 +172,14 @@ def test_cli_rejects_bad_input_shape(tmp_path: Path, arg: str, capsys: Any) -> N
     rc = main(["export-torchscript", str(tmp_path / "m.pt"), "--input-shape", arg,
                "-o", str(tmp_path / "o.ts.json")])
     assert rc == 2 and "--input-shape" in capsys.readouterr().err
+
+
+def test_cli_converts_a_ts_json(export: Any, tmp_path: Path) -> None:
+    import opbridge as ob
+
+    model, x = _tiny()
+    path = export(model, (x,))
+    out = tmp_path / "tiny.obir"
+    assert main(["convert", str(path), "-o", str(out)]) == 0
+    g = ob.load(str(out))
+    assert any(n.origin.name == "layer1.0.conv2" for n in g.nodes)

@@ -44,6 +44,10 @@ def _cases() -> dict[str, Any]:
         "interpolate=bicubic": lambda x: interp(x, scale_factor=2, mode="bicubic"),
         "interpolate=linear1d": lambda x: interp(x[0], scale_factor=2, mode="linear"),
         "upsample-module": torch.nn.Upsample(scale_factor=2),
+        "interpolate=nearest1d": lambda x: interp(x[0], scale_factor=3, mode="nearest"),
+        "interpolate=nearest-exact1d": lambda x: interp(x[0], size=7, mode="nearest-exact"),
+        "interpolate=nearest3d": lambda x: interp(x.unsqueeze(2), scale_factor=(1, 2, 2), mode="nearest"),
+        "interpolate=trilinear": lambda x: interp(x.unsqueeze(2), size=(2, 6, 7), mode="trilinear"),
     }
 
 
