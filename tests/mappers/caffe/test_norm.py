@@ -115,3 +115,12 @@ def test_scale_bias_blob_forms(tmp_path: Path, type_: str, params: str, shape: t
     else:
         want = x + blobs[0].reshape(shape)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_batch_norm_use_global_stats_false_uses_the_batch(tmp_path: Path) -> None:
+    """Caffe normalises with the batch's own mean/variance when use_global_stats is false
+    (OpenCV always uses the stored ones): numpy reference over N, H, W."""
+    x, got, _ = _run_numpy_case(tmp_path, "BatchNorm", "batch_norm_param { use_global_stats: false eps: 0.001 }")
+    mean = x.mean(axis=(0, 2, 3), keepdims=True)
+    var = x.var(axis=(0, 2, 3), keepdims=True)
+    np.testing.assert_allclose(got, (x - mean) / np.sqrt(var + 0.001), rtol=1e-4, atol=1e-5)
