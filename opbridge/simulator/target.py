@@ -10,11 +10,12 @@ The ``bm1684`` preset follows the public figures of the Sophgo BM1684:
   f16/bf16, 128 for i8.
 - ``peak_tflops_f32 = 2.2`` and ``peak_tops_i8 = 17.6``: the Sophgo BM1684 product brief
   (17.6 TOPS INT8, 2.2 TFLOPS FP32).
-- ``clock_mhz = 550``: the TPU clock of BM1684 in the Sophgo SDK's profiling tools; it agrees
-  with the brief: 64 lanes x 32 f32 EUs x 2 FLOP (multiply-add) x 550 MHz = 2.25 TFLOPS.
-- ``ddr_bandwidth_gbps = 32``: an *effective* GDMA bandwidth. The BM1684 has LPDDR4X at
-  4266 MT/s (product brief); the theoretical peak of its DDR is higher, and GDMA transfers of
-  strided tensor slices reach roughly half of it, which is what the cost model should charge.
+- ``clock_mhz = 550``: derived, not published here: the FP32 peak of the brief is
+  64 lanes x 32 f32 EUs x 2 FLOP (multiply-add) x f, so f = 2.2e12 / 4096 = 537 MHz, rounded
+  to 550 MHz (the cost model uses ``peak_tflops_f32`` directly; the clock is informative).
+- ``ddr_bandwidth_gbps = 32``: a modelling assumption for the *effective* GDMA bandwidth. The
+  BM1684 products pair it with LPDDR4X at 4266 MT/s, whose theoretical peak is higher; GDMA
+  transfers of strided tensor slices reach a fraction of it.
 - ``gdma_latency_us``: a fixed set-up cost per GDMA transfer; ``host_gflops``: the host CPU
   that runs CPU-placed ops (an 8-core Cortex-A53 at 2.3 GHz, NEON f32: about 20 GFLOP/s
   sustained). These two are modelling assumptions, not published figures.
