@@ -221,6 +221,8 @@ def parse_torchscript_json(path: str | os.PathLike[str]) -> OriginGraph:
         doc = json.loads(text, parse_constant=lambda c: math.nan)
     except json.JSONDecodeError as err:
         raise ModelFormatError(f"{src}: not valid JSON: {err}", hint="re-export the model") from None
+    except RecursionError:
+        raise ModelFormatError(f"{src}: the JSON is nested too deeply", hint="re-export the model") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ModelFormatError(
             f"{src}: not a TorchScript-json file (no \"format\": \"{FORMAT}\")",
@@ -280,11 +282,16 @@ def parse_torchscript_json(path: str | os.PathLike[str]) -> OriginGraph:
         types = rn.get("types", [])
         if not isinstance(types, list) or (types and len(types) != len(outs)):
             raise ModelFormatError(f"{where}: 'types' must give one type per output")
+        if not isinstance(rn.get("attrs", {}), dict):
+            raise ModelFormatError(f"{where}: 'attrs' must be an object")
         attrs: dict[str, Any] = dict(rn.get("attrs") or {})
         attrs["types"] = list(types)
         attrs["scope"] = rn.get("scope", "")
         if "value" in rn:
-            attrs["value"] = _decode(rn["value"], where, weights, tensors)
+            try:
+                attrs["value"] = _decode(rn["value"], where, weights, tensors)
+            except RecursionError:
+                raise ModelFormatError(f"{where}: the constant is nested too deeply") from None
         domain, _, op = kind.rpartition("::")
         nodes.append(OriginNode(
             name=name, op_type=op, domain=domain, inputs=list(ins), outputs=list(outs), attrs=attrs,

@@ -183,3 +183,4 @@ def test_cli_converts_a_ts_json(export: Any, tmp_path: Path) -> None:
     assert main(["convert", str(path), "-o", str(out)]) == 0
     g = ob.load(str(out))
     assert any(n.origin.name == "layer1.0.conv2" for n in g.nodes)
+
