@@ -86,8 +86,9 @@ def _diff_attrs(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
 
 
 def _cost(ln: Lowered, shape: tuple[int, ...]) -> float:
-    fn = ln.kernel.cost_fn if ln.kernel is not None else elementwise_cost
-    return float(fn(ln.node, shape))
+    if ln.kernel is None:
+        return elementwise_cost(ln.node, shape)
+    return float(ln.kernel.hint("cost", ln.node, shape))
 
 
 def _group_instrs(gi: int, g: GroupPlan, target: Target, instrs: list[dict[str, Any]]) -> None:
@@ -161,8 +162,8 @@ def _group_instrs(gi: int, g: GroupPlan, target: Target, instrs: list[dict[str, 
                                     "h": [nd[1][0] - tlo, nd[1][1] - tlo]})
                 attrs: dict[str, Any] = {}
                 if ln.kernel is not None and ln.kernel.tile_attrs_fn is not None:
-                    full = ln.kernel.tile_attrs_fn(
-                        node, r[0], r[1], [x[0] if x else None for x in needs],
+                    full = ln.kernel.hint(
+                        "tile_attrs", node, r[0], r[1], [x[0] if x else None for x in needs],
                         [x[1] if x else None for x in needs])
                     attrs = _diff_attrs(node.attrs, full)
                 oshape = tile_shape(out, t)
@@ -248,7 +249,7 @@ def _stream_instrs(sp: StreamPlan, target: Target, instrs: list[dict[str, Any]])
                             "h": None})
             attrs: dict[str, Any] = {}
             if ln.kernel is not None and ln.kernel.tile_attrs_fn is not None:
-                full = ln.kernel.tile_attrs_fn(node, t.rows[0], t.rows[1],
+                full = ln.kernel.hint("tile_attrs", node, t.rows[0], t.rows[1],
                                                [x[0] if x else None for x in t.needs],
                                                [x[1] if x else None for x in t.needs])
                 attrs = _diff_attrs(node.attrs, full)

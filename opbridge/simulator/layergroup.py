@@ -80,10 +80,8 @@ def row_fn(ln: Lowered, i: int, v: Value) -> Callable[[int, int], Rows]:
     hv = static_shape(v)[2]
     k = ln.kernel
     if k is not None and k.input_slice_fn is not None:
-        fn = k.input_slice_fn
-
         def sliced(lo: int, hi: int) -> Rows:
-            s = fn(node, i, lo, hi)
+            s = k.hint("input_slice", node, i, lo, hi)
             return (0, hv) if s is None else (int(s[0]), int(s[1]))
 
         return sliced
@@ -224,7 +222,8 @@ class _Group:
             if ln.kernel is not None and ln.kernel.scratch_fn is not None:
                 out = ln.node.outputs[0]
                 r = max_rows.get(out.name, 0)
-                size = int(ln.kernel.scratch_fn(ln.node, (n_per, static_shape(out)[1], r, static_shape(out)[3])))
+                shape = (n_per, static_shape(out)[1], r, static_shape(out)[3])
+                size = int(ln.kernel.hint("scratch", ln.node, shape))
                 if size > 0:
                     buffers.append(Buffer(f"scratch/{ln.node.name}", size, j, j))
         if sum(b.size for b in buffers if b.first == 0 and b.last == last) > budget:

@@ -55,7 +55,8 @@ class StreamPlan:
         """The slice of input ``i`` that output channels ``c`` need."""
         k = self.ln.kernel
         assert k is not None and k.channel_slice_fn is not None
-        return k.channel_slice_fn(self.ln.node, i, c[0], c[1])
+        sl = k.hint("channel_slice", self.ln.node, i, c[0], c[1])
+        return None if sl is None else (int(sl[0]), int(sl[1]), int(sl[2]))
 
 
 def sliced_shape(shape: tuple[int, ...], sl: tuple[int, int, int] | None) -> tuple[int, ...]:

@@ -145,3 +145,22 @@ def _box3(x: np.ndarray, *, pad_top: int, pad_bottom: int) -> np.ndarray:
     """Sum of each row with its two neighbours (zero padding given per side)."""
     p = np.pad(x, ((0, 0), (0, 0), (pad_top, pad_bottom), (0, 0)))
     return (p[:, :, :-2] + p[:, :, 1:-1] + p[:, :, 2:]).astype(x.dtype)
+
+
+@pytest.mark.parametrize("hint", ["input_slice", "cost", "split_when"], ids=lambda h: f"hint={h}")
+def test_failing_hint_names_node_and_registration(hint):
+    def broken(*args):
+        raise KeyError("oops")
+
+    reg = ob.simulator.KernelRegistry()
+    k = reg.register("Relu")
+    if hint == "split_when":
+        k.split_when(broken)
+    else:
+        k.split("N", "H", "W")
+        getattr(k, hint)(broken)
+    b = ob.GraphBuilder("broken")
+    x = b.input("x", "f32", (1, 4, 8, 8))
+    b.output(b.op("Relu", [x], name="act"))
+    with pytest.raises(ob.SimulatorError, match=r"node 'act' \(Relu\).*registered at .*test_custom_ops.py"):
+        ob.compile(b.build(), "bm1684", kernels=reg)

@@ -38,7 +38,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from ...errors import RegistryError, SimulatorError
+from ...errors import OpbridgeError, RegistryError, SimulatorError
 from ...ir.graph import Node, Value
 
 Rows = tuple[int, int]
@@ -140,8 +140,24 @@ class Kernel:
     # -- using ------------------------------------------------------------------------
     def split_axes(self, node: Node) -> frozenset[str]:
         if self.split_fn is not None:
-            return frozenset(self.split_fn(node))
+            return frozenset(self.hint("split", node))
         return self.axes
+
+    def hint(self, name: str, node: Node, *args: Any) -> Any:
+        """Call the ``name`` hint (``split``, ``input_slice``, ``channel_slice``,
+        ``tile_attrs``, ``scratch``, ``cost``) on ``node``; a failing hint is a SimulatorError
+        that names the node and where the kernel was registered."""
+        fn = getattr(self, f"{name}_fn")
+        try:
+            return fn(node, *args)
+        except OpbridgeError:
+            raise
+        except Exception as err:
+            raise SimulatorError(
+                f"{node.where}: the '{name}' hint of kernel {self.op!r} (registered at "
+                f"{self.registered_at}) failed: {type(err).__name__}: {err}",
+                hint="fix the kernel registration (a plugin's register_kernel call)",
+            ) from err
 
     def __repr__(self) -> str:
         kind = "cpu" if self.on_cpu else ("local" if self.local else "global")
