@@ -14,6 +14,7 @@ from ..errors import OpbridgeError
 from ..ir.graph import Graph
 from .compare import compare, parse_tolerance, tolerance_for
 from .inputs import ImageSpec, make_inputs
+from .normalize import normalizer_for
 from .progress import Stages
 from .report import Report, Row
 from .runners import (
@@ -211,22 +212,27 @@ def build_report(
     outputs = {v.name for v in graph.outputs}
     rows: list[Row] = []
     matched = 0
+    notes: list[str] = []
     for node in graph.nodes:
         for v in node.outputs:
             if v.name not in ref.tensors:
                 continue
             a = ref.tensors[v.name]
+            norm = normalizer_for(node.op, tuple(v.shape))
+            tol = tolerance_for(v.dtype, tolerance) if _ir_dtype_matches(a, v.dtype) else tolerance
             hit = False
             for c in cands:
                 if v.name not in c.tensors:
                     continue
                 hit = True
-                res = compare(a, c.tensors[v.name], tolerance_for(v.dtype, tolerance)
-                              if _ir_dtype_matches(a, v.dtype) else tolerance)
+                b = c.tensors[v.name]
+                res = compare(norm[0](a), norm[0](b), tol) if norm else compare(a, b, tol)
                 rows.append(Row(v.name, node.origin.name, node.origin.op_type, ref.runner, c.runner,
                                 res, is_output=v.name in outputs))
             matched += hit
-    report = Report(model, framework, [r.runner for r in runs], tolerance, rows)
+            if hit and norm is not None:
+                notes.append(f"'{v.name}' ({node.op}) {norm[1]}")
+    report = Report(model, framework, [r.runner for r in runs], tolerance, rows, notes=notes)
     if ref.runner != "interpreter":
         report.notes.append(f"matched {matched} of {len(ref.tensors)} {ref.runner} tensors by name")
     return report
