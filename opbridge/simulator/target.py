@@ -31,6 +31,9 @@ from typing import Any
 
 from ..errors import ModelFormatError, SimulatorError
 
+#: The most local memory (all lanes) a simulated target may have: it is allocated for real.
+MAX_LMEM_TOTAL = 1 << 31
+
 _ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8, "i8": 1, "u8": 1, "i16": 2, "u16": 2,
              "i32": 4, "u32": 4, "i64": 8, "u64": 8, "bool": 1}
 
@@ -66,6 +69,12 @@ class Target:
             v = getattr(self, f)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0:
                 raise SimulatorError(f"target '{self.name}': {f} = {v!r} must be a positive number")
+        if self.lanes * self.lmem_bytes_per_lane > MAX_LMEM_TOTAL:
+            raise SimulatorError(
+                f"target '{self.name}': {self.lanes} lanes x {self.lmem_bytes_per_lane} bytes of "
+                f"local memory is more than the simulator holds ({MAX_LMEM_TOTAL >> 20} MiB)",
+                hint="use fewer lanes or less local memory per lane",
+            )
         if self.gdma_latency_us < 0:
             raise SimulatorError(f"target '{self.name}': gdma_latency_us must be >= 0")
 

@@ -32,10 +32,13 @@ def test_preset_errors(bad):
             ob.Target.preset("bm1684", colour=1)
 
 
-@pytest.mark.parametrize("field,value", [("lanes", 0), ("lmem_bytes_per_lane", -1), ("ddr_bandwidth_gbps", 0.0)],
-                         ids=["lanes=0", "lmem=-1", "bandwidth=0"])
-def test_invalid_values(field, value):
-    with pytest.raises(SimulatorError, match=field):
+@pytest.mark.parametrize("field,value,match", [
+    ("lanes", 0, "lanes"), ("lmem_bytes_per_lane", -1, "lmem_bytes_per_lane"),
+    ("ddr_bandwidth_gbps", 0.0, "ddr_bandwidth_gbps"), ("lmem_bytes_per_lane", 1 << 40, "more than"),
+    ("lanes", "64", "lanes"),
+], ids=["lanes=0", "lmem=-1", "bandwidth=0", "lmem=1TiB", "lanes=str"])
+def test_invalid_values(field, value, match):
+    with pytest.raises(SimulatorError, match=match):
         ob.Target.preset("bm1684", **{field: value})
 
 
