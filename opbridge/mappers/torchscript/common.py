@@ -80,7 +80,8 @@ class Args:
             return True, py_of(v, self.types[k])
         return False, v
 
-    def _flat_py(self, k: int, what: str) -> Any:
+    def flat_py(self, k: int, what: str) -> Any:
+        """Flat input ``k`` as a Python value; an error naming ``what`` if it is only known at run time."""
         known, val = self._known(k)
         if not known:
             raise self.g.unsupported(
@@ -117,7 +118,7 @@ class Args:
         def walk(k: Any) -> Any:
             if isinstance(k, list):
                 return [walk(x) for x in k]
-            return self._flat_py(k, what)
+            return self.flat_py(k, what)
 
         return walk(self.spec[a])
 

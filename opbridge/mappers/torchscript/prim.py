@@ -72,8 +72,10 @@ def getitem(node: OriginNode, g: MapContext) -> Any:
         k = spec[idx]
         if isinstance(k, int) and k not in a.consts:
             return g.input(k)
-        return a.scalar_value(a._flat_py(k, "element"))
+        return a.scalar_value(a.flat_py(k, "element"))
     values = a.py(0, what="the list")
+    if not -len(values) <= idx < len(values):
+        raise g.error(f"index {idx} is out of range for a list of {len(values)}")
     return a.scalar_value(values[idx])
 
 
