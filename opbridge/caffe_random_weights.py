@@ -41,6 +41,9 @@ _SAME = frozenset({
 })
 
 _CONVS = ("Convolution", "ConvolutionDepthwise", "DepthwiseConvolution", "Deconvolution")
+#: Layers that keep blobs (Scale and Bias only with one bottom).
+_WEIGHTED = frozenset({*_CONVS, "InnerProduct", "BatchNorm", "Scale", "Bias", "PReLU", "Embed",
+                       "Parameter", "Normalize"})
 
 
 def _prod(dims: Any) -> int | None:
@@ -227,7 +230,19 @@ def blob_shapes(node: OriginNode, ins: list[Shape | None]) -> list[tuple[int, ..
             )
         return [int(d) for d in vals]
 
-    x = ins[0] if ins else None
+    if t not in _WEIGHTED or (t in ("Scale", "Bias") and len(node.inputs) != 1):
+        return []
+    if t == "Embed":
+        p = Params(node, "embed_param")
+        n = int(p.get("num_output"))
+        w = (int(p.get("input_dim")), n)
+        return [w, (n,)] if p.get("bias_term") else [w]
+    if t == "Parameter":
+        return [tuple(int(d) for d in Params(node, "parameter_param").get("shape", {}).get("dim", []))]
+    x0 = ins[0] if ins else None
+    if x0 is None:
+        need(0, (None,), "blobs")
+    x: Shape = x0 if x0 is not None else ()
     if t in _CONVS:
         p = Params(node, "convolution_param")
         (c,) = need(0, (x[1],), "weights")
@@ -239,7 +254,7 @@ def blob_shapes(node: OriginNode, ins: list[Shape | None]) -> list[tuple[int, ..
     if t == "InnerProduct":
         p = Params(node, "inner_product_param")
         axis = norm_axis(p, "axis", int(p.get("axis")), len(x))
-        (k,) = [int(np.prod(need(0, x[axis:], "weights")))]
+        k = int(np.prod(np.array(need(0, x[axis:], "weights"), dtype=np.int64)))
         n = int(p.get("num_output"))
         w = (k, n) if p.get("transpose") else (n, k)
         return [w, (n,)] if p.get("bias_term") else [w]
@@ -259,13 +274,6 @@ def blob_shapes(node: OriginNode, ins: list[Shape | None]) -> list[tuple[int, ..
         if Params(node, "prelu_param").get("channel_shared"):
             return [(1,)]
         return [tuple(need(0, (x[1],), "slopes"))]
-    if t == "Embed":
-        p = Params(node, "embed_param")
-        n = int(p.get("num_output"))
-        w = (int(p.get("input_dim")), n)
-        return [w, (n,)] if p.get("bias_term") else [w]
-    if t == "Parameter":
-        return [tuple(int(d) for d in Params(node, "parameter_param").get("shape", {}).get("dim", []))]
     if t == "Normalize":
         if Params(node, "norm_param").get("channel_shared"):
             return [(1,)]

@@ -38,7 +38,7 @@ def read_caffemodel(path: Path) -> dict[str, list[np.ndarray]]:
 
     if not path.is_file():
         raise ModelFormatError(f"[caffe] caffemodel '{path}' does not exist or is not a file")
-    net = caffe_pb2.NetParameter()
+    net = caffe_pb2.NetParameter()  # type: ignore[attr-defined]  # generated, no stubs
     try:
         net.ParseFromString(path.read_bytes())
     except (DecodeError, RuntimeError, ValueError) as err:

@@ -27,9 +27,10 @@ def detection_rows(ctx_or_attrs: Any, n: int, num_priors: int) -> int:
 
 
 def _det_shape(ctx: ShapeContext) -> Any:
-    n = ctx.input_shape(0)[0]
-    priors = ctx.input_shape(2)[2] // 4
-    return (1, 1, detection_rows(ctx, n, priors), 7), ctx.input_dtype(0)
+    n, prior_len = ctx.input_shape(0)[0], ctx.input_shape(2)[-1]
+    if not isinstance(n, int) or not isinstance(prior_len, int):
+        raise ctx.error("needs static batch and prior shapes (its output size depends on them)")
+    return (1, 1, detection_rows(ctx, n, prior_len // 4), 7), ctx.input_dtype(0)
 
 
 def decode_boxes(loc: np.ndarray, prior: np.ndarray, var: np.ndarray, code_type: str,

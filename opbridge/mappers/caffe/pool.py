@@ -87,5 +87,5 @@ def spp(node: OriginNode, g: Any) -> Value:
         y = caffe_pool(g, x, method, kernel, kernel, pad)
         if levels == 1:  # Caffe's SPP with one level is the pooling itself, not flattened
             return y
-        flat.append(g.op("Reshape", [y], shape=(n, int(np.prod(y.shape[1:])))))
+        flat.append(g.op("Reshape", [y], shape=(n, c * int(y.shape[2]) * int(y.shape[3]))))
     return g.op("Concat", flat, axis=1)
