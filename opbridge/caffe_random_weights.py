@@ -235,8 +235,8 @@ def blob_shapes(node: OriginNode, ins: list[Shape | None]) -> list[tuple[int, ..
     if t == "Embed":
         p = Params(node, "embed_param")
         n = int(p.get("num_output"))
-        w = (int(p.get("input_dim")), n)
-        return [w, (n,)] if p.get("bias_term") else [w]
+        table = (int(p.get("input_dim")), n)
+        return [table, (n,)] if p.get("bias_term") else [table]
     if t == "Parameter":
         return [tuple(int(d) for d in Params(node, "parameter_param").get("shape", {}).get("dim", []))]
     x0 = ins[0] if ins else None
