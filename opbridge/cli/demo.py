@@ -45,6 +45,9 @@ class DemoResult:
     #: the stage running now (marked "error" if it raises)
     current: str = "convert"
     error: str = ""
+    #: what validation compared against, and the estimated latency on the target
+    reference: str = ""
+    latency_ms: float | None = None
 
 
 def add_parser(sub: Any) -> None:
@@ -197,9 +200,10 @@ def run_one(m: DemoModel, args: argparse.Namespace, out: Path, console: Any, res
     report.print(console, max_rows=args.max_rows)
     res.stages["validate"] = "pass" if report.passed else "FAIL"
     res.passed = report.passed
+    res.reference = report.reference
     report.write_json(out / f"{m.name}.validate.json")
     if program is not None:
-        _print_profile(program, out / f"{m.name}.trace.json", console)
+        res.latency_ms = _print_profile(program, out / f"{m.name}.trace.json", console)
 
 
 def _esc(text: str) -> str:
@@ -213,7 +217,8 @@ def _op_summary(graph: Any) -> str:
     return ", ".join(f"{op} x{n}" if n > 1 else op for op, n in counts.items())
 
 
-def _print_profile(program: Any, trace: Path, console: Any) -> None:
+def _print_profile(program: Any, trace: Path, console: Any) -> float:
+    """Print the profile summary, write the timeline; returns the estimated latency (ms)."""
     p = program.profile()
     p.write_trace(trace)
     console.print(
@@ -221,6 +226,7 @@ def _print_profile(program: Any, trace: Path, console: Any) -> None:
         f"local memory peak {p.lmem_peak_bytes / 1024:.1f} KiB/lane; {p.num_layer_groups} layer "
         f"groups, {p.num_tiles} tiles, {p.num_global_layers} global layers, {p.num_cpu_layers} host "
         f"ops; timeline in {trace}", highlight=False)
+    return float(p.est_latency_ms)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -251,10 +257,11 @@ def run(args: argparse.Namespace) -> int:
             if err.hint:
                 console.print(f"hint: {_esc(err.hint)}", highlight=False)
     t = Table(title="opbridge demo", title_justify="left")
-    for col in ("model", "convert", "compile", "run", "validate"):
+    for col in ("model", "convert", "compile", "run", "validate", "against", "est. latency"):
         t.add_column(col)
     for r in results:
-        t.add_row(r.name, *(r.stages.get(k, "skipped") for k in ("convert", "compile", "run", "validate")))
+        t.add_row(r.name, *(r.stages.get(k, "skipped") for k in ("convert", "compile", "run", "validate")),
+                  r.reference or "-", f"{r.latency_ms:.3f} ms" if r.latency_ms is not None else "-")
     console.rule()
     console.print(t)
     console.print(f"files in {out}/", highlight=False)
