@@ -7,6 +7,7 @@ directly (onto a dedicated IR op) without a conflict. Each follows the ONNX spec
 - QuantizeLinear-10/13/19/21: ``saturate(rint(x / y_scale) + y_zero_point)``, per tensor,
   per axis or per block; integer targets (u8, i8, u16, i16).
 - DequantizeLinear-10/13/19/21/23: ``(x - x_zero_point) * x_scale``.
+- DFT-17/20: products with constant cos/sin matrices (zero-padding, onesided, inverse, irfft).
 - CumProd-26: running products along an axis (exclusive, reverse), unrolled over that axis.
 - QLinearMatMul-10/21: ``saturate(rint((a - a_zp) @ (b - b_zp) * (a_scale * b_scale / y_scale)) + y_zp)``
   with the product in int32.
@@ -164,12 +165,90 @@ def cumprod(node: OriginNode, g: MapContext) -> Any:
     return pieces[0] if n == 1 else g.op("Concat", pieces, axis=axis)
 
 
+def _dft_matrices(n_in: int, length: int, bins: int, inverse: bool, real_out: bool) -> tuple[Any, Any]:
+    """cos and sin matrices [n_in, bins] of the DFT of ``length`` points (rows past it zero)."""
+    rows = np.arange(n_in)[:, None].astype(np.float64)
+    cols = np.arange(bins)[None, :].astype(np.float64)
+    theta = 2.0 * np.pi * rows * cols / length
+    keep = (np.arange(n_in) < (length if not real_out else length // 2 + 1))[:, None]
+    cos, sin = np.cos(theta) * keep, np.sin(theta) * keep
+    if real_out:  # irfft: bins 1..L/2-1 count twice (their mirror images)
+        k = np.arange(n_in)
+        w = np.where((k == 0) | ((length % 2 == 0) & (k == length // 2)), 1.0, 2.0)[:, None]
+        cos, sin = cos * w, sin * w
+    if inverse:
+        cos, sin = cos / length, sin / length
+    return cos, sin
+
+
+def dft(node: OriginNode, g: MapContext) -> Any:
+    """DFT-17/20 as matrix products with constant cos/sin matrices along the signal axis."""
+    x = g.input(0)
+    if x is None:
+        raise g.error("input is required")
+    rank = len(x.shape)
+    if g.opset >= 20:
+        axis_c = g.const(2) if g.has_input(2) else np.array(-2)
+        if axis_c is None:
+            raise g.unsupported("the axis input is computed at run time")
+        axis = int(np.asarray(axis_c).reshape(-1)[0])
+    else:
+        axis = int(node.get_attr("axis", 1))
+    if not -rank <= axis < rank - 1 and not (axis < 0 and axis + rank < rank - 1):
+        raise g.error(f"axis {axis} is out of range (the last axis holds real/imaginary parts)", attr="axis")
+    axis %= rank
+    inverse, onesided = bool(node.get_attr("inverse", 0)), bool(node.get_attr("onesided", 0))
+    n_in = int(x.shape[axis])
+    length_c = g.const(1) if g.has_input(1) else None
+    if g.has_input(1) and length_c is None:
+        raise g.unsupported("dft_length is computed at run time")
+    if length_c is not None:
+        length = int(np.asarray(length_c).reshape(-1)[0])
+    else:
+        length = 2 * (n_in - 1) if inverse and onesided else n_in
+    if length < 1:
+        raise g.error(f"dft_length {length} must be >= 1")
+    real_out = inverse and onesided
+    bins = length if (inverse or not onesided) else length // 2 + 1
+    cos, sin = _dft_matrices(n_in, length, bins, inverse, real_out)
+    perm = [i for i in range(rank - 1) if i != axis] + [axis]
+    back = [perm.index(i) for i in range(rank - 1)]
+
+    def part(k: int) -> Value:
+        p = g.op("Squeeze", [g.op("Slice", [x], starts=[k], ends=[k + 1], axes=[rank - 1])], axes=[rank - 1])
+        return g.op("Transpose", [p], perm=perm)
+
+    xr = part(0)
+    xi = part(1) if x.shape[-1] == 2 else None
+    c, s_ = g.constant(cos, dtype=x.dtype), g.constant(sin, dtype=x.dtype)
+
+    def mm(a: Value, m: Value) -> Value:
+        return g.op("MatMul", [a, m])
+
+    sign = 1.0 if inverse else -1.0
+    # forward: (xr + i xi)(cos - i sin); inverse: (xr + i xi)(cos + i sin)
+    yr = mm(xr, c)
+    if xi is not None:
+        yr = g.op("Add", [yr, mm(xi, s_)]) if sign < 0 else g.op("Sub", [yr, mm(xi, s_)])
+    outs = [yr]
+    if not real_out:
+        yi = mm(xr, s_)
+        if sign < 0:
+            yi = g.op("Neg", [yi])
+        if xi is not None:
+            yi = g.op("Add", [yi, mm(xi, c)])
+        outs.append(yi)
+    parts = [g.op("Unsqueeze", [g.op("Transpose", [v], perm=back)], axes=[rank - 1]) for v in outs]
+    return parts[0] if len(parts) == 1 else g.op("Concat", parts, axis=rank - 1)
+
+
 #: ONNX op type -> its decomposition.
 DECOMPOSITIONS: dict[str, MapFn] = {
     "QuantizeLinear": quantize_linear,
     "DequantizeLinear": dequantize_linear,
     "QLinearMatMul": qlinear_matmul,
     "CumProd": cumprod,
+    "DFT": dft,
 }
 
 
