@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import OpbridgeError
 from ..ir.graph import Graph
 from .compare import compare, parse_tolerance, tolerance_for
-from .inputs import ImageSpec, make_inputs
+from .inputs import ImageSpec, make_inputs, named_array_shapes
 from .normalize import normalizer_for
 from .progress import Stages
 from .report import Report, Row
@@ -101,6 +101,8 @@ def validate(
     tol = parse_tolerance(tolerance)
     load_plugins(list(plugins))
     label = model.name if isinstance(model, Graph) else str(model)
+    if input_shapes is None and not isinstance(model, Graph):
+        input_shapes = _shapes_for_symbolic_inputs(str(model), named_array_shapes(inputs, input_files))
     with Stages(progress, 2, title=Path(label).name) as stages:
         with stages.stage("converting"):
             graph, framework = load_graph(model, weights, plugins, input_shapes)
@@ -110,6 +112,32 @@ def validate(
         return validate_graph(graph, feeds, framework=framework, source=origin_path, weights=weights,
                               label=label, tolerance=tol, target=target, stop_after=stop_after,
                               dump=dump, inputs_desc=where, stages=stages)
+
+
+def _shapes_for_symbolic_inputs(
+    path: str, shapes: Mapping[str, tuple[int, ...]]
+) -> dict[str, tuple[int, ...]] | None:
+    """For an ONNX model whose inputs have symbolic dims, the shapes of the arrays given for them
+    (so ``--input x=batch4.npy`` needs no ``--input-shape``); None when there is nothing to fix."""
+    if not shapes or detect_framework(path) != "onnx":
+        return None
+    import onnx
+
+    try:
+        model = onnx.load(path, load_external_data=False)
+    except Exception:  # the converter reports an unreadable file properly
+        return None
+    inits = {t.name for t in model.graph.initializer}
+    inputs = [vi for vi in model.graph.input if vi.name not in inits]
+    if "" in shapes and len(inputs) == 1:  # a bare FILE.npy feeds the only input
+        shapes = {inputs[0].name: shapes[""], **shapes}
+    fixed = {}
+    for vi in inputs:
+        dims = vi.type.tensor_type.shape.dim
+        symbolic = any(d.HasField("dim_param") or not d.HasField("dim_value") for d in dims)
+        if symbolic and vi.name in shapes and len(shapes[vi.name]) == len(dims):
+            fixed[vi.name] = tuple(int(d) for d in shapes[vi.name])
+    return fixed or None
 
 
 def validate_graph(

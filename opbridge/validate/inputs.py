@@ -131,6 +131,26 @@ def load_input_specs(graph: Graph, specs: Sequence[str]) -> tuple[dict[str, np.n
     return feeds, where
 
 
+def named_array_shapes(given: Mapping[str, Any] | None, specs: Sequence[str]) -> dict[str, tuple[int, ...]]:
+    """The shapes of the arrays given by name (a dict, ``NAME=FILE`` or ``FILE.npz``; a bare
+    ``FILE.npy`` under the name ""), read before conversion; unreadable files are skipped here
+    and reported when the inputs are made."""
+    shapes = {k: tuple(np.shape(v)) for k, v in (given or {}).items()}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        try:
+            arrays = _read_array_file(path if sep else spec, None)
+        except InputError:
+            continue
+        if not sep and spec.endswith(".npz"):
+            shapes.update({k: tuple(a.shape) for k, a in arrays.items()})
+        elif not sep:
+            shapes[""] = tuple(next(iter(arrays.values())).shape)
+        elif name in arrays or len(arrays) == 1:
+            shapes[name] = tuple((arrays[name] if name in arrays else next(iter(arrays.values()))).shape)
+    return shapes
+
+
 def random_inputs(graph: Graph, seed: int = 0, skip: Mapping[str, Any] = ()) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """Random feeds for the inputs not in ``skip``: N(0, 1) floats, integers in [0, 8), bools."""
     rng = np.random.default_rng(seed)

@@ -204,3 +204,35 @@ def test_cli_no_origin_and_tolerance(cli_inproc, leaky_model, tmp_path):
     data = json.loads(rep.read_text())
     assert data["reference"] == "interpreter" and data["tolerance"] == [0.999, 0.995]
 
+
+
+@pytest.fixture(scope="module")
+def dynamic_model(tmp_path_factory):
+    """Relu on an input of shape [N, 4] (symbolic batch)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "dyn",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])])
+    path = tmp_path_factory.mktemp("dyn") / "dyn.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(path))
+    return path
+
+
+@pytest.mark.parametrize("form", ["name=npy", "bare npy", "npz", "dict"])
+def test_symbolic_dims_taken_from_given_arrays(dynamic_model, tmp_path, form):
+    x = np.arange(12, dtype=np.float32).reshape(3, 4) - 6
+    np.save(tmp_path / "x.npy", x)
+    np.savez(tmp_path / "x.npz", x=x)
+    kwargs = {"name=npy": {"input_files": [f"x={tmp_path / 'x.npy'}"]},
+              "bare npy": {"input_files": [str(tmp_path / "x.npy")]},
+              "npz": {"input_files": [str(tmp_path / "x.npz")]},
+              "dict": {"inputs": {"x": x}}}[form]
+    r = ob.validate(str(dynamic_model), target=None, **kwargs)
+    assert r.passed and [row.result.ref_shape for row in r.rows] == [(3, 4)]
+
+
+def test_symbolic_dims_without_arrays_is_user_error(dynamic_model):
+    with pytest.raises(ob.ShapeError, match="symbolic dim"):
+        ob.validate(str(dynamic_model), target=None)
