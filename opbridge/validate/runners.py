@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,8 @@ from ..ir.graph import Graph
 #: The highest ONNX IR version the onnxruntime releases we support accept; newer models are
 #: run with this version stamped on a copy (the opsets, which carry the semantics, are kept).
 ORT_MAX_IR_VERSION = 10
+#: A serialized protobuf message must stay under 2 GiB.
+PROTOBUF_LIMIT = (1 << 31) - 1
 
 
 class OriginRunError(OpbridgeError, RuntimeError):
@@ -91,7 +94,13 @@ def run_onnxruntime(path: str | Path, feeds: Mapping[str, np.ndarray], *, interm
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     so.log_severity_level = 3
     try:
-        sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        with tempfile.TemporaryDirectory(prefix="opbridge-validate-") as tmp:
+            if model.ByteSize() < PROTOBUF_LIMIT:
+                source: Any = model.SerializeToString()
+            else:  # one protobuf message holds < 2 GiB: write the copy with external data
+                source = str(Path(tmp) / "model.onnx")
+                onnx.save(model, source, save_as_external_data=True, location="weights.bin")
+            sess = ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
         names = [o.name for o in sess.get_outputs()]
         ins = {i.name for i in sess.get_inputs()}
         res = sess.run(names, {k: v for k, v in feeds.items() if k in ins})

@@ -236,3 +236,11 @@ def test_symbolic_dims_taken_from_given_arrays(dynamic_model, tmp_path, form):
 def test_symbolic_dims_without_arrays_is_user_error(dynamic_model):
     with pytest.raises(ob.ShapeError, match="symbolic dim"):
         ob.validate(str(dynamic_model), target=None)
+
+
+def test_onnxruntime_copy_over_protobuf_limit_goes_through_external_data(leaky_model, monkeypatch):
+    from opbridge.validate import runners
+
+    monkeypatch.setattr(runners, "PROTOBUF_LIMIT", 10)  # as if the model were over 2 GiB
+    out = runners.run_onnxruntime(leaky_model, {"x": np.ones((1, 3, 8, 8), np.float32)})
+    assert sorted(out.tensors) == ["add_out", "conv_out", "leaky_out", "y"] and not out.notes
