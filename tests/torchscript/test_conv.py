@@ -68,13 +68,18 @@ def test_conv_pool(case: str) -> None:
     check(module, torch.randn(*shape))
 
 
-def test_uneven_adaptive_pool_is_refused() -> None:
+@pytest.mark.parametrize(
+    ("pool", "shape"),
+    [("avg=7to4", (1, 2, 7, 7)), ("max=7x9to3x5", (1, 2, 7, 9)), ("avg1d=10to3", (1, 2, 10))],
+    ids=lambda v: v if isinstance(v, str) else None,
+)
+def test_adaptive_pool_uneven_windows(pool: str, shape: tuple[int, ...]) -> None:
     import torch
 
-    from opbridge.errors import UnsupportedOpError
-
-    with pytest.raises(UnsupportedOpError, match=r"adaptive_avg_pool2d.*uneven"):
-        check(torch.nn.AdaptiveAvgPool2d(4), torch.randn(1, 2, 7, 7))
+    torch.manual_seed(3)
+    module = {"avg=7to4": torch.nn.AdaptiveAvgPool2d(4), "max=7x9to3x5": torch.nn.AdaptiveMaxPool2d((3, 5)),
+              "avg1d=10to3": torch.nn.AdaptiveAvgPool1d(3)}[pool]
+    check(module, torch.randn(*shape))
 
 
 @pytest.mark.parametrize(

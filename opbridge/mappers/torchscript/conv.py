@@ -120,13 +120,28 @@ def _adaptive(node: OriginNode, g: MapContext, op: str) -> Value:
         return g.op("Global" + op, [x])
     ins = shape[2:]
     if any(i % s for i, s in zip(ins, sizes)):
-        raise g.unsupported(
-            f"adaptive pooling from {list(ins)} to {sizes}: the windows are uneven",
-            hint="use an output size that divides the input size",
-        )
+        return _adaptive_uneven(g, x, ins, sizes, "ReduceMean" if op == "AveragePool" else "ReduceMax")
     kernel = [i // s for i, s in zip(ins, sizes)]
     extra = {"num_outputs": 1} if op == "MaxPool" else {}
     return g.op(op, [x], kernel_shape=kernel, strides=kernel, pads=[0] * (2 * n), **extra)
+
+
+def _adaptive_uneven(g: MapContext, x: Value, ins: tuple[int, ...], sizes: list[int], reduce: str) -> Value:
+    """Adaptive pooling with uneven windows, one spatial axis at a time (mean and max of a
+    rectangle are the mean/max over one axis of the mean/max over the other): output i of an
+    axis of size n pools [floor(i*n/out), ceil((i+1)*n/out)), as torch does."""
+    y = x
+    for ax, (n, out) in enumerate(zip(ins, sizes)):
+        axis = 2 + ax
+        if n == out:
+            continue
+        pieces = []
+        for i in range(out):
+            start, end = (i * n) // out, -((-(i + 1) * n) // out)
+            piece = g.op("Slice", [y], starts=[start], ends=[end], axes=[axis], steps=[1])
+            pieces.append(g.op(reduce, [piece], axes=[axis], keepdims=1))
+        y = pieces[0] if len(pieces) == 1 else g.op("Concat", pieces, axis=axis)
+    return y
 
 
 @ts_mapping("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d")
