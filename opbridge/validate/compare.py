@@ -18,18 +18,12 @@ positions (with the same sign) in both tensors; a shape or dtype mismatch fails 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
 from ..errors import OpbridgeError
-
-#: Integer and boolean dtypes that must match exactly (indices, masks, shapes).
-EXACT_KINDS = ("b",)
-#: Integer dtypes compared by similarity like floats (quantized activations).
-QUANTIZED = ("i8", "u8")
 
 
 @dataclass(frozen=True)
@@ -265,11 +259,3 @@ def compare(
     reason = "values: " + ", ".join(fails) + f" (max abs error {m['max_abs']:.4g})"
     return CompareResult("different", False, reason=reason, **base, **m)
 
-
-def compare_all(
-    refs: Mapping[str, Any],
-    cands: Mapping[str, Any],
-    tolerance: tuple[float, float] | None = None,
-) -> dict[str, CompareResult]:
-    """Compare every name present in both mappings, in ``refs`` order."""
-    return {k: compare(refs[k], cands[k], tolerance) for k in refs if k in cands}
