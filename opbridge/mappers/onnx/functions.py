@@ -20,7 +20,7 @@ from onnx import helper, numpy_helper
 
 from ...ir.types import to_numpy_dtype
 from ...parsers.onnx import attribute_value
-from ...parsers.origin import Framework, OriginNode
+from ...parsers.origin import Framework, OriginGraph, OriginNode
 from ..context import MapContext
 from ..registry import DEFAULT_MAPPINGS, MapFn, MappingError, MappingRegistry, normalize_domain
 
@@ -39,6 +39,8 @@ def _pick(versions: list[int], opset: int) -> int | None:
 
 
 def _to_attribute(name: str, value: Any) -> onnx.AttributeProto | None:
+    if isinstance(value, OriginGraph) or (isinstance(value, list) and any(isinstance(v, OriginGraph) for v in value)):
+        raise ValueError(f"graph-valued attribute '{name}' cannot be passed back to onnx.defs")
     if isinstance(value, np.ndarray):
         return helper.make_attribute(name, numpy_helper.from_array(value))
     if isinstance(value, (list, tuple)) and not value:
