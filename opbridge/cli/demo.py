@@ -119,10 +119,10 @@ def given_model(spec: str, weights: str | None) -> DemoModel:
         name = p.name.split(".")[0]
     else:
         raise DemoError(f"model '{spec}' does not exist")
-    low = p.name.lower()
-    fw = "onnx" if low.endswith(".onnx") else "caffe" if low.endswith(".prototxt") else (
-        "torchscript" if low.endswith(".json") else "")
-    if not fw:
+    from ..validate.runners import detect_framework
+
+    fw = detect_framework(p)
+    if fw not in ("onnx", "caffe", "torchscript"):
         raise DemoError(f"model '{p}': not an .onnx, .prototxt or .ts.json file")
     return DemoModel(name, fw, p, Path(weights) if weights else None, note=str(p))
 
