@@ -139,7 +139,10 @@ def load_program(path: str | os.PathLike[str]) -> Program:
         raise type(err)(f"'{path}': {err.message}", hint=err.hint) from None
     except (KeyError, TypeError, ValueError, AttributeError) as err:
         raise ModelFormatError(f"'{path}': not a valid .obprog program: {err!r}") from None
-    _check_program(prog, str(path))
+    try:
+        _check_program(prog, str(path))
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise ModelFormatError(f"'{path}': not a valid .obprog program: {err!r}") from None
     return prog
 
 
@@ -159,5 +162,7 @@ def _check_program(prog: Program, where: str) -> None:
         if op in ("load", "store") and ins.get("tensor") not in tensors:
             raise ModelFormatError(f"{where}: instruction names unknown tensor {ins.get('tensor')!r}")
     for name, t in tensors.items():
-        if t["addr"] < 0 or t["addr"] + t["nbytes"] > total:
+        if not isinstance(t.get("addr"), int) or not isinstance(t.get("nbytes"), int):
+            raise ModelFormatError(f"{where}: DDR tensor '{name}' has no integer addr/nbytes")
+        if t["addr"] < 0 or t["nbytes"] < 0 or t["addr"] + t["nbytes"] > total:
             raise SimulatorError(f"{where}: tensor '{name}' lies outside the DDR plan")

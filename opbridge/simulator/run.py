@@ -36,6 +36,18 @@ class Executor:
     """The prepared form of a Program; ``run`` executes it on feeds."""
 
     def __init__(self, prog: Program) -> None:
+        try:
+            self._build(prog)
+        except OpbridgeError:
+            raise
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as err:
+            # a program that loaded but whose plan does not hold together (a tampered file)
+            raise ModelFormatError(
+                f"program '{prog.graph.name}': its memory plan or units are malformed: "
+                f"{type(err).__name__}: {err}",
+                hint="recompile the model: opbridge compile MODEL -o OUT.obprog") from None
+
+    def _build(self, prog: Program) -> None:
         self.prog = prog
         t = prog.target
         self.lanes = t.lanes

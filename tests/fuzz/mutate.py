@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 import re
 import signal
+import traceback
 import tracemalloc
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -107,7 +108,10 @@ def judge(label: str, fn: Callable[[], Any], *, seconds: int = 5, max_bytes: int
     except RecursionError:
         result = Outcome(label, False, "RecursionError")
     except Exception as err:  # the failure the suite exists to find
-        result = Outcome(label, False, f"{type(err).__name__}: {str(err)[:300]}")
+        frames = traceback.extract_tb(err.__traceback__)
+        ours = [f for f in frames if "opbridge" in f.filename] or frames
+        at = f" at {ours[-1].filename}:{ours[-1].lineno}" if ours else ""
+        result = Outcome(label, False, f"{type(err).__name__}: {str(err)[:300]}{at}")
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)

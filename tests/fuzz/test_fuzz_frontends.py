@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 
+import numpy as np
 import pytest
 
 import opbridge as ob
@@ -41,6 +42,18 @@ def test_fuzz_caffemodel(tmp_path):
     proto, model = seeds.write_caffe(tmp_path)
     failures = run_file_cases(lambda p: ob.convert(proto, weights=p), model.read_bytes(), ".caffemodel",
                               tmp_path, CASES, seed=4, text=False)
+    assert not failures, _report(failures)
+
+
+def test_fuzz_obprog(tmp_path):
+    seed = seeds.write_obprog(tmp_path).read_bytes()
+    x = np.random.default_rng(0).standard_normal((1, 3, 8, 8)).astype(np.float32)
+
+    def load_and_run(p):
+        prog = ob.load_program(p)
+        prog.run({"x": x})
+
+    failures = run_file_cases(load_and_run, seed, ".obprog", tmp_path, CASES, seed=5, text=False)
     assert not failures, _report(failures)
 
 
