@@ -215,6 +215,101 @@ def _detect_head() -> tuple[Any, tuple[Any, ...]]:
     return Head(), (torch.randn(1, 8, 4, 6),)
 
 
+def _gpt() -> tuple[Any, tuple[Any, ...]]:
+    import math
+
+    import torch
+    from torch import nn
+
+    class CausalSelfAttention(nn.Module):
+        """nanoGPT-style attention: a tril mask buffer, masked_fill with -inf, explicit softmax."""
+
+        def __init__(self, d: int, heads: int, t: int) -> None:
+            super().__init__()
+            self.heads = heads
+            self.c_attn = nn.Linear(d, 3 * d)
+            self.c_proj = nn.Linear(d, d)
+            self.register_buffer("bias", torch.tril(torch.ones(t, t)).view(1, 1, t, t))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            b, t, c = x.size()
+            q, k, v = self.c_attn(x).split(c, dim=2)
+            k = k.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+            q = q.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+            v = v.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            att = att.masked_fill(self.bias[:, :, :t, :t] == 0, float("-inf"))
+            y = nn.functional.softmax(att, dim=-1) @ v
+            return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
+
+    def new_gelu(x: torch.Tensor) -> torch.Tensor:
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+    class Block(nn.Module):
+        def __init__(self, d: int, heads: int, t: int) -> None:
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(d)
+            self.attn = CausalSelfAttention(d, heads, t)
+            self.ln_2 = nn.LayerNorm(d)
+            self.c_fc = nn.Linear(d, 4 * d)
+            self.c_proj = nn.Linear(4 * d, d)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            x = x + self.attn(self.ln_1(x))
+            return x + self.c_proj(new_gelu(self.c_fc(self.ln_2(x))))
+
+    class GPT(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.wte = nn.Embedding(40, 16)
+            self.wpe = nn.Embedding(12, 16)
+            self.h = nn.ModuleList([Block(16, 2, 12), Block(16, 4, 12)])
+            self.ln_f = nn.LayerNorm(16)
+            self.lm_head = nn.Linear(16, 40, bias=False)
+
+        def forward(self, idx: torch.Tensor) -> torch.Tensor:
+            pos = torch.arange(0, idx.size(1), dtype=torch.long).unsqueeze(0)
+            x = self.wte(idx) + self.wpe(pos)
+            for block in self.h:
+                x = block(x)
+            return self.lm_head(self.ln_f(x))[:, -1, :]
+
+    return GPT(), (torch.randint(0, 40, (2, 9)),)
+
+
+def _unet() -> tuple[Any, tuple[Any, ...]]:
+    import torch
+    from torch import nn
+
+    def double(cin: int, cout: int) -> nn.Module:
+        return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.GroupNorm(2, cout), nn.ReLU(inplace=True),
+                             nn.Conv2d(cout, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU(inplace=True))
+
+    class UNet(nn.Module):
+        """A two-level U-Net: max-pool down, transposed-conv and bilinear up, skip concatenations."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.inc = double(3, 8)
+            self.down1 = nn.Sequential(nn.MaxPool2d(2), double(8, 16))
+            self.down2 = nn.Sequential(nn.MaxPool2d(2), double(16, 16))
+            self.up1 = nn.ConvTranspose2d(16, 16, 2, stride=2)
+            self.conv1 = double(32, 8)
+            self.conv2 = double(16, 8)
+            self.outc = nn.Conv2d(8, 2, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            x1 = self.inc(x)
+            x2 = self.down1(x1)
+            x3 = self.down2(x2)
+            y = self.conv1(torch.cat([x2, self.up1(x3)], dim=1))
+            y = nn.functional.interpolate(y, scale_factor=2, mode="bilinear", align_corners=False)
+            y = self.conv2(torch.cat([x1, y], dim=1))
+            return torch.sigmoid(self.outc(y))
+
+    return UNet(), (torch.randn(1, 3, 16, 20),)
+
+
 _BUILDERS = {"resnet": _resnet, "mobilenet": _mobilenet, "transformer": _transformer,
-             "audio_conv1d": _audio, "detect_head": _detect_head}
+             "audio_conv1d": _audio, "detect_head": _detect_head, "gpt": _gpt, "unet": _unet}
 MODELS = tuple(_BUILDERS)
