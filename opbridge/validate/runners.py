@@ -48,9 +48,9 @@ def detect_framework(path: str | Path) -> str:
     name = str(path).lower()
     if name.endswith(".onnx"):
         return "onnx"
-    if name.endswith((".prototxt", ".pbtxt")):
+    if name.endswith(".prototxt"):
         return "caffe"
-    if name.endswith(".json"):
+    if name.endswith(".ts.json"):
         return "torchscript"
     if name.endswith(".obir"):
         return "obir"
