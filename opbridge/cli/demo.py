@@ -71,7 +71,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of random weights and inputs")
     p.add_argument("--plugin", action="append", default=[], metavar="FILE",
                    help="load a plugin first (repeatable)")
-    p.add_argument("--max-rows", type=int, default=24, help="rows of each validation table")
+    p.add_argument("--max-rows", type=int, default=24, help="rows of each validation table (default 24; 0: all)")
     p.set_defaults(func=run)
 
 

@@ -63,7 +63,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--stop-after", metavar="NODE",
                    help="stop the interpreter after this node (origin or IR name) and compare what "
                    "was computed")
-    p.add_argument("--max-rows", type=int, default=40, help="rows of the table to print (default 40)")
+    p.add_argument("--max-rows", type=int, default=40, help="rows of the table to print (default 40; 0: all)")
     p.set_defaults(func=run)
 
 

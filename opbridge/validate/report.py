@@ -197,7 +197,7 @@ _SHORT = {"interpreter": "interp", "simulator": "sim"}
 
 def _shown(report: Report, max_rows: int) -> list[int]:
     n = len(report.rows)
-    if n <= max_rows:
+    if max_rows <= 0 or n <= max_rows:
         return list(range(n))
     keep = set(range(min(10, n)))
     bad = [i for i, r in enumerate(report.rows) if not r.passed]

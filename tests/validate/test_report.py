@@ -69,3 +69,11 @@ def test_table_rows(n, bad):
         assert f" t{bad} " in text and "DIFFERENT" in text  # the failing row is always shown
     assert f"t{n - 1} (out)" in text
     assert ("rows not shown" in text) == (n > 40)
+
+
+def test_max_rows_0_shows_all():
+    r = _report([True] * 60)
+    console = Console(width=200, record=True, color_system=None)
+    r.print(console, max_rows=0)
+    text = console.export_text()
+    assert "rows not shown" not in text and " t30 " in text
