@@ -184,3 +184,23 @@ def test_cli_converts_a_ts_json(export: Any, tmp_path: Path) -> None:
     g = ob.load(str(out))
     assert any(n.origin.name == "layer1.0.conv2" for n in g.nodes)
 
+
+
+def test_cli_input_dtype(tmp_path: Path) -> None:
+    import torch
+
+    emb = torch.nn.Embedding(10, 3).eval()
+    pt = tmp_path / "emb.pt"
+    torch.jit.save(torch.jit.trace(emb, (torch.tensor([[1, 2]]),)), str(pt))
+    out = tmp_path / "emb.ts.json"
+    rc = main(["export-torchscript", str(pt), "--input-shape", "tokens=2,4", "--input-dtype",
+               "tokens=int64", "-o", str(out)])
+    assert rc == 0
+    g = parse_torchscript_json(out)
+    assert [(i.name, i.dtype, i.shape) for i in g.inputs] == [("tokens", np.dtype(np.int64), (2, 4))]
+
+
+def test_cli_rejects_unknown_input_dtype(tmp_path: Path, capsys: Any) -> None:
+    rc = main(["export-torchscript", str(tmp_path / "m.pt"), "--input-shape", "x=1", "--input-dtype",
+               "x=complex64", "-o", str(tmp_path / "o.ts.json")])
+    assert rc == 2 and "--input-dtype" in capsys.readouterr().err
