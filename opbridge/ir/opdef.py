@@ -16,8 +16,6 @@ an array or a tuple of arrays.
 
 from __future__ import annotations
 
-import inspect
-import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import AttrError, RegistryError, ShapeError, UnsupportedOpError, node_ctx
+from ..sites import caller_site
 from .types import DTYPES, Shape, check_shape, is_dtype
 
 PARAM_TYPES = ("int", "float", "bool", "str", "ints", "floats", "strs", "dtype", "tensor")
@@ -37,17 +36,6 @@ class _Required:
 
 #: Default of a parameter that must be given.
 REQUIRED: Any = _Required()
-
-
-def _caller_site() -> str:
-    """file:line of the first frame outside this package's registry modules."""
-    here = os.path.dirname(__file__)
-    for frame in inspect.stack()[2:]:
-        fname = frame.filename
-        if os.path.dirname(fname) == here and os.path.basename(fname) in ("opdef.py",):
-            continue
-        return f"{fname}:{frame.lineno}"
-    return "<unknown>"
 
 
 @dataclass
@@ -444,7 +432,7 @@ class OpRegistry:
         self._ops: dict[str, OpDef] = {}
 
     def define(self, name: str, *, override: bool = False) -> OpDef:
-        site = _caller_site()
+        site = caller_site(__file__)
         if name in self._ops and not override:
             raise RegistryError(
                 f"op {name!r} is already defined at {self._ops[name].defined_at}; "

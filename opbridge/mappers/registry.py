@@ -18,7 +18,6 @@ read with :func:`imply_type_of`.
 
 from __future__ import annotations
 
-import inspect
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import OpbridgeError, RegistryError, UnsupportedOpError
 from ..parsers.origin import Framework, OriginNode
+from ..sites import caller_site
 
 if TYPE_CHECKING:
     from .context import MapContext
@@ -78,12 +78,7 @@ _OWN_FILES = {os.path.join(os.path.dirname(os.path.abspath(__file__)), f) for f 
 
 def _caller_site() -> str:
     """file:line of the first frame outside the registry's own modules."""
-    frame = inspect.currentframe()
-    while frame is not None:
-        if os.path.abspath(frame.f_code.co_filename) not in _OWN_FILES:
-            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
-        frame = frame.f_back
-    return "<unknown>"
+    return caller_site(*_OWN_FILES)
 
 
 @dataclass

@@ -32,14 +32,13 @@ Built-in kernels are registered with exactly this API (see ``kernels/<family>.py
 
 from __future__ import annotations
 
-import inspect
 import math
-import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ...errors import OpbridgeError, RegistryError, SimulatorError
 from ...ir.graph import Node, Value
+from ...sites import caller_site
 
 Rows = tuple[int, int]
 InputSliceFn = Callable[[Node, int, int, int], "Rows | None"]
@@ -51,12 +50,7 @@ AXES = ("N", "C", "H", "W")
 
 
 def _site() -> str:
-    here = os.path.dirname(__file__)
-    for frame in inspect.stack()[2:]:
-        if os.path.dirname(frame.filename) == here and frame.filename.endswith("registry.py"):
-            continue
-        return f"{frame.filename}:{frame.lineno}"
-    return "<unknown>"
+    return caller_site(__file__)
 
 
 def elementwise_cost(node: Node, out_shape: tuple[int, ...]) -> float:
