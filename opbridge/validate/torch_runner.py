@@ -68,10 +68,31 @@ def _call(kind: str, args: list[Any]) -> Any:
         return torch.scalar_tensor(args[0])
     ns, _, name = kind.partition("::")
     try:
-        op = getattr(getattr(torch.ops, ns), name)
+        packet = getattr(getattr(torch.ops, ns), name)
     except (AttributeError, RuntimeError) as err:
         raise OriginRunError(f"torch has no op {kind}") from err
-    return op(*args)
+    try:
+        return packet(*args)
+    except (RuntimeError, TypeError) as err:
+        # a TorchScript graph passes keyword-only arguments (add's alpha) by position
+        return _call_by_schema(packet, args, err)
+
+
+def _call_by_schema(packet: Any, args: list[Any], first: BaseException) -> Any:
+    """Call the first overload of ``packet`` whose schema binds ``args`` (in schema order, the
+    keyword-only ones by name); ``out=`` overloads are skipped."""
+    for overload in packet.overloads():
+        op = getattr(packet, overload)
+        params = op._schema.arguments
+        if len(args) > len(params) or any(getattr(p, "is_out", False) for p in params):
+            continue
+        pos = [v for p, v in zip(params, args) if not p.kwarg_only]
+        kw = {p.name: v for p, v in zip(params, args) if p.kwarg_only}
+        try:
+            return op(*pos, **kw)
+        except (RuntimeError, TypeError):
+            continue
+    raise first
 
 
 def _to_numpy(t: Any) -> np.ndarray:

@@ -98,14 +98,21 @@ def ts_model(tmp_path_factory):
             super().__init__()
             self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
             self.act = torch.nn.LeakyReLU(0.2)
-            self.fc = torch.nn.Linear(4 * 8 * 8, 5)
+            self.conv2 = torch.nn.Conv2d(4, 4, 3, padding=1, bias=False)
+            self.bn = torch.nn.BatchNorm2d(4)
+            self.fc = torch.nn.Linear(8 * 8 * 8, 5)
 
         def forward(self, x):
-            return torch.softmax(self.fc(torch.flatten(self.act(self.conv(x)) + 1.0, 1)), -1)
+            y = self.act(self.conv(x))
+            y = torch.cat([y + self.bn(self.conv2(y)), y * 0.5], 1)  # add.Tensor: alpha is keyword-only
+            return torch.softmax(self.fc(torch.flatten(y + 1.0, 1)), -1)
 
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("ts") / "net.ts.json"
     net = Net().eval()
+    with torch.no_grad():
+        net.bn.running_mean.uniform_(-1, 1)
+        net.bn.running_var.uniform_(0.5, 2.0)
     ob.export_torchscript(net, (torch.randn(1, 3, 8, 8),), str(path))
     return path, net
 
