@@ -115,3 +115,19 @@ def test_a_bad_model_is_reported_and_the_others_run(tmp_path, capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "error:" in out and "NoSuchLayer" in out
     assert "PASS:" in out and (tmp_path / "out" / "good.obprog").is_file()
+
+
+@requires_ort
+def test_input_shape_fixes_symbolic_dims(tmp_path, capsys):
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "dyn",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8),
+              str(tmp_path / "dyn.onnx"))
+    args = ["demo", str(tmp_path / "dyn.onnx"), "--out-dir", str(tmp_path / "out")]
+    assert main(args) == 2
+    assert "symbolic dim" in capsys.readouterr().out
+    assert main([*args, "--input-shape", "x=3,4"]) == 0

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import OpbridgeError
+from .validate import parse_input_shape
 
 
 class DemoError(OpbridgeError, ValueError):
@@ -66,6 +67,8 @@ def add_parser(sub: Any) -> None:
                    help="model files (.onnx, .prototxt, .ts.json) or folders holding one "
                    "(e.g. ../shared/models/caffe/squeezenet_v1.1); default: the bundled examples")
     p.add_argument("--weights", metavar="W", help="weights of the (single) MODEL given")
+    p.add_argument("--input-shape", action="append", default=[], type=parse_input_shape, metavar="NAME=DIMS",
+                   help="fix an input's shape, e.g. data=1,3,224,224 (repeatable)")
     p.add_argument("--out-dir", default="out/demo", help="where to write the demo's files")
     p.add_argument("--target", default="bm1684", help="simulator target (default bm1684)")
     p.add_argument("--seed", type=int, default=0, help="seed of random weights and inputs")
@@ -127,14 +130,14 @@ def given_model(spec: str, weights: str | None) -> DemoModel:
     return DemoModel(name, fw, p, Path(weights) if weights else None, note=str(p))
 
 
-def _prepare_weights(m: DemoModel, out: Path, seed: int) -> None:
+def _prepare_weights(m: DemoModel, out: Path, seed: int, input_shapes: dict[str, Any] | None) -> None:
     """A Caffe model without weights gets random ones with a fixed seed."""
     if m.framework != "caffe" or m.weights is not None:
         return
     from ..caffe_random_weights import write_random_weights
 
     path = out / f"{m.name}.caffemodel"
-    if write_random_weights(m.path, path, seed=seed):  # type: ignore[arg-type]
+    if write_random_weights(m.path, path, seed=seed, input_shapes=input_shapes):  # type: ignore[arg-type]
         m.weights = path
         m.note += f"; random weights (seed {seed}) in {m.weights}"
     else:  # no layer has weights: a caffemodel without layers is not a valid file to read
@@ -156,15 +159,16 @@ def run_one(m: DemoModel, args: argparse.Namespace, out: Path, console: Any, res
         console.print(f"[yellow]skipped:[/] {m.missing}")
         res.stages["convert"] = "skipped"
         return
+    shapes = dict(args.input_shape) or None
     with Stages(True, 4, title=m.name) as stages:
         with stages.stage("preparing weights"):
-            _prepare_weights(m, out, args.seed)
+            _prepare_weights(m, out, args.seed, shapes)
         with stages.stage("converting"):
             from ..convert import convert
             from ..ir.io import save
 
             graph = convert(str(m.path), weights=str(m.weights) if m.weights else None,
-                            plugins=args.plugin)
+                            plugins=args.plugin, input_shapes=shapes)
             obir = out / f"{m.name}.obir"
             save(graph, obir)
         res.stages["convert"] = "ok"

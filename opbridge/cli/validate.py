@@ -8,7 +8,8 @@ import sys
 from typing import Any
 
 
-def _input_shape(text: str) -> tuple[str, tuple[int, ...]]:
+def parse_input_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """``data=1,3,224,224`` -> ("data", (1, 3, 224, 224)); an argparse type."""
     name, sep, dims = text.partition("=")
     try:
         if not sep or not name:
@@ -34,7 +35,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE",
                    help="an input from NAME=FILE.npy, NAME=FILE.npz, FILE.npz (all its arrays) or, "
                    "for one-input models, FILE.npy (repeatable)")
-    p.add_argument("--input-shape", action="append", default=[], type=_input_shape,
+    p.add_argument("--input-shape", action="append", default=[], type=parse_input_shape,
                    metavar="NAME=DIMS", help="fix an input's shape, e.g. data=1,3,224,224 (repeatable)")
     p.add_argument("--image", metavar="[NAME=]FILE",
                    help="an image for the NCHW input with 1 or 3 channels (PNG/JPEG through OpenCV "
