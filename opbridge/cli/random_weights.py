@@ -30,6 +30,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--input-shape", action="append", default=[], type=_shape_arg,
                    metavar="NAME=1,3,224,224", help="shape of an input or data-layer top (repeatable)")
+    p.add_argument("--plugin", action="append", default=[], metavar="FILE",
+                   help="load a plugin first (repeatable); OPBRIDGE_PLUGIN_PATH")
     p.set_defaults(func=run)
 
 
@@ -37,7 +39,9 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from ..caffe_random_weights import write_random_weights
+    from ..plugins_loader import load_plugins
 
+    load_plugins(args.plugin)
     written = write_random_weights(args.prototxt, args.output, seed=args.seed,
                                    input_shapes=dict(args.input_shape) or None)
     total = sum(int(np.prod(s)) for shapes in written.values() for s in shapes)
