@@ -23,14 +23,14 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "validate",
         help="compare the origin framework, the interpreter and the simulator layer by layer",
-        description="Run MODEL in its origin framework where installed (onnxruntime for ONNX), in "
-        "the IR reference interpreter and as a program compiled for the simulator, on the same "
-        "inputs; compare the outputs and every intermediate tensor matched by its origin name "
+        description="Run MODEL in its origin framework where installed (onnxruntime for ONNX, "
+        "OpenCV cv2.dnn for Caffe, torch for TorchScript-json), in the IR reference interpreter "
+        "and as a program compiled for the simulator, on the same inputs; compare the outputs and every intermediate tensor matched by its origin name "
         "(cosine and Euclidean similarity, max abs/rel error, SQNR), and report the first layer "
         "that leaves tolerance. Inputs not given are random (fixed seed). Exit 0 when every "
         "comparison passes, 1 when one fails, 2 on a user error.",
     )
-    p.add_argument("model", help="a model file: .onnx, Caffe .prototxt, TorchScript .json, or .obir")
+    p.add_argument("model", help="a model file: .onnx, Caffe .prototxt, TorchScript .ts.json, or .obir")
     p.add_argument("--weights", metavar="W", help="weights file (Caffe .caffemodel)")
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE",
                    help="an input from NAME=FILE.npy, NAME=FILE.npz, FILE.npz (all its arrays) or, "
@@ -64,7 +64,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--stop-after", metavar="NODE",
                    help="stop the interpreter after this node (origin or IR name) and compare what "
                    "was computed")
-    p.add_argument("--max-rows", type=int, default=40, help="rows of the table to print (default 40; 0: all)")
+    p.add_argument("--max-rows", type=int, default=40, metavar="N", help="rows of the table to print (default 40; 0: all)")
     p.set_defaults(func=run)
 
 
