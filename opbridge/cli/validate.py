@@ -25,9 +25,9 @@ def add_parser(sub: Any) -> None:
         help="compare the origin framework, the interpreter and the simulator layer by layer",
         description="Run MODEL in its origin framework where installed (onnxruntime for ONNX, "
         "OpenCV cv2.dnn for Caffe, torch for TorchScript-json), in the IR reference interpreter "
-        "and as a program compiled for the simulator, on the same inputs; compare the outputs and every intermediate tensor matched by its origin name "
-        "(cosine and Euclidean similarity, max abs/rel error, SQNR), and report the first layer "
-        "that leaves tolerance. Inputs not given are random (fixed seed). Exit 0 when every "
+        "and as a program compiled for the simulator, on the same inputs; compare the outputs "
+        "and every intermediate tensor matched by its origin name (cosine and Euclidean "
+        "similarity, max abs/rel error, SQNR), and report the first layer that leaves tolerance. Inputs not given are random (fixed seed). Exit 0 when every "
         "comparison passes, 1 when one fails, 2 on a user error.",
     )
     p.add_argument("model", help="a model file: .onnx, Caffe .prototxt, TorchScript .ts.json, or .obir")
