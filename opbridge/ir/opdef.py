@@ -413,9 +413,12 @@ class OpDef:
         return outs
 
     def num_outputs_for(self, attrs: dict[str, Any]) -> int | None:
-        """Number of outputs when a variadic output's count comes from a parameter."""
+        """Number of outputs when the schema alone fixes it; None when the shape function decides
+        (optional outputs switched on by a parameter, variadic outputs without a count)."""
         fixed = [p for p in self.outputs if not p.variadic]
         var = [p for p in self.outputs if p.variadic]
+        if any(p.optional for p in fixed):
+            return None
         if not var:
             return len(fixed)
         if var[0].count and var[0].count in attrs:

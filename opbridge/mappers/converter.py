@@ -150,8 +150,9 @@ class Conversion:
         opdef.check_input_count(len(ins), where)
         norm = opdef.normalize_attrs(attrs, where)
         n_out = num_outputs if num_outputs is not None else opdef.num_outputs_for(norm)
-        if n_out is None:
-            n_out = len(node.outputs)
+        if n_out is None:  # the shape function decides (optional or uncounted outputs)
+            n_out = len(opdef.infer(name, [(v.shape, v.dtype) if v is not None else None for v in ins],
+                                    norm, [v.data if v is not None else None for v in ins], None))
         on = ctx.origin_node
         origin = Origin(str(on.framework), on.op_type, on.name)
         if can_fold(opdef, ins):

@@ -190,3 +190,13 @@ def test_keep_intermediates_and_stop_after():
     np.testing.assert_array_equal(full["out"], [0.0, 4.0])
     part = ob.interpret(g, feed, stop_after="r1")
     assert "mid" in part and "out" not in part
+
+
+def test_optional_outputs_follow_the_shape_function():
+    # MaxPool's Indices output exists only when output_indices is set; no count needs passing
+    b = ob.GraphBuilder("g")
+    x = b.input("x", "f32", (1, 1, 4, 4))
+    y = b.op("MaxPool", [x], kernel_shape=(2, 2), strides=(2, 2))
+    assert isinstance(y, Value) and y.shape == (1, 1, 2, 2)
+    y2, idx = b.op("MaxPool", [x], kernel_shape=(2, 2), strides=(2, 2), output_indices=True)
+    assert idx.dtype == "i64"
