@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from types import FrameType
 
 
 def caller_site(*own_files: str) -> str:
@@ -13,7 +14,7 @@ def caller_site(*own_files: str) -> str:
     ``import opbridge`` (hundreds of registrations) take seconds.
     """
     skip = {os.path.abspath(f) for f in own_files} | {os.path.abspath(__file__)}
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         fname = frame.f_code.co_filename
         if os.path.abspath(fname) not in skip:

@@ -140,11 +140,11 @@ class Graph:
         for c in self.constants.values():
             c.producer = None
         for n in self.nodes:
-            for v in n.outputs:
-                v.producer = n
-            for v in n.inputs:
-                if v is not None:
-                    v.users.append(n)
+            for out in n.outputs:
+                out.producer = n
+            for inp in n.inputs:
+                if inp is not None:
+                    inp.users.append(n)
 
     def verify(self, *, require_static: bool = True) -> Graph:
         """Check the graph (see :func:`opbridge.ir.verify.verify`); returns self."""

@@ -128,16 +128,16 @@ def interpret(
     dumped: dict[str, np.ndarray] = {}
     stopped = False
     for node in graph.nodes:
-        args = []
-        for v in node.inputs:
-            if v is None:
+        args: list[np.ndarray | None] = []
+        for inp in node.inputs:
+            if inp is None:
                 args.append(None)
             else:
                 try:
-                    args.append(env_vals[id(v)])
+                    args.append(env_vals[id(inp)])
                 except KeyError:
                     raise InterpretError(
-                        f"{node.where}: input '{v.name}' has no value yet (graph not verified?)"
+                        f"{node.where}: input '{inp.name}' has no value yet (graph not verified?)"
                     ) from None
         outs = run_node(graph, node, args)
         for v, arr in zip(node.outputs, outs):
@@ -153,7 +153,9 @@ def interpret(
             stopped = True
             break
     if dump:
-        np.savez(dump, **dumped)
+        # IR tensors are numeric or bool, so nothing needs pickling; naming allow_pickle also
+        # keeps it out of reach of the tensor names (they all contain '/')
+        np.savez(dump, allow_pickle=False, **dumped)
     result: dict[str, np.ndarray] = {}
     for v in graph.outputs:
         if id(v) in env_vals:

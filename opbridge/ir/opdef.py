@@ -246,8 +246,11 @@ class ShapeContext:
             raise AttrError(f"{self.where} param '{attr}' = {axis}: out of range for rank {rank}")
         return axis % rank if rank else 0
 
-    def error(self, message: str, *, attr: str | None = None, hint: str | None = None) -> AttrError:
-        """An error naming this node (and the attribute); ``raise ctx.error(...)``."""
+    def error(
+        self, message: str, *, attr: str | None = None, hint: str | None = None
+    ) -> AttrError | ShapeError:
+        """An error naming this node (and the attribute); ``raise ctx.error(...)``. With ``attr``
+        it is an AttrError, without a ShapeError."""
         where = self.where + (f" param '{attr}'" if attr else "")
         cls = AttrError if attr else ShapeError
         return cls(f"{where}: {message}", hint=hint)

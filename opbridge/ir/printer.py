@@ -31,8 +31,8 @@ def _fmt_value(v: Value | None) -> str:
 def format_graph(graph: Graph, *, max_nodes: int | None = None) -> str:
     """The graph as text: inputs, constants, nodes (op, attributes, inputs, outputs, origin)."""
     lines = [f"graph {graph.name!r}: {len(graph.nodes)} nodes, {len(graph.constants)} constants"]
-    for k, v in graph.metadata.items():
-        lines.append(f"  # {k}: {v}")
+    for key, note in graph.metadata.items():
+        lines.append(f"  # {key}: {note}")
     lines.append("inputs:")
     for v in graph.inputs:
         lines.append(f"  {_fmt_value(v)}")

@@ -14,13 +14,14 @@ the kernel taps over whole shifted views instead, so no loop ever runs per chann
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ..opdef import ShapeContext, define_op
+from ..types import Dim
 from .common import FLOATS
 
 Ints = tuple[int, ...]
@@ -126,7 +127,9 @@ def pad_spatial(x: np.ndarray, pads: Ints, value: Any = 0, extra_end: Sequence[i
     return out
 
 
-def taps(xp: np.ndarray, k: Ints, s: Ints, d: Ints, out_sp: Sequence[int]):
+def taps(
+    xp: np.ndarray, k: Ints, s: Ints, d: Ints, out_sp: Sequence[int]
+) -> Iterator[tuple[int, np.ndarray]]:
     """Yield (tap index, strided view of ``xp``) for each kernel tap; views have the output's
     spatial shape."""
     nsp = len(k)
@@ -146,6 +149,16 @@ def windows(xp: np.ndarray, k: Ints, s: Ints, d: Ints, out_sp: Sequence[int]) ->
     return v[(slice(None), slice(None)) + sl]
 
 
+def _weight_kernel(ctx: ShapeContext, ws: Sequence[Dim]) -> Ints:
+    """The kernel's spatial shape from the weights' shape ``ws`` (M or C, C/group or M/group, k1,
+    ...); the output size needs it, so a symbolic entry is a ShapeError naming W."""
+    k = tuple(d for d in ws[2:] if isinstance(d, int))
+    if len(k) != len(ws) - 2:
+        raise ctx.error(f"weights W have spatial shape {list(ws[2:])}; the kernel size must be static",
+                        hint="give W a static shape (e.g. make it a constant initializer)")
+    return k
+
+
 def _compute_dtype(dt: np.dtype) -> np.dtype:
     return np.dtype(np.float64) if dt == np.float64 else np.dtype(np.float32)
 
@@ -162,7 +175,7 @@ def _conv_shape(ctx: ShapeContext, *, with_bias: bool = True) -> Any:
     if ctx.attr("kernel_shape") is not None and tuple(ws[2:]) != k:
         raise ctx.error(f"= {list(k)} but the weights' spatial shape is {list(ws[2:])}",
                         attr="kernel_shape", hint="drop kernel_shape or make it match W")
-    k = tuple(ws[2:])
+    k = _weight_kernel(ctx, ws)
     group = ctx.attr("group")
     c, m = xs[1], ws[0]
     if isinstance(c, int) and c % group:
@@ -269,7 +282,7 @@ def _convt_shape(ctx: ShapeContext) -> Any:
     if ctx.attr("kernel_shape") is not None and tuple(ws[2:]) != k:
         raise ctx.error(f"= {list(k)} but the weights' spatial shape is {list(ws[2:])}",
                         attr="kernel_shape", hint="drop kernel_shape or make it match W")
-    k = tuple(ws[2:])
+    k = _weight_kernel(ctx, ws)
     op = ctx.attr("output_padding")
     _check_len(ctx, "output_padding", op, nsp)
     op = op or (0,) * nsp

@@ -61,8 +61,9 @@ for _name, _in, _out, _types, _fn, _doc in _UNARY:
 
 
 # -- binary arithmetic ---------------------------------------------------------------------
-def binary(fn: Callable[[np.ndarray, np.ndarray], Any]) -> Callable[..., np.ndarray]:
-    """A binary compute: ``fn`` on widened, broadcast inputs; the result has a's dtype."""
+def binary(fn: Callable[..., Any]) -> Callable[..., np.ndarray]:
+    """A binary compute: ``fn(a, b, **params)`` on widened, broadcast inputs; the result has a's
+    dtype. ``fn`` takes the two arrays and the op's params as keywords (``Mod`` takes ``fmod``)."""
 
     def compute(a: np.ndarray, b: np.ndarray, **params: Any) -> np.ndarray:
         with np.errstate(all="ignore"):
@@ -107,19 +108,22 @@ def _bitshift(x: np.ndarray, y: np.ndarray, direction: str) -> np.ndarray:
     return np.where(inside, np.right_shift(x, amount), fill).astype(x.dtype)
 
 
-for _name, _fn, _doc in (
+# (op, numpy function of two arrays, doc)
+_ARITH: tuple[tuple[str, Callable[[np.ndarray, np.ndarray], Any], str], ...] = (
     ("Add", np.add, "a + b"),
     ("Sub", np.subtract, "a - b"),
     ("Mul", np.multiply, "a * b"),
     ("Div", _div, "a / b; integer division truncates toward zero"),
-):
+)
+
+for _name, _binary_fn, _doc in _ARITH:
     (
         define_op(_name)
         .doc(_doc + " (numpy broadcasting; integers wrap)")
         .input("a", "T").input("b", "T").output("c", "T")
         .type_param("T", NUMERIC)
         .shape_fn(broadcast_fn())
-        .compute(binary(_fn))
+        .compute(binary(_binary_fn))
     )
 
 (
@@ -153,15 +157,18 @@ for _name, _fn, _doc in (
     .compute(_bitshift)
 )
 
-for _name, _fn in (("BitwiseAnd", np.bitwise_and), ("BitwiseOr", np.bitwise_or),
-                   ("BitwiseXor", np.bitwise_xor)):
+_BITWISE: tuple[tuple[str, np.ufunc], ...] = (
+    ("BitwiseAnd", np.bitwise_and), ("BitwiseOr", np.bitwise_or), ("BitwiseXor", np.bitwise_xor),
+)
+
+for _name, _ufunc in _BITWISE:
     (
         define_op(_name)
-        .doc(f"{_fn.__name__} of the integer bit patterns (numpy broadcasting)")
+        .doc(f"{_ufunc.__name__} of the integer bit patterns (numpy broadcasting)")
         .input("a", "T").input("b", "T").output("c", "T")
         .type_param("T", INTS)
         .shape_fn(broadcast_fn())
-        .compute(_fn)
+        .compute(_ufunc)
     )
 
 (
@@ -191,19 +198,24 @@ def _fold(fn: Callable[[np.ndarray, np.ndarray], np.ndarray], mean: bool = False
     return compute
 
 
-for _name, _out, _types, _fn, _mean, _doc in (
+# (op, output name, dtypes, the fold's binary function, divide by the count, doc)
+_VARIADIC: tuple[
+    tuple[str, str, tuple[str, ...], Callable[[np.ndarray, np.ndarray], np.ndarray], bool, str], ...
+] = (
     ("Sum", "sum", FLOATS, np.add, False, "elementwise sum of all inputs"),
     ("Mean", "mean", FLOATS, np.add, True, "elementwise mean of all inputs"),
     ("Max", "max", NUMERIC, np.maximum, False, "elementwise maximum of all inputs (nan propagates)"),
     ("Min", "min", NUMERIC, np.minimum, False, "elementwise minimum of all inputs (nan propagates)"),
-):
+)
+
+for _name, _out, _types, _fold_fn, _mean, _doc in _VARIADIC:
     (
         define_op(_name)
         .doc(_doc + " (numpy broadcasting)")
         .input("inputs", "T", variadic=True).output(_out, "T")
         .type_param("T", _types)
         .shape_fn(broadcast_fn())
-        .compute(_fold(_fn, _mean))
+        .compute(_fold(_fold_fn, _mean))
     )
 
 

@@ -84,6 +84,13 @@ def _eyelike_shape(ctx: ShapeContext) -> Any:
     return ctx.input_shape(0), ctx.attr("dtype") or ctx.input_dtype(0)
 
 
+def _eyelike(x: np.ndarray, k: int, dtype: str | None) -> np.ndarray:
+    """Ones on diagonal ``k`` of a matrix shaped like the 2-D ``x`` (rank checked by the shape
+    function), in ``dtype`` or, when absent, x's dtype."""
+    rows, cols = x.shape
+    return np.eye(rows, cols, k=k, dtype=to_numpy_dtype(dtype) if dtype else x.dtype)
+
+
 (
     define_op("EyeLike")
     .doc("Ones on diagonal k of a 2-D tensor shaped like x, zeros elsewhere.")
@@ -92,8 +99,7 @@ def _eyelike_shape(ctx: ShapeContext) -> Any:
     .param("dtype", "dtype", None, doc="absent (None): x's dtype")
     .type_param("T", ALL).type_param("U", ALL)
     .shape_fn(_eyelike_shape)
-    .compute(lambda x, k, dtype: np.eye(*x.shape, k=k,
-                                        dtype=to_numpy_dtype(dtype) if dtype else x.dtype))
+    .compute(_eyelike)
 )
 
 

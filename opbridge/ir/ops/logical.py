@@ -22,30 +22,37 @@ def _compare(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[...
     return compute
 
 
-for _name, _fn, _types, _doc in (
+# (op, numpy comparison, dtypes, doc)
+_COMPARISONS: tuple[tuple[str, np.ufunc, tuple[str, ...], str], ...] = (
     ("Equal", np.equal, ALL, "a == b (nan != nan)"),
     ("Less", np.less, NUMERIC, "a < b"),
     ("LessOrEqual", np.less_equal, NUMERIC, "a <= b"),
     ("Greater", np.greater, NUMERIC, "a > b"),
     ("GreaterOrEqual", np.greater_equal, NUMERIC, "a >= b"),
-):
+)
+
+for _name, _cmp, _types, _doc in _COMPARISONS:
     (
         define_op(_name)
         .doc(_doc + ", elementwise with numpy broadcasting; the result is bool")
         .input("a", "T").input("b", "T").output("c", "T1")
         .type_param("T", _types).type_param("T1", ("bool",))
         .shape_fn(broadcast_fn("bool"))
-        .compute(_compare(_fn))
+        .compute(_compare(_cmp))
     )
 
-for _name, _fn in (("And", np.logical_and), ("Or", np.logical_or), ("Xor", np.logical_xor)):
+_LOGICAL: tuple[tuple[str, np.ufunc], ...] = (
+    ("And", np.logical_and), ("Or", np.logical_or), ("Xor", np.logical_xor),
+)
+
+for _name, _logic in _LOGICAL:
     (
         define_op(_name)
-        .doc(f"{_fn.__name__} of two bool tensors (numpy broadcasting)")
+        .doc(f"{_logic.__name__} of two bool tensors (numpy broadcasting)")
         .input("a", "T").input("b", "T").output("c", "T1")
         .type_param("T", ("bool",)).type_param("T1", ("bool",))
         .shape_fn(broadcast_fn("bool"))
-        .compute(_fn)
+        .compute(_logic)
     )
 
 (

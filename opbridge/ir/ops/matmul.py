@@ -21,8 +21,8 @@ def _matmul_shape(ctx: ShapeContext) -> Any:
     a, b = list(ctx.input_shape(0)), list(ctx.input_shape(1))
     if not a or not b:
         raise ctx.error("MatMul inputs must have rank >= 1 (scalars are not matrices)")
-    a2 = [1] + a if len(a) == 1 else a
-    b2 = b + [1] if len(b) == 1 else b
+    a2: list[Dim] = [1, *a] if len(a) == 1 else a
+    b2: list[Dim] = [*b, 1] if len(b) == 1 else b
     if not _dims_agree(a2[-1], b2[-2]):
         raise ctx.error(
             f"inner dimensions differ: A {a} has {a2[-1]} columns, B {b} has {b2[-2]} rows",

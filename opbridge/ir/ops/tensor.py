@@ -7,7 +7,7 @@ repeats) are attributes here; data-dependent operands (Gather's indices) stay in
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 
@@ -184,7 +184,12 @@ def _pad_shape(ctx: ShapeContext) -> Any:
     return tuple(out), ctx.input_dtype(0)
 
 
-def _pad(x: np.ndarray, pads: tuple, mode: str, value: float, axes: tuple) -> np.ndarray:
+PadMode = Literal["constant", "reflect", "edge", "wrap"]
+
+
+def _pad(x: np.ndarray, pads: tuple[int, ...], mode: PadMode, value: float,
+         axes: tuple[int, ...]) -> np.ndarray:
+    """Pad's compute; ``mode`` is one of the param's ``allowed`` values, checked before this runs."""
     widths = pad_widths(x.ndim, pads, [a % x.ndim for a in axes or range(x.ndim)])
     # negative pads crop first, then the rest pads the cropped tensor (as onnxruntime does)
     x = x[tuple(slice(-min(b, 0), d + min(e, 0)) for d, (b, e) in zip(x.shape, widths))]
@@ -199,7 +204,7 @@ def _pad(x: np.ndarray, pads: tuple, mode: str, value: float, axes: tuple) -> np
     .doc("Pad (or, with negative pads, crop) x; modes constant|reflect|edge|wrap.")
     .input("x", "T").output("y", "T")
     .param("pads", "ints", doc="[begin per axis..., end per axis...]; negative crops")
-    .param("mode", "str", "constant", allowed=("constant", "reflect", "edge", "wrap"))
+    .param("mode", "str", "constant", allowed=get_args(PadMode))
     .param("value", "float", 0.0, doc="fill value of mode constant")
     .param("axes", "ints", (), doc="the axes pads refers to; empty: all")
     .type_param("T", ALL)
@@ -367,7 +372,7 @@ def _scatter_nd(x: np.ndarray, indices: np.ndarray, updates: np.ndarray,
 def _scatter_elements(x: np.ndarray, indices: np.ndarray, updates: np.ndarray, axis: int,
                       reduction: str) -> np.ndarray:
     axis %= x.ndim
-    grid = list(np.indices(indices.shape, sparse=True))
+    grid: list[np.ndarray] = list(np.indices(indices.shape, sparse=True))
     grid[axis] = normalize_indices(indices, x.shape[axis])
     return _scatter(x.copy(), tuple(grid), updates, reduction)
 
