@@ -11,6 +11,7 @@ keeps the scale of its input), BatchNorm with positive variance and a realistic 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ShapeError
+from .ir import types as ir_types
 from .mappers.caffe.common import (
     Params,
     conv_geometry,
@@ -32,6 +34,10 @@ from .parsers.caffe_weights import write_caffemodel
 from .parsers.origin import OriginGraph, OriginNode
 
 Shape = tuple[Any, ...]  # ints, or None where unknown
+
+#: The most weight values ``write_random_weights`` generates for one net (4 GiB of float32;
+#: VGG-16 has 138 M), checked before any allocation.
+MAX_RANDOM_ELEMENTS = 1 << 30
 
 _SAME = frozenset({
     "ReLU", "ReLU6", "Sigmoid", "TanH", "AbsVal", "BNLL", "ELU", "Exp", "Log", "Power",
@@ -99,9 +105,13 @@ def _pool(node: OriginNode, ins: list[Any]) -> Shape:
                           for i in range(2)])
 
 
-def _spp(node: OriginNode, ins: list[Any]) -> Shape:
-    levels = int(Params(node, "spp_param").get("pyramid_height", 1))
+def _spp(node: OriginNode, ins: list[Any]) -> Shape | None:
+    from .mappers.caffe.pool import spp_levels
+
     x = ins[0]
+    if len(x) != 4 or x[2] is None or x[3] is None:
+        return None
+    levels = len(spp_levels(Params(node, "spp_param"), int(x[2]), int(x[3])))
     if levels == 1:
         return (x[0], x[1], 1, 1)
     return (x[0], None if x[1] is None else x[1] * sum(4 ** level for level in range(levels)))
@@ -249,12 +259,14 @@ def blob_shapes(node: OriginNode, ins: list[Shape | None]) -> list[tuple[int, ..
         geo = conv_geometry(p, len(x) - 2)
         n = int(p.get("num_output"))
         group = c if t in ("ConvolutionDepthwise", "DepthwiseConvolution") else int(p.get("group"))
+        if group < 1 or c % group or n % group:
+            raise p.error("group", group, f"must divide the input channels ({c}) and num_output ({n})")
         w = (c, n // group, *geo.kernel) if t == "Deconvolution" else (n, c // group, *geo.kernel)
         return [w, (n,)] if p.get("bias_term") else [w]
     if t == "InnerProduct":
         p = Params(node, "inner_product_param")
         axis = norm_axis(p, "axis", int(p.get("axis")), len(x))
-        k = int(np.prod(np.array(need(0, x[axis:], "weights"), dtype=np.int64)))
+        k = math.prod(need(0, x[axis:], "weights"))
         n = int(p.get("num_output"))
         w = (k, n) if p.get("transpose") else (n, k)
         return [w, (n,)] if p.get("bias_term") else [w]
@@ -321,10 +333,13 @@ def write_random_weights(
     *,
     seed: int = 0,
     input_shapes: dict[str, Any] | None = None,
+    max_elements: int | None = None,
 ) -> dict[str, list[tuple[int, ...]]]:
     """Write a caffemodel with random blobs for every weighted layer of ``prototxt``.
 
-    Returns layer name -> blob shapes written.
+    Every blob shape is checked (dims >= 0; the net's total below ``max_elements``, by
+    default :data:`MAX_RANDOM_ELEMENTS`) before anything is allocated. Returns layer name ->
+    blob shapes written.
     """
     graph = parse_caffe(prototxt, input_shapes=input_shapes)
     missing = [t.name for t in graph.inputs if t.shape is None]
@@ -336,13 +351,24 @@ def write_random_weights(
         )
     shapes = infer_shapes(graph)
     rng = np.random.default_rng(seed)
-    layers = []
+    limit = MAX_RANDOM_ELEMENTS if max_elements is None else max_elements
     written: dict[str, list[tuple[int, ...]]] = {}
+    total = 0
     for node in graph.nodes:
         bshapes = blob_shapes(node, [shapes.get(i) for i in node.inputs])
-        if not bshapes:
-            continue
-        layers.append((node.name, node.op_type, random_blobs(node, bshapes, rng)))
-        written[node.name] = bshapes
+        for i, shape in enumerate(bshapes):
+            ir_types.check_shape(shape, f"{node.where} blob {i}")
+            total += math.prod(shape)
+            if total > limit:
+                raise ShapeError(
+                    f"{node.where} blob {i}: shape {shape} brings the net's random weights to "
+                    f"{total} values, above the limit of {limit}",
+                    hint="check num_output / kernel sizes / input dims; pass max_elements= "
+                    "if the net is really this large",
+                )
+        if bshapes:
+            written[node.name] = bshapes
+    layers = [(node.name, node.op_type, random_blobs(node, written[node.name], rng))
+              for node in graph.nodes if node.name in written]
     write_caffemodel(Path(out), graph.name, layers)
     return written

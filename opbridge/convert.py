@@ -2,12 +2,15 @@
 
 The parser is chosen by the file's name ending in :data:`PARSERS`; each frontend adds one
 line there. A parser is ``fn(path, weights=None) -> OriginGraph``, named "module:function"
-so that a frontend is imported only when a file of its kind is converted.
+so that a frontend is imported only when a file of its kind is converted. A parser that also
+takes ``input_shapes`` gets them (Caffe uses them to replace a declared deploy batch and to
+shape data layers); the converter applies them to every parser's result as well.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -41,12 +44,27 @@ def parser_for(path: str | os.PathLike[str]) -> Callable[..., OriginGraph]:
     )
 
 
-def parse(model: Any, *, weights: str | os.PathLike[str] | None = None) -> OriginGraph:
-    """Parse a model file, an ``onnx.ModelProto`` or pass an OriginGraph through."""
+def _takes_input_shapes(fn: Callable[..., OriginGraph]) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
+        return False
+    return "input_shapes" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def parse(model: Any, *, weights: str | os.PathLike[str] | None = None,
+          input_shapes: Mapping[str, Sequence[int]] | None = None) -> OriginGraph:
+    """Parse a model file, an ``onnx.ModelProto`` or pass an OriginGraph through.
+
+    ``input_shapes`` go to the file's parser when it takes them (see :data:`PARSERS`).
+    """
     if isinstance(model, OriginGraph):
         return model
     if isinstance(model, (str, os.PathLike)):
-        return parser_for(model)(model, weights=weights)
+        fn = parser_for(model)
+        if input_shapes and _takes_input_shapes(fn):
+            return fn(model, weights=weights, input_shapes=dict(input_shapes))
+        return fn(model, weights=weights)
     try:
         import onnx
     except ImportError:  # pragma: no cover - onnx is a dependency
@@ -78,7 +96,7 @@ def convert(
     :data:`opbridge.ir.passes.PASSES`; ``()`` for none).
     """
     load_plugins(plugins)
-    origin = parse(model, weights=weights)
+    origin = parse(model, weights=weights, input_shapes=input_shapes)
     graph = convert_origin_graph(origin, registry=registry if registry is not None else DEFAULT_MAPPINGS,
                                  input_shapes=input_shapes)
     return optimize(graph, passes)

@@ -18,6 +18,7 @@ from onnx.reference.op_run import OpRun
 import opbridge as ob
 from opbridge.cli import main
 from opbridge.errors import ModelFormatError, PluginError, ShapeError
+from tests.conftest import requires_cv2
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "examples" / "plugins" / "onnx_custom_ops.py"
@@ -205,3 +206,94 @@ def test_entry_point_plugins_load_and_failures_name_the_entry_point(monkeypatch)
     with pytest.raises(PluginError, match=r"installed plugin 'vendor' \(vendor_pkg\.plugin\) failed to import: "
                                           r"ImportError: no module named vendor_kernels"):
         ob.load_plugins([])
+
+
+# -- input_shapes reach the parsers that take them (Caffe: a deploy batch of 10 becomes 1) -------
+
+BATCH10 = """name: "b10"
+input: "data"
+input_dim: 10 input_dim: 3 input_dim: 8 input_dim: 8
+layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+  convolution_param { num_output: 4 kernel_size: 3 pad: 1 } }
+layer { name: "relu1" type: "ReLU" bottom: "conv1" top: "conv1" }
+layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1" pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+layer { name: "fc" type: "InnerProduct" bottom: "pool1" top: "fc" inner_product_param { num_output: 5 } }
+"""
+
+
+def _batch10_net(tmp_path: Path) -> tuple[Path, Path]:
+    from opbridge.caffe_random_weights import write_random_weights
+
+    proto, model = tmp_path / "deploy.prototxt", tmp_path / "deploy.caffemodel"
+    proto.write_text(BATCH10)
+    write_random_weights(proto, model, seed=3)
+    return proto, model
+
+
+@requires_cv2
+@pytest.mark.parametrize("batch", [1, 2, 10], ids=["batch=1", "batch=2", "batch=declared"])
+def test_caffe_input_shapes_replace_declared_batch(tmp_path, batch):
+    """The converted net runs at the requested batch and agrees with OpenCV's Caffe importer."""
+    import cv2
+
+    proto, model = _batch10_net(tmp_path)
+    g = ob.convert(proto, weights=model, input_shapes={"data": (batch, 3, 8, 8)})
+    assert tuple(g.inputs[0].shape) == (batch, 3, 8, 8)
+    x = np.random.default_rng(0).standard_normal((batch, 3, 8, 8)).astype(np.float32)
+    got = ob.interpret(g, {"data": x})["fc"]
+    net = cv2.dnn.readNetFromCaffe(str(proto), str(model))
+    net.setInput(x, "data")
+    ref = net.forward("fc")
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_caffe_input_shapes_absent_keeps_declared_batch(tmp_path):
+    proto, model = _batch10_net(tmp_path)
+    assert tuple(ob.convert(proto, weights=model).inputs[0].shape) == (10, 3, 8, 8)
+
+
+def test_cli_input_shape_replaces_caffe_declared_batch(tmp_path):
+    proto, model = _batch10_net(tmp_path)
+    out = tmp_path / "net.obir"
+    r = run_cli("convert", proto, "--weights", model, "--input-shape", "data=1,3,8,8", "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert "data:f32[1, 3, 8, 8]" in r.stdout
+    assert tuple(ob.load(out).inputs[0].shape) == (1, 3, 8, 8)
+
+
+def test_cli_input_shape_wrong_rank_for_caffe_is_one_line_error(tmp_path, capsys):
+    proto, model = _batch10_net(tmp_path)
+    r = cli(capsys, "convert", proto, "--weights", model, "--input-shape", "data=1,3,8", "-o", tmp_path / "o.obir")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "input 'data' is declared with 4 dims" in r.stderr
+
+
+@pytest.mark.parametrize("takes", ["input_shapes", "kwargs", "no"], ids=["param", "var-keyword", "absent"])
+def test_parse_passes_input_shapes_only_to_parsers_that_take_them(tmp_path, monkeypatch, takes):
+    """A parser without an ``input_shapes`` parameter (ONNX, TorchScript) is called as before;
+    the converter still applies the shapes to its result."""
+    import importlib
+
+    from opbridge.parsers.origin import Framework, OriginGraph
+
+    convert_mod = importlib.import_module("opbridge.convert")  # the package exports convert()
+
+    seen = {}
+
+    def with_param(path, weights=None, input_shapes=None):
+        seen["input_shapes"] = input_shapes
+        return OriginGraph(name="g", framework=Framework.ONNX)
+
+    def with_kwargs(path, weights=None, **kw):
+        seen.update(kw)
+        return OriginGraph(name="g", framework=Framework.ONNX)
+
+    def without(path, weights=None):
+        seen["called"] = True
+        return OriginGraph(name="g", framework=Framework.ONNX)
+
+    fn = {"input_shapes": with_param, "kwargs": with_kwargs, "no": without}[takes]
+    monkeypatch.setattr(convert_mod, "parser_for", lambda path: fn)
+    convert_mod.parse(tmp_path / "m.fake", input_shapes={"x": (1, 2)})
+    assert seen == ({"called": True} if takes == "no" else {"input_shapes": {"x": (1, 2)}})
+

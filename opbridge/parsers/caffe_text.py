@@ -18,6 +18,11 @@ from google.protobuf import text_format
 
 from ..errors import ModelFormatError
 
+#: The deepest ``{ ... }`` nesting the reader accepts. Real nets nest 3-4 levels
+#: (layer > convolution_param > weight_filler); the limit keeps a hostile file from
+#: exhausting the Python stack in this reader and in everything that walks its tree.
+MAX_DEPTH = 100
+
 
 @dataclass
 class TextScalar:
@@ -44,7 +49,7 @@ def parse_text(text: str, source: str) -> TextBlock:
     lines = text.splitlines(keepends=True)
     tok = text_format.Tokenizer(lines)
     try:
-        root = _parse_block(tok, source, end=None, line=1)
+        root = _parse_block(tok, source, end=None, line=1, depth=0)
     except text_format.ParseError as err:
         raise ModelFormatError(
             f"[caffe] {source}: malformed prototxt: {err}",
@@ -62,7 +67,11 @@ def _err(source: str, tok: text_format.Tokenizer, msg: str) -> ModelFormatError:
     )
 
 
-def _parse_block(tok: text_format.Tokenizer, source: str, end: str | None, line: int) -> TextBlock:
+def _parse_block(tok: text_format.Tokenizer, source: str, end: str | None, line: int,
+                 depth: int) -> TextBlock:
+    if depth > MAX_DEPTH:
+        raise _err(source, tok, f"blocks nested deeper than {MAX_DEPTH} levels (this one opened at "
+                                f"line {line})")
     block = TextBlock(line=line)
     while True:
         if end is None and tok.AtEnd():
@@ -81,7 +90,7 @@ def _parse_block(tok: text_format.Tokenizer, source: str, end: str | None, line:
         if tok.LookingAt("{") or tok.LookingAt("<"):
             close = "}" if tok.token == "{" else ">"
             tok.NextToken()
-            block.entries.append((name, _parse_block(tok, source, close, fline), fline))
+            block.entries.append((name, _parse_block(tok, source, close, fline, depth + 1), fline))
         elif not colon:
             raise _err(source, tok, f"expected ':' or '{{' after '{name}'")
         elif tok.TryConsume("["):
@@ -121,9 +130,15 @@ _INT_TYPES = {
     _desc.FieldDescriptor.TYPE_FIXED32, _desc.FieldDescriptor.TYPE_FIXED64,
     _desc.FieldDescriptor.TYPE_SFIXED32, _desc.FieldDescriptor.TYPE_SFIXED64,
 }
-_UNSIGNED = {
-    _desc.FieldDescriptor.TYPE_UINT32, _desc.FieldDescriptor.TYPE_UINT64,
-    _desc.FieldDescriptor.TYPE_FIXED32, _desc.FieldDescriptor.TYPE_FIXED64,
+_INT_RANGES = {
+    **dict.fromkeys((_desc.FieldDescriptor.TYPE_INT32, _desc.FieldDescriptor.TYPE_SINT32,
+                     _desc.FieldDescriptor.TYPE_SFIXED32), (-(1 << 31), (1 << 31) - 1)),
+    **dict.fromkeys((_desc.FieldDescriptor.TYPE_UINT32, _desc.FieldDescriptor.TYPE_FIXED32),
+                    (0, (1 << 32) - 1)),
+    **dict.fromkeys((_desc.FieldDescriptor.TYPE_INT64, _desc.FieldDescriptor.TYPE_SINT64,
+                     _desc.FieldDescriptor.TYPE_SFIXED64), (-(1 << 63), (1 << 63) - 1)),
+    **dict.fromkeys((_desc.FieldDescriptor.TYPE_UINT64, _desc.FieldDescriptor.TYPE_FIXED64),
+                    (0, (1 << 64) - 1)),
 }
 _FLOAT_TYPES = {_desc.FieldDescriptor.TYPE_FLOAT, _desc.FieldDescriptor.TYPE_DOUBLE}
 _TRUE = {"true", "True", "t", "1"}
@@ -205,8 +220,15 @@ def typed_scalar(fd: _desc.FieldDescriptor, v: TextScalar, where: str) -> Any:
     if t in _INT_TYPES:
         if isinstance(num, float) and num.is_integer():
             num = int(num)
-        if not isinstance(num, int) or (t in _UNSIGNED and num < 0):
+        if not isinstance(num, int):
             raise bad
+        low, high = _INT_RANGES[t]
+        if not low <= num <= high:
+            raise ModelFormatError(
+                f"{where} field '{fd.name}' = {v.text} (line {v.line}): out of the range of "
+                f"{_type_name(fd)} ({low} .. {high})",
+                hint=f"give '{fd.name}' a value in that range",
+            )
         return num
     if t in _FLOAT_TYPES:
         if num is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from ..errors import ModelFormatError
+from ..ir import types as ir_types
 
 
 def blob_to_array(blob: Any, where: str) -> np.ndarray:
@@ -18,18 +20,33 @@ def blob_to_array(blob: Any, where: str) -> np.ndarray:
     else:
         shape = (int(blob.num), int(blob.channels), int(blob.height), int(blob.width))
     if any(d < 0 for d in shape):
-        raise ModelFormatError(f"{where}: negative dimension in blob shape {shape}")
-    if len(blob.double_data) and not len(blob.data):
-        data = np.asarray(blob.double_data, dtype=np.float64).astype(np.float32)
-    else:
-        data = np.asarray(blob.data, dtype=np.float32)
-    count = int(np.prod(shape, dtype=np.int64))
-    if data.size != count:
+        raise ModelFormatError(f"{where}: negative dimension in blob shape {shape}",
+                               hint="the caffemodel is corrupt or was written by a broken tool")
+    count = math.prod(shape)  # Python ints: no int64 wrap-around for hostile dims
+    if count > ir_types.MAX_ELEMENTS:
         raise ModelFormatError(
-            f"{where}: blob shape {shape} holds {count} values but the file has {data.size}",
+            f"{where}: blob shape {shape} declares {count} values, above the limit of {ir_types.MAX_ELEMENTS}",
+            hint="the caffemodel is corrupt; raise opbridge.ir.types.MAX_ELEMENTS if it is real",
+        )
+    doubles = bool(len(blob.double_data)) and not len(blob.data)
+    values = blob.double_data if doubles else blob.data
+    if len(values) != count:
+        raise ModelFormatError(
+            f"{where}: blob shape {shape} holds {count} values but the file has {len(values)}",
             hint="the caffemodel is corrupt or was written by a broken tool",
         )
-    return data.reshape(shape)
+    dtype = np.float64 if doubles else np.float32
+    return np.asarray(values, dtype=dtype).astype(np.float32, copy=False).reshape(shape)
+
+
+def _name(value: str | bytes, where: str) -> str:
+    """A string field as text: protobuf hands proto2 strings that are not UTF-8 over as bytes."""
+    if isinstance(value, bytes):
+        raise ModelFormatError(
+            f"{where}: name {value[:40]!r} is not valid UTF-8 text",
+            hint="the caffemodel is corrupt (layer names are UTF-8 strings); is the file fully copied?",
+        )
+    return value
 
 
 def read_caffemodel(path: Path) -> dict[str, list[np.ndarray]]:
@@ -48,7 +65,7 @@ def read_caffemodel(path: Path) -> dict[str, list[np.ndarray]]:
         ) from None
     out: dict[str, list[np.ndarray]] = {}
     for i, layer in enumerate(list(net.layer) + list(net.layers)):
-        name = layer.name or f"#{i}"
+        name = _name(layer.name, f"[caffe] caffemodel '{path.name}' layer #{i}") or f"#{i}"
         where = f"[caffe] caffemodel '{path.name}' layer '{name}'"
         out[name] = [blob_to_array(b, f"{where} blob {j}") for j, b in enumerate(layer.blobs)]
     if not out:

@@ -21,6 +21,8 @@ def aspect_ratios(p: Params) -> list[float]:
     """1, then each aspect_ratio not seen yet (and its inverse with flip), as SSD builds them."""
     ars = [1.0]
     for ar in p.floats("aspect_ratio"):
+        if not ar > 0:
+            raise p.error("aspect_ratio", ar, "must be > 0")
         if any(abs(ar - a) < 1e-6 for a in ars):
             continue
         ars.append(ar)

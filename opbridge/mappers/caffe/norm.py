@@ -110,7 +110,16 @@ def lrn(node: OriginNode, g: Any) -> Value:
     if n < 1 or n % 2 == 0:
         raise p.error("local_size", n, "must be odd (Caffe requires it)")
     alpha, beta = float(p.get("alpha")), float(p.get("beta"))
-    if p.get("norm_region") == "ACROSS_CHANNELS":
+    across = p.get("norm_region") == "ACROSS_CHANNELS"
+    # A window wider than 2 * extent + 1 sees every element whatever its centre: shrink it to
+    # that (alpha scaled to keep alpha / n, or alpha / n^2 for the 2-D mean), so a hostile
+    # local_size cannot make a kernel pad by billions.
+    extent = int(x.shape[1]) if across else max(int(d) for d in x.shape[2:])
+    wide = 2 * extent + 1
+    if n > wide:
+        alpha *= (wide / n) if across else (wide / n) ** 2
+        n = wide
+    if across:
         return g.op("LRN", [x], size=n, alpha=alpha, beta=beta, bias=float(p.get("k")))
     pad = (n - 1) // 2
     sq = g.op("Mul", [x, x])

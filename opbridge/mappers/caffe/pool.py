@@ -64,6 +64,26 @@ def pooling(node: OriginNode, g: Any) -> Value:
     return caffe_pool(g, x, method, geo.kernel, geo.stride, geo.pad, geo.ceil)
 
 
+def spp_levels(p: Params, h: int, w: int) -> list[tuple[list[int], list[int]]]:
+    """(kernel, pad) of each pyramid level, as BVLC's SPPLayer::GetPoolingParam computes them;
+    a level whose pad reaches its kernel (more bins than the input has rows or columns) is an
+    error, as Caffe's pooling check makes it, which also bounds the number of levels."""
+    levels = int(p.get("pyramid_height", 0))
+    if levels < 1:
+        raise p.error("pyramid_height", levels, "required, >= 1")
+    out = []
+    for level in range(levels):
+        bins = 2 ** level
+        kernel = [-(-h // bins), -(-w // bins)]
+        pad = [(kernel[0] * bins - h + 1) // 2, (kernel[1] * bins - w + 1) // 2]
+        if h < 1 or w < 1 or pad[0] >= kernel[0] or pad[1] >= kernel[1]:
+            raise p.error("pyramid_height", levels,
+                          f"level {level} ({bins}x{bins} bins) does not fit the {h}x{w} input",
+                          hint=f"use at most {level} levels for this input")
+        out.append((kernel, pad))
+    return out
+
+
 @mapping(Framework.CAFFE, "SPP")
 def spp(node: OriginNode, g: Any) -> Value:
     """Spatial pyramid pooling: level l pools into 2^l x 2^l bins (kernel ceil(H / bins), the
@@ -75,17 +95,12 @@ def spp(node: OriginNode, g: Any) -> Value:
         raise g.unsupported(f"input of rank {len(x.shape)}: SPP is 2-D (N, C, H, W)")
     method = p.get("pool")
     _check_method(g, method, "spp_param")
-    levels = int(p.get("pyramid_height", 0))
-    if levels < 1:
-        raise p.error("pyramid_height", levels, "required, >= 1")
     n, c, h, w = (int(d) for d in x.shape)
+    levels = spp_levels(p, h, w)
     flat = []
-    for level in range(levels):
-        bins = 2 ** level
-        kernel = [-(-h // bins), -(-w // bins)]
-        pad = [(kernel[0] * bins - h + 1) // 2, (kernel[1] * bins - w + 1) // 2]
+    for kernel, pad in levels:
         y = caffe_pool(g, x, method, kernel, kernel, pad)
-        if levels == 1:  # Caffe's SPP with one level is the pooling itself, not flattened
+        if len(levels) == 1:  # Caffe's SPP with one level is the pooling itself, not flattened
             return y
         flat.append(g.op("Reshape", [y], shape=(n, c * int(y.shape[2]) * int(y.shape[3]))))
     return g.op("Concat", flat, axis=1)

@@ -29,6 +29,9 @@ CASES = {
     "LRN,across,local_size=3": ("LRN", "lrn_param { local_size: 3 alpha: 0.5 beta: 0.6 }"),
     "LRN,across,alpha=1e-4": ("LRN", "lrn_param { alpha: 0.0001 }"),
     "LRN,within,local_size=3": ("LRN", "lrn_param { norm_region: WITHIN_CHANNEL local_size: 3 alpha: 0.5 beta: 0.75 }"),
+    # a window wider than the whole input: the mapping shrinks it (alpha rescaled)
+    "LRN,within,local_size=17>2H+1": (
+        "LRN", "lrn_param { norm_region: WITHIN_CHANNEL local_size: 17 alpha: 0.5 beta: 0.75 }"),
     "MVN,params=absent": ("MVN", ""),
     "MVN,across_channels=true": ("MVN", "mvn_param { across_channels: true }"),
     "MVN,normalize_variance=false": ("MVN", "mvn_param { normalize_variance: false }"),
@@ -93,7 +96,8 @@ def _lrn_across(x: np.ndarray, n: int, alpha: float, beta: float, k: float) -> n
 @pytest.mark.parametrize(("params", "n", "alpha", "beta", "k"), [
     ("", 5, 1.0, 0.75, 1.0),
     ("lrn_param { local_size: 3 alpha: 0.5 beta: 0.6 k: 2 }", 3, 0.5, 0.6, 2.0),
-], ids=["params=absent", "local_size=3,k=2"])
+    ("lrn_param { local_size: 15 alpha: 0.5 beta: 0.6 k: 2 }", 15, 0.5, 0.6, 2.0),
+], ids=["params=absent", "local_size=3,k=2", "local_size=15>2C+1"])
 def test_lrn_caffe_defaults(tmp_path: Path, params: str, n: int, alpha: float, beta: float, k: float) -> None:
     """OpenCV's importer ignores ``k`` and defaults alpha to 1e-4 (Caffe's schema says 1), so
     these cases use a numpy reference of Caffe's formula: x / (k + alpha/n * sum x^2)^beta."""
