@@ -120,7 +120,7 @@ def _group_instrs(gi: int, g: GroupPlan, target: Target, instrs: list[dict[str, 
 
     def emit_load(v: Value, ti: int) -> None:
         t = g.tiles[ti]
-        if v.name not in t.rows:
+        if v.name not in t.rows or t.rows[v.name][0] >= t.rows[v.name][1]:
             return
         shp = tile_shape(v, t)
         nr = list(t.n) if static_shape(v)[0] == n_group else [0, static_shape(v)[0]]

@@ -68,8 +68,11 @@ class GroupPlan:
         return [ln.node.name for ln in self.nodes]
 
 
-def _hull(a: Rows | None, b: Rows) -> Rows:
-    return b if a is None else (min(a[0], b[0]), max(a[1], b[1]))
+def _merge(a: Rows | None, b: Rows) -> Rows:
+    """The hull of two row ranges, where an empty range adds no row."""
+    if a is None or a[0] >= a[1]:
+        return b if a is None or b[0] < b[1] else a
+    return a if b[0] >= b[1] else (min(a[0], b[0]), max(a[1], b[1]))
 
 
 def row_fn(ln: Lowered, i: int, v: Value) -> Callable[[int, int], Rows]:
@@ -165,8 +168,7 @@ class _Group:
                         s = row_of(r[0], r[1])
                         c = (min(max(s[0], 0), hv), max(min(s[1], hv), 0))
                         nd[i] = (s, c)
-                        old = req.get(vname)
-                        req[vname] = c if old is None else (min(old[0], c[0]), max(old[1], c[1]))
+                        req[vname] = _merge(req.get(vname), c)
                     needs[name] = nd
                 stores = {}
                 for v in self.outputs:
@@ -174,7 +176,9 @@ class _Group:
                     if r[1] > upto[v.name]:
                         stores[v.name] = (upto[v.name], r[1])
                         upto[v.name] = r[1]
-                rows = {name: r for name, r in req.items() if r[1] > r[0]}
+                # a slice may be empty (a convolution's rows that read only padding): the
+                # tile then holds no row of that tensor
+                rows = {name: r for name, r in req.items() if r[1] >= r[0]}
                 tiles.append(Tile((n0, n1), rows, computed, needs, stores))
             for v in self.outputs:
                 if upto[v.name] != static_shape(v)[2]:
@@ -197,7 +201,7 @@ class _Group:
         max_rows: dict[str, int] = {}
         for t in tiles:
             for name, (lo, hi) in t.rows.items():
-                if hi - lo > max_rows.get(name, 0):
+                if hi - lo >= max_rows.get(name, 0):
                     max_rows[name] = hi - lo
         budget = target.lmem_bytes_per_lane
         last = len(self.nodes) - 1

@@ -1,4 +1,17 @@
-"""Kernels of pooling: windowed pools tile on N and H (with their halo); global pools on N."""
+"""Kernels of pooling: windowed pools tile on N and H (with their halo); global pools on N.
+
+A tile of output rows ``[lo, hi)`` reads the input rows its windows cover (``window_rows``),
+clipped to the input; the rows cut off become the tile's top / bottom padding. The tile's
+windows then start at the same offsets as the whole pool's and its padded height is exact,
+so ceil mode (kept, for the W axis, which is never cut) rounds nothing up along H and the
+op's rule "a window starting in the end padding is dropped" decides as for the whole pool.
+
+In ceil mode the last window may reach past the padded input (the *overhang*). Max, Lp and
+an average that does not count pads treat the overhang exactly as padding, so it simply
+becomes part of the tile's bottom pad. An average with ``count_include_pad`` counts pads but
+not the overhang: such a pool is not cut along H when it has an overhang there, and its
+(whole-height) tile keeps the pool's own bottom pad, rounding up to the overhang itself.
+"""
 
 from __future__ import annotations
 
@@ -19,11 +32,16 @@ def _params(node: Node) -> tuple[int, int, int, tuple[int, ...]]:
 def pool_split(node: Node) -> tuple[str, ...]:
     if len(static_shape(node.inputs[0])) != 4 or len(node.outputs) != 1:
         return ()
-    # ONNX counts pads but not the ceil-mode overhang in the average's divisor; a tile
-    # could not tell the two apart, so such a pool is not cut along H.
-    if node.attrs.get("count_include_pad") and node.attrs.get("ceil_mode"):
+    if node.attrs.get("count_include_pad") and _overhang(node) > 0:
         return ("N",)
     return ("N", "H")
+
+
+def _overhang(node: Node) -> int:
+    """Rows of the last window past the padded input along H (ceil mode only)."""
+    k, s, d, pads = _params(node)
+    h_in, h_out = static_shape(node.inputs[0])[2], static_shape(node.outputs[0])[2]
+    return max(0, (h_out - 1) * s + (k - 1) * d + 1 - (h_in + pads[0] + pads[2]))
 
 
 def pool_rows(node: Node, i: int, lo: int, hi: int) -> tuple[int, int] | None:
@@ -34,9 +52,12 @@ def pool_rows(node: Node, i: int, lo: int, hi: int) -> tuple[int, int] | None:
 def pool_tile_attrs(node: Node, lo: int, hi: int, needed, clipped) -> dict:
     attrs = dict(node.attrs)
     _, _, _, pads = _params(node)
-    attrs["pads"] = tile_pads(pads, needed[0], clipped[0])
-    # the tile's rows are exactly the windows it needs: no rounding up any more
-    attrs["ceil_mode"] = 0
+    top, left, bottom, right = tile_pads(pads, needed[0], clipped[0])
+    if node.attrs.get("count_include_pad"):
+        # the overhang must not count in the divisor: the tile holds every row (see
+        # pool_split), so ceil mode (kept) rounds up to it as the whole pool does
+        bottom = min(bottom, pads[2])
+    attrs["pads"] = (top, left, bottom, right)
     return attrs
 
 

@@ -214,7 +214,8 @@ def window_rows(lo: int, hi: int, kernel: int, stride: int, dilation: int, pad_b
 
 
 def tile_pads(pads: Sequence[int], needed: Rows, clipped: Rows) -> tuple[int, ...]:
-    """2-D pads (top, left, bottom, right) for a tile whose input rows were clipped."""
-    top = clipped[0] - needed[0]
-    bottom = needed[1] - clipped[1]
+    """2-D pads (top, left, bottom, right) for a tile whose input rows were clipped (a tile
+    may need only padding rows: its clipped range is then empty, at the top or the bottom)."""
+    top = max(0, min(clipped[0], needed[1]) - needed[0])
+    bottom = max(0, needed[1] - max(clipped[1], needed[0]))
     return (top, pads[1], bottom, pads[3])
