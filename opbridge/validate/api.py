@@ -248,6 +248,7 @@ def build_report(
             a = ref.tensors[v.name]
             norm = normalizer_for(node.op, tuple(v.shape))
             tol = tolerance_for(v.dtype, tolerance) if _ir_dtype_matches(a, v.dtype) else tolerance
+            reads = tuple(x.name for x in node.inputs if x is not None and not x.is_constant)
             hit = False
             for c in cands:
                 if v.name not in c.tensors:
@@ -256,7 +257,7 @@ def build_report(
                 b = c.tensors[v.name]
                 res = compare(norm[0](a), norm[0](b), tol) if norm else compare(a, b, tol)
                 rows.append(Row(v.name, node.origin.name, node.origin.op_type, ref.runner, c.runner,
-                                res, is_output=v.name in outputs))
+                                res, is_output=v.name in outputs, inputs=reads))
             matched += hit
             if hit and norm is not None:
                 notes.append(f"'{v.name}' ({node.op}) {norm[1]}")

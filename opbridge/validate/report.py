@@ -34,6 +34,8 @@ class Row:
     result: CompareResult
     #: whether the tensor is a graph output
     is_output: bool = False
+    #: the tensors the producing node reads (graph inputs and earlier tensors; not weights)
+    inputs: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -60,18 +62,22 @@ class Divergence:
     status: str
     #: what differs, in words
     reason: str
+    #: the node's input tensors that were compared and agreed: when these are all of its
+    #: inputs, the node itself (its mapping, op or kernel) is where the numbers go wrong
+    inputs_matched: tuple[str, ...] = ()
 
     def __str__(self) -> str:
-        return (
-            f"node '{self.node}' ({self.op_type}), tensor '{self.tensor}': {self.candidate} vs "
-            f"{self.reference}: {self.reason}"
-        )
+        text = (f"node '{self.node}' ({self.op_type}), tensor '{self.tensor}': {self.candidate} vs "
+                f"{self.reference}: {self.reason}")
+        if self.inputs_matched:
+            text += "; its input(s) " + ", ".join(f"'{t}'" for t in self.inputs_matched) + " agree"
+        return text
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "tensor": self.tensor, "node": self.node, "op_type": self.op_type,
             "reference": self.reference, "candidate": self.candidate, "status": self.status,
-            "reason": self.reason,
+            "reason": self.reason, "inputs_matched": list(self.inputs_matched),
         }
 
 
@@ -109,10 +115,13 @@ class Report:
     @property
     def first_divergence(self) -> Divergence | None:
         """The earliest failing row (execution order; ties go to the first candidate listed)."""
+        agreed: set[tuple[str, str]] = set()
         for r in self.rows:
             if not r.passed:
+                ok = tuple(t for t in r.inputs if (t, r.candidate) in agreed)
                 return Divergence(r.tensor, r.node, r.op_type, r.reference, r.candidate,
-                                  r.result.status, r.result.reason)
+                                  r.result.status, r.result.reason, ok)
+            agreed.add((r.tensor, r.candidate))
         return None
 
     def summary(self) -> str:

@@ -17,7 +17,8 @@ BAD = compare(np.array([1.0, 0.0], np.float32), np.array([0.0, 1.0], np.float32)
 
 def _report(statuses, outputs=()):
     rows = [Row(f"t{i}", f"n{i}", "Conv", "onnxruntime", "interpreter", GOOD if ok else BAD,
-                is_output=i in outputs) for i, ok in enumerate(statuses)]
+                is_output=i in outputs, inputs=(f"t{i - 1}", "x") if i else ("x",))
+            for i, ok in enumerate(statuses)]
     return Report("m.onnx", "onnx", ["onnxruntime", "interpreter"], None, rows)
 
 
@@ -33,7 +34,17 @@ def test_first_divergence_is_earliest_failure():
     assert not r.passed and (fd.tensor, fd.node, fd.op_type) == ("t1", "n1", "Conv")
     assert (fd.reference, fd.candidate, fd.status) == ("onnxruntime", "interpreter", "different")
     assert str(fd).startswith("node 'n1' (Conv), tensor 't1': interpreter vs onnxruntime: values:")
+    # t0 was compared and agreed; the graph input x is not a comparison
+    assert fd.inputs_matched == ("t0",) and str(fd).endswith("; its input(s) 't0' agree")
     assert r.summary().startswith("FAIL: 2 of 3 comparisons out of tolerance; first divergence: node 'n1'")
+
+
+def test_inputs_agree_per_candidate():
+    # t0 agreed for the simulator only: the interpreter's failure at t1 claims no agreeing input
+    rows = [Row("t0", "n0", "Conv", "onnxruntime", "simulator", GOOD, inputs=("x",)),
+            Row("t1", "n1", "Relu", "onnxruntime", "interpreter", BAD, inputs=("t0",))]
+    fd = Report("m.onnx", "onnx", ["onnxruntime", "interpreter", "simulator"], None, rows).first_divergence
+    assert fd.tensor == "t1" and fd.inputs_matched == ()
 
 
 def test_no_rows_is_not_a_pass():

@@ -110,6 +110,7 @@ def test_cli_wrong_mapping_names_first_divergence(leaky_model, tmp_path):
     assert (fd["node"], fd["op_type"], fd["tensor"]) == ("leaky", "LeakyRelu", "leaky_out")
     assert fd["candidate"] == "interpreter" and fd["reference"] == "onnxruntime"
     assert fd["status"] == "different" and "euclid" in fd["reason"]
+    assert fd["inputs_matched"] == ["conv_out"]  # so the LeakyRelu itself is where it goes wrong
 
 
 def test_cli_stop_after(cli_inproc, leaky_model, tmp_path):
