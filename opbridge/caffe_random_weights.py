@@ -368,7 +368,8 @@ def write_random_weights(
                 )
         if bshapes:
             written[node.name] = bshapes
-    layers = [(node.name, node.op_type, random_blobs(node, written[node.name], rng))
-              for node in graph.nodes if node.name in written]
+    # every layer goes into the file, as Caffe writes it (those without blobs with none)
+    layers = [(node.name, node.op_type, random_blobs(node, written.get(node.name, []), rng))
+              for node in graph.nodes]
     write_caffemodel(Path(out), graph.name, layers)
     return written

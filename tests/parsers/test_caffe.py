@@ -176,8 +176,10 @@ def test_weights_round_trip_and_match_by_name(tmp_path: Path) -> None:
     assert shapes == {"conv1": [(4, 3, 3, 3), (4,)], "bn1": [(4,), (4,), (1,)]}
     net = caffe_pb2.NetParameter()
     net.ParseFromString(w.read_bytes())
-    assert [(layer.name, len(layer.blobs)) for layer in net.layer] == [("conv1", 2), ("bn1", 3)]
+    assert [(layer.name, len(layer.blobs)) for layer in net.layer if layer.blobs] == [("conv1", 2), ("bn1", 3)]
     g = parse_caffe(p, weights=w)
+    # every layer is in the file, as Caffe writes it (a net of blob-less layers still loads)
+    assert [layer.name for layer in net.layer] == [n.name for n in g.nodes]
     assert g.nodes[1].weights == ["bn1/blob0", "bn1/blob1", "bn1/blob2"]
     var, factor = g.tensors["bn1/blob1"], g.tensors["bn1/blob2"]
     assert (var > 0).all() and factor[0] > 1
