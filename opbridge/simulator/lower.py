@@ -47,12 +47,18 @@ class Lowered:
 
 
 def _layout_ok(node: Node) -> bool:
-    """Local layers work on rank-4 NCHW tiles: one rank-4 output, rank-4 non-constant inputs."""
+    """Local layers work on rank-4 NCHW tiles: one rank-4 output, rank-4 non-constant inputs,
+    and constants that are rank 4 or broadcast along H (a tile reads a rank-4 constant at its
+    rows; a lower-rank one, e.g. an (H, W) mask, it could only take whole)."""
     if len(node.outputs) != 1 or len(node.outputs[0].shape) != 4:
         return False
     n = node.outputs[0].shape[0]
     for v in node.inputs:
-        if v is None or v.is_constant:
+        if v is None:
+            continue
+        if v.is_constant:
+            if 2 <= len(v.shape) < 4 and v.shape[-2] != 1:
+                return False
             continue
         if len(v.shape) != 4 or v.shape[0] not in (n, 1):
             return False
