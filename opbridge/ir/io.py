@@ -156,6 +156,20 @@ def read_safetensors(path: str | os.PathLike[str], kind: str) -> tuple[dict[str,
     return meta, f
 
 
+def read_json(text: str, what: str) -> dict[str, Any]:
+    """Parse a JSON object from a file's metadata; malformed or absurdly nested JSON is a
+    ModelFormatError naming ``what``."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ModelFormatError(f"{what} is malformed: {err}") from None
+    except RecursionError:
+        raise ModelFormatError(f"{what} is nested too deeply to be a valid document") from None
+    if not isinstance(doc, dict):
+        raise ModelFormatError(f"{what} is a {type(doc).__name__}, not an object")
+    return doc
+
+
 def load(path: str | os.PathLike[str], *, registry: OpRegistry | None = None) -> Graph:
     """Read a ``.obir`` file; the graph is verified before it is returned."""
     meta, f = read_safetensors(path, ".obir")
@@ -173,10 +187,7 @@ def load(path: str | os.PathLike[str], *, registry: OpRegistry | None = None) ->
             f"'{path}' has .obir format version {version}; this opbridge reads up to {FORMAT_VERSION}",
             hint="upgrade opbridge",
         )
-    try:
-        doc = json.loads(meta.get("graph", ""))
-    except json.JSONDecodeError as err:
-        raise ModelFormatError(f"'{path}': the graph JSON is malformed: {err}") from None
+    doc = read_json(meta.get("graph", ""), f"'{path}': the graph JSON")
 
     def tensor(key: str, dtype: str) -> np.ndarray:
         try:

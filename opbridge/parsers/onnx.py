@@ -19,14 +19,20 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnx.defs
 import onnx.inliner
 from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
-from ..errors import ModelFormatError, UnsupportedOpError
+from ..errors import AttrError, ModelFormatError, UnsupportedOpError, node_ctx
+from ..ir import types as ir_types
 from .origin import Framework, OriginGraph, OriginNode, TensorInfo
 
 #: A protobuf message cannot exceed this; larger models must use external data.
 PROTOBUF_LIMIT = 2**31 - 1
+
+#: Densifying a sparse initializer allocates memory that the file does not hold, so its
+#: dense size is bounded (in bytes) before the allocation; raise it for a real model.
+MAX_SPARSE_DENSE_BYTES = 1 << 30
 
 
 def _np_dtype(elem_type: int, what: str) -> np.dtype | None:
@@ -43,6 +49,18 @@ def _dims(dims: Any) -> list[int]:
     if any(d < 0 for d in out):
         raise ModelFormatError(f"[onnx] tensor dims {out} contain a negative dim")
     return out
+
+
+def _checked_count(dims: list[int], what: str) -> int:
+    """The element count of ``dims``, refused above ``opbridge.ir.types.MAX_ELEMENTS``."""
+    count = 1
+    for d in dims:
+        count *= d
+    if count > ir_types.MAX_ELEMENTS:
+        raise ModelFormatError(f"{what}: dims {dims} declare {count} elements, above the limit of "
+                               f"{ir_types.MAX_ELEMENTS}",
+                               hint="the model is corrupt; raise opbridge.ir.types.MAX_ELEMENTS if it is real")
+    return count
 
 
 class ExternalDataLoader:
@@ -93,9 +111,7 @@ class ExternalDataLoader:
         except ValueError:
             raise ModelFormatError(f"[onnx] initializer '{name}': external data offset/length are not integers") from None
         dims = _dims(tensor.dims)
-        count = 1
-        for d in dims:
-            count *= d
+        count = _checked_count(dims, f"[onnx] initializer '{name}'")
         nbytes = count * dtype.itemsize
         size = path.stat().st_size
         if offset < 0 or (length is not None and length < 0):
@@ -144,6 +160,7 @@ def tensor_to_array(t: TensorProto, loader: ExternalDataLoader | None = None) ->
         return (loader or ExternalDataLoader(None)).load(t)
     if t.data_type == TensorProto.UNDEFINED:
         raise ModelFormatError(f"[onnx] tensor '{t.name}' has an undefined element type")
+    _checked_count(_dims(t.dims), f"[onnx] tensor '{t.name}'")
     try:
         return numpy_helper.to_array(t)
     except (ValueError, TypeError, KeyError) as err:
@@ -151,20 +168,41 @@ def tensor_to_array(t: TensorProto, loader: ExternalDataLoader | None = None) ->
 
 
 def _sparse_to_dense(sp: onnx.SparseTensorProto, loader: ExternalDataLoader | None) -> np.ndarray:
-    values = tensor_to_array(sp.values, loader)
-    indices = tensor_to_array(sp.indices, loader).astype(np.int64)
+    """A SparseTensorProto as a dense array; dims, sizes and indices are checked first."""
+    name = sp.values.name or "<sparse>"
+    what = f"[onnx] sparse tensor '{name}'"
     dims = _dims(sp.dims)
-    dense = np.zeros(int(np.prod(dims)) if dims else 1, dtype=values.dtype)
-    if indices.ndim == 2:
-        flat = np.ravel_multi_index(tuple(indices.T), dims)
+    count = _checked_count(dims, what)
+    values = tensor_to_array(sp.values, loader)
+    indices = tensor_to_array(sp.indices, loader)
+    if values.ndim != 1 or indices.dtype.kind not in "iu":
+        raise ModelFormatError(f"{what}: values must be 1-D and indices integers "
+                               f"(got values {list(values.shape)}, indices {indices.dtype})")
+    nnz = values.shape[0]
+    if indices.shape == (nnz, len(dims)) and len(dims) > 1:
+        if np.any(indices < 0) or np.any(indices >= np.array(dims, np.int64)):
+            raise ModelFormatError(f"{what}: an index lies outside dims {dims}")
+        flat = np.ravel_multi_index(tuple(indices.astype(np.int64).T), dims)
+    elif indices.shape == (nnz,):
+        flat = indices.astype(np.int64)
+        if np.any(flat < 0) or np.any(flat >= count):
+            raise ModelFormatError(f"{what}: an index lies outside its {count} elements")
     else:
-        flat = indices
+        raise ModelFormatError(f"{what}: indices of shape {list(indices.shape)} do not fit "
+                               f"{nnz} values of a rank-{len(dims)} tensor")
+    if count * values.dtype.itemsize > MAX_SPARSE_DENSE_BYTES:
+        raise ModelFormatError(f"{what}: dense dims {dims} need {count * values.dtype.itemsize} bytes, "
+                               f"above the limit of {MAX_SPARSE_DENSE_BYTES}",
+                               hint="raise opbridge.parsers.onnx.MAX_SPARSE_DENSE_BYTES if the model is real")
+    dense = np.zeros(count, dtype=values.dtype)
     dense[flat] = values
     return dense.reshape(dims)
 
 
-def attribute_value(a: AttributeProto, loader: ExternalDataLoader | None = None) -> Any:
-    """An attribute as a plain Python value: int, float, str, list, ndarray or OriginGraph."""
+def attribute_value(a: AttributeProto, loader: ExternalDataLoader | None = None,
+                    opsets: dict[str, int] | None = None) -> Any:
+    """An attribute as a plain Python value: int, float, str, list, ndarray or OriginGraph
+    (subgraphs are parsed with ``opsets``, the enclosing model's opset imports)."""
     T = AttributeProto
     if a.type == T.FLOAT:
         return float(a.f)
@@ -177,7 +215,7 @@ def attribute_value(a: AttributeProto, loader: ExternalDataLoader | None = None)
     if a.type == T.SPARSE_TENSOR:
         return _sparse_to_dense(a.sparse_tensor, loader)
     if a.type == T.GRAPH:
-        return parse_graph(a.g, {}, loader or ExternalDataLoader(None), subgraph=True)
+        return parse_graph(a.g, opsets or {}, loader or ExternalDataLoader(None), subgraph=True)
     if a.type == T.FLOATS:
         return [float(x) for x in a.floats]
     if a.type == T.INTS:
@@ -187,12 +225,53 @@ def attribute_value(a: AttributeProto, loader: ExternalDataLoader | None = None)
     if a.type == T.TENSORS:
         return [tensor_to_array(t, loader) for t in a.tensors]
     if a.type == T.GRAPHS:
-        return [parse_graph(g, {}, loader or ExternalDataLoader(None), subgraph=True) for g in a.graphs]
+        return [parse_graph(g, opsets or {}, loader or ExternalDataLoader(None), subgraph=True)
+                for g in a.graphs]
     if a.type == T.TYPE_PROTO:
         return a.tp
     if a.type == T.TYPE_PROTOS:
         return list(a.type_protos)
     raise ModelFormatError(f"[onnx] attribute '{a.name}' has unknown type {a.type}")
+
+
+_ATTR_TYPE_NAMES = {v: k for k, v in AttributeProto.AttributeType.items()}
+
+
+def check_node_schema(n: onnx.NodeProto, where: str, opsets: Mapping[str, int]) -> None:
+    """Check a node against its ONNX schema, as onnx's checker does: input and output counts,
+    attribute types, required and duplicated attributes. Nodes without a known schema (custom
+    domains, unknown versions) are left to their mappings."""
+    seen: set[str] = set()
+    for a in n.attribute:
+        if a.name in seen:
+            raise AttrError(f"{where} attribute '{a.name}': given twice", hint="keep one of them")
+        seen.add(a.name)
+        if a.type not in _ATTR_TYPE_NAMES or a.type == AttributeProto.UNDEFINED:
+            raise AttrError(f"{where} attribute '{a.name}': unknown attribute type {a.type}")
+    domain = "" if n.domain in ("", "ai.onnx") else n.domain
+    version = opsets.get(domain)
+    if version is None or not 1 <= version < 2**31 or not n.op_type:
+        return
+    try:
+        schema = onnx.defs.get_schema(n.op_type, version, domain)
+    except onnx.defs.SchemaError:
+        return
+    for what, count, lo, hi in (("inputs", len(n.input), schema.min_input, schema.max_input),
+                                ("outputs", len(n.output), schema.min_output, schema.max_output)):
+        if not lo <= count <= hi:
+            takes = f"{lo}" if lo == hi else (f"at least {lo}" if hi >= 2**31 - 1 else f"{lo} to {hi}")
+            raise ModelFormatError(f"{where}: takes {takes} {what[:-1]}(s), the node has {count}",
+                                   hint=f"{n.op_type} (opset {version}): check the node's {what} in the model")
+    for a in n.attribute:
+        spec = schema.attributes.get(a.name)
+        if spec is not None and int(spec.type) != a.type:
+            raise AttrError(f"{where} attribute '{a.name}': is {_ATTR_TYPE_NAMES[a.type]}; {n.op_type} "
+                            f"(opset {version}) expects {_ATTR_TYPE_NAMES.get(int(spec.type), spec.type)}",
+                            hint=f"give '{a.name}' a value of type {_ATTR_TYPE_NAMES.get(int(spec.type))}")
+    for name, spec in schema.attributes.items():
+        if spec.required and name not in seen:
+            raise AttrError(f"{where} attribute '{name}': required but absent",
+                            hint=f"{n.op_type} (opset {version}) needs '{name}'")
 
 
 def _value_info(vi: onnx.ValueInfoProto, what: str) -> TensorInfo:
@@ -231,12 +310,14 @@ def parse_graph(g: onnx.GraphProto, opsets: dict[str, int], loader: ExternalData
                   if vi.type.WhichOneof("value") in (None, "tensor_type")}
     nodes = []
     for i, n in enumerate(g.node):
+        name = n.name or f"{n.op_type}_{i}"
+        check_node_schema(n, node_ctx(name, n.op_type, framework=str(Framework.ONNX)), opsets)
         nodes.append(OriginNode(
-            name=n.name or f"{n.op_type}_{i}",
+            name=name,
             op_type=n.op_type,
             inputs=list(n.input),
             outputs=list(n.output),
-            attrs={a.name: attribute_value(a, loader) for a in n.attribute},
+            attrs={a.name: attribute_value(a, loader, opsets) for a in n.attribute},
             framework=Framework.ONNX,
             domain="" if n.domain in ("", "ai.onnx") else n.domain,
             location=f"node #{i}",
