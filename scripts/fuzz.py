@@ -2,13 +2,18 @@
 
     .venv/bin/python scripts/fuzz.py --cases 5000            # every kind
     .venv/bin/python scripts/fuzz.py --kind onnx --cases 200 --seed 7
+    .venv/bin/python scripts/fuzz.py --kind onnx-structured --kind obir-structured --kind obprog-structured
 
-Each case is reproducible from its printed label (seed and case number). Exit 1 if any fails.
+The ``*-structured`` kinds decode the seed and mutate its fields (tests/fuzz/structured*.py);
+the others mutate bytes and tokens. Each case is reproducible from its printed label (seed and
+case number). The address space is capped (``--max-memory``) so that a runaway allocation is a
+MemoryError, reported as a failure, instead of a machine-wide out-of-memory. Exit 1 if any fails.
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import sys
 import tempfile
 import time
@@ -22,6 +27,28 @@ import numpy as np  # noqa: E402
 import opbridge as ob  # noqa: E402
 from tests.fuzz import seeds  # noqa: E402
 from tests.fuzz.mutate import run_file_cases  # noqa: E402
+from tests.fuzz.structured import onnx_structured_seed, run_onnx_structured  # noqa: E402
+from tests.fuzz.structured_json import run_json_structured  # noqa: E402
+
+
+def structured_kinds(tmp: Path) -> dict:
+    """The structure-aware kinds: name -> run(cases, seed) -> failures."""
+    seed_dir = tmp / "structured"
+    seed_dir.mkdir()
+    model = onnx_structured_seed()
+    (seed_dir / "seed.onnx").write_bytes(model.SerializeToString())
+    g = ob.convert(seed_dir / "seed.onnx")
+    ob.save(g, seed_dir / "seed.obir")
+    ob.compile(g, target="bm1684").save(seed_dir / "seed.obprog")
+    x = np.random.default_rng(0).standard_normal((1, 3, 4, 8)).astype(np.float32)
+    return {
+        "onnx-structured": lambda n, seed: run_onnx_structured(ob.convert, model, tmp, n, seed),
+        "obir-structured": lambda n, seed: run_json_structured(
+            ob.load, seed_dir / "seed.obir", ("graph",), ".obir", tmp, n, seed),
+        "obprog-structured": lambda n, seed: run_json_structured(
+            lambda p: ob.load_program(p).run({"x": x}), seed_dir / "seed.obprog", ("graph", "program"),
+            ".obprog", tmp, n, seed),
+    }
 
 
 def kinds(tmp: Path) -> dict:
@@ -53,18 +80,25 @@ def main() -> int:
     ap.add_argument("--cases", type=int, default=5000, help="mutants per kind")
     ap.add_argument("--seed", type=int, default=100)
     ap.add_argument("--kind", action="append", help="only these kinds (repeatable)")
+    ap.add_argument("--max-memory", type=int, default=4096, help="address-space cap in MiB (0: none)")
     args = ap.parse_args()
+    if args.max_memory:
+        cap = args.max_memory << 20
+        resource.setrlimit(resource.RLIMIT_AS, (cap, resource.getrlimit(resource.RLIMIT_AS)[1]))
     warnings.simplefilter("ignore")
     failed = 0
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        for name, (load, data, suffix, text) in kinds(tmp).items():
+        runs = {name: (lambda n, seed, k=k: run_file_cases(k[0], k[1], k[2], tmp, n, seed, text=k[3]))
+                for name, k in kinds(tmp).items()}
+        runs.update(structured_kinds(tmp))
+        for name, run in runs.items():
             if args.kind and name not in args.kind:
                 continue
             t0 = time.perf_counter()
-            fails = run_file_cases(load, data, suffix, tmp, args.cases, args.seed, text=text)
+            fails = run(args.cases, args.seed)
             dt = time.perf_counter() - t0
-            print(f"{name:10s} {args.cases} cases, {len(fails)} failures, {dt:.1f}s")
+            print(f"{name:18s} {args.cases} cases, {len(fails)} failures, {dt:.1f}s")
             for f in fails[:20]:
                 print(f"    {f.case}: {f.detail}")
             failed += len(fails)
