@@ -78,9 +78,22 @@ def layer_defaults(block: str) -> dict[str, Any]:
     return field_defaults(fd.message_type)
 
 
+#: The largest prototxt read (real deploy files are under 100 KB); checked before reading,
+#: so a wrong path to a huge file fails at once instead of filling memory with its tokens.
+MAX_PROTOTXT_BYTES = 64 << 20
+
+
 def _read_text(path: Path, what: str) -> str:
     if not path.is_file():
         raise ModelFormatError(f"[caffe] {what} '{path}' does not exist or is not a file")
+    size = path.stat().st_size
+    if size > MAX_PROTOTXT_BYTES:
+        raise ModelFormatError(
+            f"[caffe] {what} '{path}' is {size} bytes, above the limit of {MAX_PROTOTXT_BYTES} "
+            "for a text prototxt",
+            hint="is this the caffemodel (weights=) rather than the prototxt? raise "
+            "opbridge.parsers.caffe.MAX_PROTOTXT_BYTES if it is really this large",
+        )
     data = path.read_bytes()
     try:
         return data.decode("utf-8")

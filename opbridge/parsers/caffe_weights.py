@@ -12,6 +12,9 @@ from google.protobuf.message import DecodeError
 from ..errors import ModelFormatError
 from ..ir import types as ir_types
 
+#: Protobuf's (and Caffe's own reader's) limit on a serialized message.
+MAX_CAFFEMODEL_BYTES = (1 << 31) - 1
+
 
 def blob_to_array(blob: Any, where: str) -> np.ndarray:
     """A BlobProto as a float32 array, with its ``shape`` or legacy num/channels/height/width."""
@@ -55,6 +58,13 @@ def read_caffemodel(path: Path) -> dict[str, list[np.ndarray]]:
 
     if not path.is_file():
         raise ModelFormatError(f"[caffe] caffemodel '{path}' does not exist or is not a file")
+    size = path.stat().st_size
+    if size > MAX_CAFFEMODEL_BYTES:
+        raise ModelFormatError(
+            f"[caffe] caffemodel '{path.name}' is {size} bytes, above protobuf's 2 GB message "
+            "limit (Caffe cannot read it either)",
+            hint="is this the right file?",
+        )
     net = caffe_pb2.NetParameter()  # type: ignore[attr-defined]  # generated, no stubs
     try:
         net.ParseFromString(path.read_bytes())

@@ -235,3 +235,26 @@ def test_caffemodel_of_the_wrong_message(tmp_path, kind):
         data = (tmp_path / "g.obir").read_bytes()
     model = _write(tmp_path, data, "wrong.caffemodel")
     _expect(lambda: ob.convert(proto, weights=model), r"wrong\.caffemodel|'conv1'")
+
+
+@pytest.mark.parametrize("nesting", [
+    b"\xbb\x3e" * 200000 + b"\xbc\x3e" * 200000,
+    _field(100, b"\xa3\x06" * 100000 + b"\xa4\x06" * 100000),
+], ids=["unknown-groups", "groups-inside-layers"])
+def test_caffemodel_deeply_nested(tmp_path, nesting):
+    proto, _ = seeds.write_caffe(tmp_path)
+    model = _write(tmp_path, nesting, "deep.caffemodel")
+    _expect(lambda: ob.convert(proto, weights=model), r"deep\.caffemodel")
+
+
+@pytest.mark.parametrize("which", ["caffemodel", "prototxt"])
+def test_huge_files_rejected_before_reading(tmp_path, which):
+    """Sparse files: their size is checked before a byte is read."""
+    proto, model = seeds.write_caffe(tmp_path)
+    big = tmp_path / f"big.{which}"
+    with open(big, "wb") as f:
+        f.truncate(3 << 30 if which == "caffemodel" else 100 << 20)
+    if which == "caffemodel":
+        _expect(lambda: ob.convert(proto, weights=big), r"big\.caffemodel' is 3221225472 bytes, above")
+    else:
+        _expect(lambda: ob.convert(big, weights=model), r"big\.prototxt' is 104857600 bytes, above")
