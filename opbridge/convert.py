@@ -68,11 +68,12 @@ def parse(model: Any, *, weights: str | os.PathLike[str] | None = None,
     try:
         import onnx
     except ImportError:  # pragma: no cover - onnx is a dependency
-        onnx = None
-    if onnx is not None and isinstance(model, onnx.ModelProto):
-        from .parsers.onnx import parse_model
+        pass
+    else:
+        if isinstance(model, onnx.ModelProto):
+            from .parsers.onnx import parse_model
 
-        return parse_model(model)
+            return parse_model(model)
     raise ModelFormatError(
         f"cannot convert a {type(model).__name__}",
         hint="pass a model file path, an onnx.ModelProto or an OriginGraph",
