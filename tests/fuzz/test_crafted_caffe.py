@@ -258,3 +258,17 @@ def test_huge_files_rejected_before_reading(tmp_path, which):
         _expect(lambda: ob.convert(proto, weights=big), r"big\.caffemodel' is 3221225472 bytes, above")
     else:
         _expect(lambda: ob.convert(big, weights=model), r"big\.prototxt' is 104857600 bytes, above")
+
+
+@pytest.mark.parametrize(("layer", "match"), [
+    ('type: "PriorBox" bottom: "data" bottom: "data" prior_box_param { min_size: 4 }',
+     r"'L'.*prior boxes would be a constant of \d+ values, above the limit"),
+    ('type: "Pooling" bottom: "data" pooling_param { pool: AVE kernel_size: 3 stride: 2 }',
+     r"'L'.*average divisor correction would be a constant of 900000000 values"),
+], ids=["PriorBox", "Pooling,AVE"])
+def test_shape_derived_constants_checked_before_building(tmp_path, layer, match):
+    """A 60000 x 60000 input is below the IR's element limit, but the constants these layers
+    compute from it at conversion would not fit in memory."""
+    text = HEAD.replace("dim: 1 dim: 4 dim: 8 dim: 8", "dim: 1 dim: 1 dim: 60000 dim: 60000")
+    p = _write(tmp_path, text + f'layer {{ name: "L" top: "L" {layer} }}\n')
+    _expect(lambda: ob.convert(p), match)

@@ -15,6 +15,22 @@ from ...parsers.origin import OriginNode
 
 _MISSING: Any = object()
 
+#: The most values a mapping computes into one constant from shapes alone (PriorBox boxes,
+#: AVE-pooling divisor corrections): 1 GiB of float32, far above any real net's, checked
+#: before the array is built so that hostile input dims cannot exhaust memory at conversion.
+MAX_CONSTANT_ELEMENTS = 1 << 28
+
+
+def check_constant_size(node: OriginNode, count: int, what: str) -> None:
+    """Refuse to build a shape-derived constant of ``count`` values above the limit."""
+    if count > MAX_CONSTANT_ELEMENTS:
+        raise ShapeError(
+            f"{node.where}: its {what} would be a constant of {count} values, above the limit "
+            f"of {MAX_CONSTANT_ELEMENTS}",
+            hint="check the input dims; raise opbridge.mappers.caffe.common.MAX_CONSTANT_ELEMENTS "
+            "if they are real",
+        )
+
 
 class Params:
     """A layer's parameter block: the values set in the prototxt, else the schema's defaults."""

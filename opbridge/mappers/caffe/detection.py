@@ -10,7 +10,7 @@ import numpy as np
 from ...ir.graph import Value
 from ...parsers.origin import Framework, OriginNode
 from ..registry import ImplyType, mapping, set_imply_type
-from .common import Params
+from .common import Params, check_constant_size
 
 CAFFE = Framework.CAFFE
 
@@ -70,6 +70,7 @@ def prior_boxes(node: OriginNode, feat_hw: tuple[int, int], img_hw: tuple[int, i
             if abs(ar - 1.0) < 1e-6:
                 continue
             sizes.append((mn * float(np.sqrt(ar)), mn / float(np.sqrt(ar))))
+    check_constant_size(node, 2 * fh * fw * len(sizes) * 4, "prior boxes")
     bw = np.array([s[0] for s in sizes], np.float32)
     bh = np.array([s[1] for s in sizes], np.float32)
     cy, cx = np.meshgrid((np.arange(fh) + offset) * step_h, (np.arange(fw) + offset) * step_w,

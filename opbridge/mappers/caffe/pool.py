@@ -9,7 +9,7 @@ import numpy as np
 from ...ir.graph import Value
 from ...parsers.origin import Framework, OriginNode
 from ..registry import mapping
-from .common import Params, pool_geometry, pool_out
+from .common import Params, check_constant_size, pool_geometry, pool_out
 
 
 def _divisor(size: int, out: int, k: int, s: int, pad: int) -> np.ndarray:
@@ -32,9 +32,10 @@ def caffe_pool(g: Any, x: Value, method: str, kernel: list[int], stride: list[in
     y = g.op("AveragePool", [x], count_include_pad=1, **common)
     dh = _divisor(hw[0], outs[0], kernel[0], stride[0], pad[0])
     dw = _divisor(hw[1], outs[1], kernel[1], stride[1], pad[1])
-    corr = float(kernel[0] * kernel[1]) / np.outer(dh, dw)
-    if np.all(corr == 1.0):
+    if np.all(dh == kernel[0]) and np.all(dw == kernel[1]):
         return y
+    check_constant_size(g.node, outs[0] * outs[1], "average divisor correction")
+    corr = float(kernel[0] * kernel[1]) / np.outer(dh, dw)
     return g.op("Mul", [y, g.constant(corr.reshape(1, 1, *outs).astype(np.float32))])
 
 
