@@ -31,7 +31,7 @@ from tests.fuzz.structured import onnx_structured_seed, run_onnx_structured  # n
 from tests.fuzz.structured_json import run_json_structured  # noqa: E402
 
 
-def structured_kinds(tmp: Path) -> dict:
+def structured_kinds(tmp: Path, max_nesting: int) -> dict:
     """The structure-aware kinds: name -> run(cases, seed) -> failures."""
     seed_dir = tmp / "structured"
     seed_dir.mkdir()
@@ -44,10 +44,10 @@ def structured_kinds(tmp: Path) -> dict:
     return {
         "onnx-structured": lambda n, seed: run_onnx_structured(ob.convert, model, tmp, n, seed),
         "obir-structured": lambda n, seed: run_json_structured(
-            ob.load, seed_dir / "seed.obir", ("graph",), ".obir", tmp, n, seed),
+            ob.load, seed_dir / "seed.obir", ("graph",), ".obir", tmp, n, seed, max_nesting),
         "obprog-structured": lambda n, seed: run_json_structured(
             lambda p: ob.load_program(p).run({"x": x}), seed_dir / "seed.obprog", ("graph", "program"),
-            ".obprog", tmp, n, seed),
+            ".obprog", tmp, n, seed, max_nesting),
     }
 
 
@@ -80,6 +80,8 @@ def main() -> int:
     ap.add_argument("--cases", type=int, default=5000, help="mutants per kind")
     ap.add_argument("--seed", type=int, default=100)
     ap.add_argument("--kind", action="append", help="only these kinds (repeatable)")
+    ap.add_argument("--max-nesting", type=int, default=5000,
+                    help="deepest JSON nesting the obir/obprog-structured mutants build")
     ap.add_argument("--max-memory", type=int, default=4096, help="address-space cap in MiB (0: none)")
     args = ap.parse_args()
     if args.max_memory:
@@ -91,7 +93,7 @@ def main() -> int:
         tmp = Path(d)
         runs = {name: (lambda n, seed, k=k: run_file_cases(k[0], k[1], k[2], tmp, n, seed, text=k[3]))
                 for name, k in kinds(tmp).items()}
-        runs.update(structured_kinds(tmp))
+        runs.update(structured_kinds(tmp, args.max_nesting))
         for name, run in runs.items():
             if args.kind and name not in args.kind:
                 continue
@@ -99,8 +101,11 @@ def main() -> int:
             fails = run(args.cases, args.seed)
             dt = time.perf_counter() - t0
             print(f"{name:18s} {args.cases} cases, {len(fails)} failures, {dt:.1f}s")
-            for f in fails[:20]:
-                print(f"    {f.case}: {f.detail}")
+            groups: dict[str, list] = {}
+            for f in fails:  # one line per distinct failure (its exception and where it was raised)
+                groups.setdefault(f.detail.split(" at ")[-1] if " at " in f.detail else f.detail[:80], []).append(f)
+            for fs in list(groups.values())[:20]:
+                print(f"    {len(fs)} x, first {fs[0].case}: {fs[0].detail[:400]}")
             failed += len(fails)
     return 1 if failed else 0
 

@@ -236,38 +236,48 @@ def graph_from_json(doc: dict[str, Any], tensor: Any, registry: OpRegistry) -> G
             raise ModelFormatError(f"constant '{name}': stored shape {data.shape} != {shape}")
         consts.append(add(Value(name, dtype, shape, data=data)))
     nodes = []
-    for nd in doc["nodes"]:
-        op = nd["op"]
-        opdef = registry.get(op)
-        ins: list[Value | None] = []
-        for ref in nd["inputs"]:
-            if ref is None:
-                ins.append(None)
-            elif ref in values:
-                ins.append(values[ref])
-            else:
-                raise GraphError(f"node '{nd['name']}' ({op}): input '{ref}' is not defined before it")
-        attrs: dict[str, Any] = {}
-        for k, a in dict(nd["attrs"]).items():
-            if isinstance(a, dict) and "tensor" in a:
-                attrs[k] = tensor(a["tensor"], a["dtype"])
-            elif isinstance(a, list):
-                attrs[k] = [_decode_float(x) for x in a]
-            else:
-                attrs[k] = _decode_float(a)
-        attrs = opdef.normalize_attrs(attrs, f"node '{nd['name']}' ({op})")
-        o = nd["origin"]
-        origin = Origin(str(o["framework"]), str(o["op_type"]), str(o["name"]))
-        outs = [add(Value(*typed(d, "output"))) for d in nd["outputs"]]
-        node = Node(op, str(nd["name"]), ins, outs, attrs, origin)
-        nodes.append(node)
+    for i, nd in enumerate(doc["nodes"]):
+        try:
+            nodes.append(_node_from_json(nd, values, add, typed, tensor, registry))
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            name = nd.get("name") if isinstance(nd, dict) else None
+            raise ModelFormatError(f"node #{i} {name!r} of the graph JSON is malformed: {err!r}",
+                                   hint="the file is corrupt; re-create it") from None
     outputs = []
     for ref in doc["outputs"]:
-        if ref not in values:
-            raise GraphError(f"graph output '{ref}' is not defined")
+        if not isinstance(ref, str) or ref not in values:
+            raise GraphError(f"graph output {ref!r} is not defined")
         outputs.append(values[ref])
     g = Graph(str(doc["name"]), inputs, outputs, nodes, consts, registry,
               {str(k): str(v) for k, v in dict(doc.get("metadata", {})).items()})
     g.rebuild_uses()
     g.verify(require_static=False)
     return g
+
+
+def _node_from_json(nd: dict[str, Any], values: dict[str, Value], add: Any, typed: Any, tensor: Any,
+                    registry: OpRegistry) -> Node:
+    """One node of the graph JSON, its inputs looked up in ``values`` and its outputs added."""
+    op = nd["op"]
+    opdef = registry.get(op)
+    ins: list[Value | None] = []
+    for ref in nd["inputs"]:
+        if ref is None:
+            ins.append(None)
+        elif ref in values:
+            ins.append(values[ref])
+        else:
+            raise GraphError(f"node '{nd['name']}' ({op}): input '{ref}' is not defined before it")
+    attrs: dict[str, Any] = {}
+    for k, a in dict(nd["attrs"]).items():
+        if isinstance(a, dict) and "tensor" in a:
+            attrs[k] = tensor(a["tensor"], a["dtype"])
+        elif isinstance(a, list):
+            attrs[k] = [_decode_float(x) for x in a]
+        else:
+            attrs[k] = _decode_float(a)
+    attrs = opdef.normalize_attrs(attrs, f"node '{nd['name']}' ({op})")
+    o = nd["origin"]
+    origin = Origin(str(o["framework"]), str(o["op_type"]), str(o["name"]))
+    outs = [add(Value(*typed(d, "output"))) for d in nd["outputs"]]
+    return Node(op, str(nd["name"]), ins, outs, attrs, origin)

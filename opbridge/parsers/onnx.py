@@ -250,7 +250,7 @@ def check_node_schema(n: onnx.NodeProto, where: str, opsets: Mapping[str, int]) 
             raise AttrError(f"{where} attribute '{a.name}': unknown attribute type {a.type}")
     domain = "" if n.domain in ("", "ai.onnx") else n.domain
     version = opsets.get(domain)
-    if version is None or not 1 <= version < 2**31 or not n.op_type:
+    if version is None or version < 1 or not n.op_type:
         return
     try:
         schema = onnx.defs.get_schema(n.op_type, version, domain)
@@ -339,7 +339,16 @@ def parse_model(model: onnx.ModelProto, *, base_dir: str | os.PathLike[str] | No
             raise ModelFormatError(f"[onnx] model-local functions cannot be inlined: {err}") from None
     opsets: dict[str, int] = {}
     for imp in model.opset_import:
-        opsets["" if imp.domain in ("", "ai.onnx") else imp.domain] = int(imp.version)
+        domain = "" if imp.domain in ("", "ai.onnx") else imp.domain
+        if not 0 <= imp.version < 2**31:
+            raise ModelFormatError(f"[onnx] opset_import of domain '{imp.domain or 'ai.onnx'}' has version "
+                                   f"{imp.version}, which no opset has",
+                                   hint="opset versions are small positive numbers (e.g. 17)")
+        if domain in opsets and opsets[domain] != imp.version:
+            raise ModelFormatError(f"[onnx] opset_import names domain '{imp.domain or 'ai.onnx'}' twice "
+                                   f"(versions {opsets[domain]} and {imp.version})",
+                                   hint="import each domain once")
+        opsets[domain] = int(imp.version)
     if not model.HasField("graph"):
         raise ModelFormatError(f"[onnx] {source or 'model'} has no graph",
                                hint="is this an ONNX model file?")

@@ -209,3 +209,19 @@ def test_sparse_initializer_in_range_densifies(tmp_path):
     p.write_bytes(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
     got = ob.interpret(ob.convert(p), {})["y"]
     np.testing.assert_array_equal(got, np.array([[0.0, 0.0], [3.0, 0.0]], np.float32))
+
+
+@pytest.mark.parametrize("imports,match", [
+    ([("", 2**62)], "version 4611686018427387904"),
+    ([("", -1)], "version -1"),
+    ([("", 17), ("ai.onnx", 13)], "twice"),
+], ids=["version=2^62", "version=-1", "domain-twice"])
+def test_crafted_opset_import(tmp_path, imports, match):
+    m = onnx_structured_seed()
+    del m.opset_import[:]
+    for domain, version in imports:
+        m.opset_import.add(domain=domain, version=version)
+    p = tmp_path / "m.onnx"
+    p.write_bytes(m.SerializeToString())
+    with pytest.raises(ob.ModelFormatError, match=match):
+        ob.convert(p)
