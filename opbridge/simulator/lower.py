@@ -47,22 +47,27 @@ class Lowered:
 
 
 def _layout_ok(node: Node) -> bool:
-    """Local layers work on rank-4 NCHW tiles: one rank-4 output, rank-4 non-constant inputs,
-    and constants that are rank 4 or broadcast along H (a tile reads a rank-4 constant at its
-    rows; a lower-rank one, e.g. an (H, W) mask, it could only take whole)."""
+    """Local layers work on rank-4 NCHW tiles: one rank-4 output, rank-4 non-constant inputs."""
     if len(node.outputs) != 1 or len(node.outputs[0].shape) != 4:
         return False
     n = node.outputs[0].shape[0]
     for v in node.inputs:
-        if v is None:
-            continue
-        if v.is_constant:
-            if 2 <= len(v.shape) < 4 and v.shape[-2] != 1:
-                return False
+        if v is None or v.is_constant:
             continue
         if len(v.shape) != 4 or v.shape[0] not in (n, 1):
             return False
     return all(isinstance(d, int) for d in node.outputs[0].shape)
+
+
+def _whole_rows_constant(node: Node, k: Kernel | None) -> bool:
+    """Whether a constant of rank 2 or 3 broadcasts along the output's rows (an (H, W) mask
+    added to scores): a tile takes such a constant whole (only a rank-4 one is read at the
+    tile's rows), so an op that maps rows one to one must not be cut along H."""
+    if k is None or k.input_slice_fn is not None:
+        return False
+    h = node.outputs[0].shape[2]
+    return any(v is not None and v.is_constant and 2 <= len(v.shape) < 4 and v.shape[-2] == h != 1
+               for v in node.inputs)
 
 
 def lower(
@@ -83,5 +88,7 @@ def lower(
             where = TPU
         local = where == TPU and k is not None and k.local and _layout_ok(node)
         axes = k.split_axes(node) if local and k is not None else frozenset()
+        if "H" in axes and _whole_rows_constant(node, k):
+            axes = axes - {"H"}
         out.append(Lowered(i, node, where, k, local, axes))
     return out

@@ -88,3 +88,22 @@ def test_constant_operand_shaped_like_activations_is_tiled(const_shape):
     prog = ob.compile(g, ob.Target.preset("bm1684", lmem_bytes_per_lane=256))
     assert prog.num_tiles > 2
     _run_both(g, {"x": rng.standard_normal((2, 5, 12, 7)).astype(np.float32)}, lmem=256)
+
+
+@pytest.mark.parametrize("const_shape", [(12, 7), (5, 12, 7), (1, 7), (7,)],
+                         ids=["const=HxW", "const=CxHxW", "const=1xW", "const=W"])
+def test_lower_rank_constant_broadcast_along_rows(const_shape):
+    """A rank-2/3 constant that varies along H (an attention mask) is added whole: the tiles
+    must not cut rows it would have to be sliced at (only rank-4 constants are sliced)."""
+    rng = np.random.default_rng(5)
+    b = ob.GraphBuilder("mask_add")
+    x = b.input("x", "f32", (2, 5, 12, 7))
+    c = rng.standard_normal(const_shape).astype(np.float32)
+    b.output(b.op("Add", [b.op("Relu", [x]), b.constant("mask", c)]))
+    g = b.build()
+    feeds = {"x": rng.standard_normal((2, 5, 12, 7)).astype(np.float32)}
+    prog = ob.compile(g, ob.Target.preset("bm1684", lmem_bytes_per_lane=1024))
+    assert prog.num_tiles > 1
+    out = prog.run(feeds)[g.outputs[0].name]
+    np.testing.assert_allclose(out, np.maximum(feeds["x"], 0) + c, rtol=1e-6)  # numpy broadcasting
+    audit_local_memory(prog)
