@@ -21,7 +21,6 @@
 
 from __future__ import annotations
 
-import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ModelFormatError, ShapeError
-from ..ir import types as ir_types
+from ..errors import ModelFormatError
+from .caffe_inputs import apply_input_shapes, data_layer_inputs, given_shapes, net_inputs
 from .caffe_text import TextBlock, TextScalar, field_defaults, parse_text, typed_block
 from .caffe_weights import read_caffemodel
 from .origin import Framework, OriginGraph, OriginNode, TensorInfo
@@ -124,30 +123,6 @@ def _included(layer: dict[str, Any]) -> bool:
     return not any(_rule_matches(r) for r in exc)
 
 
-def _shape_of(blob_shape: Any, where: str) -> tuple[int, ...]:
-    dims = _as_list(blob_shape.get("dim", [])) if isinstance(blob_shape, dict) else None
-    if dims is None or not all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
-        raise ModelFormatError(f"{where}: shape {blob_shape!r}: expected a block shape {{ dim: N ... }} "
-                               "of integer dims", hint="write shape { dim: 1 dim: 3 ... }")
-    return tuple(dims)
-
-
-def _check_input_shape(name: str, shape: tuple[int, ...], where: str) -> tuple[int, ...]:
-    """A declared input shape: dims >= 0 and no more elements than the IR allows, checked
-    before any later step sizes a buffer from it."""
-    if any(d < 0 for d in shape):
-        raise ModelFormatError(f"{where}: input '{name}' has a negative dim in {list(shape)}",
-                               hint="input dims are sizes (>= 0); fix the declaration")
-    count = math.prod(shape)
-    if count > ir_types.MAX_ELEMENTS:
-        raise ModelFormatError(
-            f"{where}: input '{name}' of shape {list(shape)} has {count} elements, above the "
-            f"limit of {ir_types.MAX_ELEMENTS}",
-            hint="fix the declared dims (or give smaller ones with --input-shape)",
-        )
-    return shape
-
-
 @dataclass
 class _Layer:
     """A layer as read from the prototxt, before SSA renaming."""
@@ -222,13 +197,13 @@ def parse_caffe(
         TextBlock(tree.line, [e for e in tree.entries if e[0] not in ("layer", "layers")]),
         pb.NetParameter.DESCRIPTOR, f"[caffe] {source}: net",
     )
-    shapes_given = _given_shapes(input_shapes, source)
+    shapes_given = given_shapes(input_shapes, f"[caffe] {source}")
 
     graph = OriginGraph(name=str(net.get("name") or path.stem), framework=Framework.CAFFE,
                         source=str(path))
     graph.opsets[""] = 1
     inputs: dict[str, tuple[int, ...] | None] = {}
-    _net_inputs(net, inputs, source)
+    net_inputs(net, inputs, f"[caffe] {source}")
 
     layers: list[_Layer] = []
     unknown: dict[str, list[str]] = {}
@@ -261,61 +236,13 @@ def parse_caffe(
         del inputs[name]  # a data layer's top nothing reads (its label, in a deploy net)
     for n in nodes:
         n.location = f"{source}:{n.location}"
-    for name, shape in inputs.items():
-        if shape is not None:
-            _check_input_shape(name, shape, f"[caffe] {source}")
-    for name, shape in shapes_given.items():
-        if name not in inputs:
-            known = ", ".join(inputs) or "none"
-            raise ShapeError(f"[caffe] {source}: input_shapes names '{name}', not an input of the net",
-                             hint=f"the net's inputs are: {known}")
-        declared_shape = inputs[name]
-        if declared_shape is not None and len(declared_shape) != len(shape):
-            raise ShapeError(
-                f"[caffe] {source}: input '{name}' is declared with {len(declared_shape)} dims "
-                f"{list(declared_shape)}; input_shapes gives {list(shape)}",
-                hint=f"give {len(declared_shape)} dims for '{name}'",
-            )
-        if any(d < 1 for d in shape):
-            raise ShapeError(f"[caffe] {source}: input_shapes['{name}'] = {list(shape)}: dims must be >= 1")
-        inputs[name] = _check_input_shape(name, shape, f"[caffe] {source}: input_shapes")
+    apply_input_shapes(inputs, shapes_given, f"[caffe] {source}")
     graph.inputs = [TensorInfo(n, np.dtype(np.float32), s) for n, s in inputs.items()]
     graph.nodes = nodes
     graph.outputs = [TensorInfo(n) for n in _outputs(nodes, inputs)]
     if weights is not None:
         _attach_weights(graph, Path(weights))
     return graph
-
-
-def _given_shapes(input_shapes: dict[str, Any] | None, source: str) -> dict[str, tuple[int, ...]]:
-    out = {}
-    for name, dims in (input_shapes or {}).items():
-        try:
-            out[name] = tuple(int(d) for d in dims)
-        except (TypeError, ValueError):
-            raise ShapeError(f"[caffe] {source}: input_shapes['{name}'] = {dims!r}: not a list of ints",
-                             hint="give a shape such as (1, 3, 224, 224)") from None
-    return out
-
-
-def _net_inputs(net: dict[str, Any], inputs: dict[str, tuple[int, ...] | None], source: str) -> None:
-    names = list(net.get("input", []))
-    shapes = [_shape_of(s, f"[caffe] {source}: input_shape") for s in net.get("input_shape", [])]
-    dims = list(net.get("input_dim", []))
-    if dims:
-        if len(dims) != 4 * len(names):
-            raise ModelFormatError(
-                f"[caffe] {source}: {len(dims)} input_dim values for {len(names)} input(s)",
-                hint="give 4 input_dim values (N, C, H, W) per input",
-            )
-        shapes = [tuple(dims[4 * i: 4 * i + 4]) for i in range(len(names))]
-    if shapes and len(shapes) != len(names):
-        raise ModelFormatError(
-            f"[caffe] {source}: {len(shapes)} input_shape blocks for {len(names)} input(s)",
-            hint="give one input_shape per input",
-        )
-    for i, n in enumerate(names):
-        inputs[n] = shapes[i] if shapes else None
 
 
 def _to_ssa(layers: list[_Layer], inputs: dict[str, tuple[int, ...] | None],
@@ -346,7 +273,7 @@ def _to_ssa(layers: list[_Layer], inputs: dict[str, tuple[int, ...] | None],
                 )
             bottoms.append(current[b])
         if layer.op_type == "Input" or layer.op_type in DATA_LAYERS:
-            _data_layer_inputs(layer, inputs, where)
+            data_layer_inputs(layer.op_type, layer.tops, layer.attrs, inputs, where)
             for t in layer.tops:
                 current[t] = t
             continue
@@ -377,38 +304,6 @@ def _to_ssa(layers: list[_Layer], inputs: dict[str, tuple[int, ...] | None],
             attrs=layer.attrs, framework=Framework.CAFFE, location=str(layer.line),
         ))
     return nodes
-
-
-def _data_layer_inputs(layer: _Layer, inputs: dict[str, tuple[int, ...] | None], where: str) -> None:
-    shapes: list[tuple[int, ...]] = []
-    a = layer.attrs
-    if layer.op_type == "Input":
-        shapes = [_shape_of(s, where) for s in _as_list(a.get("shape", []))]
-    elif layer.op_type == "DummyData":
-        shapes = [_shape_of(s, where) for s in _as_list(a.get("shape", []))]
-    elif layer.op_type == "MemoryData" and "batch_size" in a:
-        dims = [a.get(k, 0) for k in ("batch_size", "channels", "height", "width")]
-        if not all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
-            raise ModelFormatError(f"{where}: memory_data_param sizes {dims} are not all integers")
-        shapes = [tuple(dims)]
-    if len(shapes) not in (0, 1, len(layer.tops)) and layer.op_type == "Input":
-        raise ModelFormatError(
-            f"{where}: {len(shapes)} shapes for {len(layer.tops)} tops",
-            hint="give one shape, or one per top",
-        )
-    for i, t in enumerate(layer.tops):
-        if t in inputs:
-            raise ModelFormatError(f"{where}: input '{t}' is declared twice")
-        if i < len(shapes):
-            inputs[t] = shapes[i]
-        elif len(shapes) == 1 and layer.op_type == "Input":
-            inputs[t] = shapes[0]
-        else:
-            inputs[t] = None
-
-
-def _as_list(v: Any) -> list[Any]:
-    return v if isinstance(v, list) else [v]
 
 
 def _outputs(nodes: list[OriginNode], inputs: dict[str, Any]) -> list[str]:

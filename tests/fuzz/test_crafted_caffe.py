@@ -272,3 +272,13 @@ def test_shape_derived_constants_checked_before_building(tmp_path, layer, match)
     text = HEAD.replace("dim: 1 dim: 4 dim: 8 dim: 8", "dim: 1 dim: 1 dim: 60000 dim: 60000")
     p = _write(tmp_path, text + f'layer {{ name: "L" top: "L" {layer} }}\n')
     _expect(lambda: ob.convert(p), match)
+
+
+def test_huge_declared_batch_replaced_by_input_shapes(tmp_path):
+    """The limit applies to the shape used: a declared batch that input_shapes replaces is not
+    an error, and without the replacement it is."""
+    p = _write(tmp_path, 'input: "data"\ninput_dim: 2000000000\ninput_dim: 3\ninput_dim: 224\ninput_dim: 224\n'
+                         'layer { name: "r" type: "ReLU" bottom: "data" top: "r" }\n')
+    _expect(lambda: ob.convert(p), r"input 'data' of shape \[2000000000, 3, 224, 224\].*above the limit")
+    g = ob.convert(p, input_shapes={"data": (1, 3, 224, 224)})
+    assert tuple(g.inputs[0].shape) == (1, 3, 224, 224)
