@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 import opbridge as ob  # noqa: E402
 from tests.fuzz import seeds  # noqa: E402
 from tests.fuzz.mutate import run_file_cases  # noqa: E402
-from tests.fuzz.structured import onnx_structured_seed, run_onnx_structured  # noqa: E402
+from tests.fuzz.structured import onnx_structured_seed, onnx_structured_seeds, run_onnx_structured  # noqa: E402
 from tests.fuzz.structured_json import run_json_structured  # noqa: E402
 
 
@@ -42,7 +42,8 @@ def structured_kinds(tmp: Path, max_nesting: int) -> dict:
     ob.compile(g, target="bm1684").save(seed_dir / "seed.obprog")
     x = np.random.default_rng(0).standard_normal((1, 3, 4, 8)).astype(np.float32)
     return {
-        "onnx-structured": lambda n, seed: run_onnx_structured(ob.convert, model, tmp, n, seed),
+        "onnx-structured": lambda n, seed: run_onnx_structured(ob.convert, onnx_structured_seeds(), tmp, n,
+                                                               seed),
         "obir-structured": lambda n, seed: run_json_structured(
             ob.load, seed_dir / "seed.obir", ("graph",), ".obir", tmp, n, seed, max_nesting),
         "obprog-structured": lambda n, seed: run_json_structured(

@@ -68,6 +68,66 @@ def onnx_structured_seed() -> onnx.ModelProto:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def onnx_structured_seed_ops() -> onnx.ModelProto:
+    """A second seed: shape-computing and data-movement ops (Split, Gather, Pad, Expand, Tile,
+    ConstantOfShape, Range, TopK, Resize, BatchNormalization, Loop), whose attributes and
+    constant inputs feed shape functions."""
+    f, i64 = TensorProto.FLOAT, TensorProto.INT64
+
+    def c(name: str, arr: np.ndarray) -> TensorProto:
+        return numpy_helper.from_array(arr, name)
+
+    body = helper.make_graph(
+        [helper.make_node("Add", ["acc_in", "one"], ["acc_out"], name="body_add"),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"], name="body_cond")],
+        "body", [helper.make_tensor_value_info("iter", i64, []), helper.make_tensor_value_info("cond_in", 9, []),
+                 helper.make_tensor_value_info("acc_in", f, [1, 2])],
+        [helper.make_tensor_value_info("cond_out", 9, []), helper.make_tensor_value_info("acc_out", f, [1, 2])],
+        initializer=[c("one", np.ones((1, 2), np.float32))])
+    nodes = [
+        helper.make_node("BatchNormalization", ["x", "bn_s", "bn_b", "bn_m", "bn_v"], ["bn"], name="bn",
+                         epsilon=1e-5),
+        helper.make_node("Resize", ["bn", "", "scales"], ["rs"], name="resize", mode="nearest"),
+        helper.make_node("Pad", ["rs", "pads"], ["pd"], name="pad", mode="constant"),
+        helper.make_node("Split", ["pd", "split"], ["s0", "s1"], name="split", axis=1),
+        helper.make_node("Concat", ["s1", "s0"], ["cc"], name="concat", axis=1),
+        helper.make_node("ReduceMean", ["cc"], ["rm"], name="rmean", axes=[2, 3], keepdims=0),
+        helper.make_node("Gather", ["rm", "gidx"], ["ga"], name="gather", axis=1),
+        helper.make_node("Unsqueeze", ["ga", "uax"], ["us"], name="unsq"),
+        helper.make_node("Flatten", ["us"], ["fl"], name="flatten", axis=1),
+        helper.make_node("ConstantOfShape", ["cshape"], ["cs"], name="cos",
+                         value=numpy_helper.from_array(np.array([0.5], np.float32))),
+        helper.make_node("Range", ["r0", "r1", "r2"], ["rg"], name="range"),
+        helper.make_node("Cast", ["rg"], ["rgf"], name="rcast", to=f),
+        helper.make_node("Expand", ["rgf", "eshape"], ["ex"], name="expand"),
+        helper.make_node("Tile", ["cs", "reps"], ["tl"], name="tile"),
+        helper.make_node("Add", ["fl", "ex"], ["a1"], name="add1"),
+        helper.make_node("Mul", ["a1", "tl"], ["m1"], name="mul1"),
+        helper.make_node("Clip", ["m1", "lo", "hi"], ["cl"], name="clip"),
+        helper.make_node("TopK", ["cl", "k"], ["tv", "ti"], name="topk", axis=-1, largest=1),
+        helper.make_node("Loop", ["trip", "cond", "tv"], ["y"], name="loop", body=body),
+    ]
+    inits = [
+        c("bn_s", np.ones(3, np.float32)), c("bn_b", np.zeros(3, np.float32)),
+        c("bn_m", np.zeros(3, np.float32)), c("bn_v", np.ones(3, np.float32)),
+        c("scales", np.array([1, 1, 2, 2], np.float32)), c("pads", np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)),
+        c("split", np.array([1, 2], np.int64)), c("gidx", np.array([0, 1], np.int64)),
+        c("uax", np.array([1], np.int64)), c("cshape", np.array([1, 2], np.int64)),
+        c("r0", np.array(0, np.int64)), c("r1", np.array(2, np.int64)), c("r2", np.array(1, np.int64)),
+        c("eshape", np.array([1, 2], np.int64)), c("reps", np.array([1, 1], np.int64)),
+        c("lo", np.array(-5, np.float32)), c("hi", np.array(5, np.float32)), c("k", np.array([2], np.int64)),
+        c("trip", np.array(2, np.int64)), c("cond", np.array(True)),
+    ]
+    g = helper.make_graph(nodes, "structured_ops", [helper.make_tensor_value_info("x", f, [1, 3, 4, 8])],
+                          [helper.make_tensor_value_info("y", f, [1, 2])], initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def onnx_structured_seeds() -> list[onnx.ModelProto]:
+    """Every ONNX seed the structured fuzzer mutates (cases alternate between them)."""
+    return [onnx_structured_seed(), onnx_structured_seed_ops()]
+
+
 def _graphs(g: onnx.GraphProto) -> list[onnx.GraphProto]:
     out = [g]
     for n in g.node:
@@ -354,11 +414,14 @@ ONNX_MUTATORS: tuple[Callable[[onnx.ModelProto, onnx.GraphProto, random.Random],
 )
 
 
-def onnx_mutants(seed_model: onnx.ModelProto, n: int, seed: int) -> Iterator[tuple[str, bytes]]:
-    """``n`` structured mutants of ``seed_model``, serialised; labels re-create each case."""
+def onnx_mutants(seed_models: onnx.ModelProto | list[onnx.ModelProto], n: int,
+                 seed: int) -> Iterator[tuple[str, bytes]]:
+    """``n`` structured mutants, serialised; case ``i`` mutates ``seed_models[i % len]``.
+    Each label (seed, case, the mutators applied) re-creates its case."""
+    models = seed_models if isinstance(seed_models, list) else [seed_models]
     for i in range(n):
         rng = random.Random(f"onnx-structured:{seed}:{i}")
-        m = copy.deepcopy(seed_model)
+        m = copy.deepcopy(models[i % len(models)])
         done = []
         try:
             for _ in range(rng.randrange(1, 4)):
@@ -373,8 +436,8 @@ def onnx_mutants(seed_model: onnx.ModelProto, n: int, seed: int) -> Iterator[tup
         yield f"onnx-structured seed={seed} case={i} [{','.join(done)}]", data
 
 
-def run_onnx_structured(load: Callable[[Path], Any], seed_model: onnx.ModelProto, tmp: Path, n: int,
-                        seed: int) -> list[Outcome]:
+def run_onnx_structured(load: Callable[[Path], Any], seed_model: onnx.ModelProto | list[onnx.ModelProto],
+                        tmp: Path, n: int, seed: int) -> list[Outcome]:
     """Judge ``load`` on ``n`` structured ONNX mutants; returns the failures."""
     path = tmp / "case.onnx"
     failures = []

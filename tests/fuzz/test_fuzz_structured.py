@@ -21,7 +21,7 @@ from safetensors.numpy import save_file
 import opbridge as ob
 
 from .mutate import judge
-from .structured import onnx_mutants, onnx_structured_seed, run_onnx_structured
+from .structured import onnx_mutants, onnx_structured_seed, onnx_structured_seeds, run_onnx_structured
 from .structured_json import run_json_structured
 
 CASES = int(os.environ.get("OPBRIDGE_FUZZ_STRUCTURED_CASES", "150"))
@@ -48,10 +48,11 @@ def seed_files(tmp_path):
     return tmp_path
 
 
-def test_seed_is_valid_and_matches_the_reference(tmp_path):
+@pytest.mark.parametrize("index", [0, 1], ids=["seed=conv-if", "seed=shape-ops-loop"])
+def test_seed_is_valid_and_matches_the_reference(tmp_path, index):
     from onnx.reference import ReferenceEvaluator
 
-    m = onnx_structured_seed()
+    m = onnx_structured_seeds()[index]
     onnx.checker.check_model(m, full_check=True)
     p = tmp_path / "seed.onnx"
     p.write_bytes(m.SerializeToString())
@@ -68,7 +69,7 @@ def test_onnx_mutants_are_reproducible():
 
 
 def test_fuzz_onnx_structured(tmp_path):
-    failures = run_onnx_structured(ob.convert, onnx_structured_seed(), tmp_path, CASES, seed=21)
+    failures = run_onnx_structured(ob.convert, onnx_structured_seeds(), tmp_path, CASES, seed=21)
     assert not failures, _report(failures)
 
 
