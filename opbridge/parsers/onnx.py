@@ -272,6 +272,31 @@ def check_node_schema(n: onnx.NodeProto, where: str, opsets: Mapping[str, int]) 
         if spec.required and name not in seen:
             raise AttrError(f"{where} attribute '{name}': required but absent",
                             hint=f"{n.op_type} (opset {version}) needs '{name}'")
+    if domain == "":
+        _check_body_arity(n, where)
+
+
+def _check_body_arity(n: onnx.NodeProto, where: str) -> None:
+    """If's branches and Loop's body must have the outputs (and Loop's body the inputs) that
+    the node's own inputs and outputs imply."""
+    graphs = {a.name: a.g for a in n.attribute if a.type == AttributeProto.GRAPH}
+    if n.op_type == "If":
+        for key in ("then_branch", "else_branch"):
+            if key in graphs and len(graphs[key].output) != len(n.output):
+                raise ModelFormatError(f"{where} attribute '{key}': the branch has {len(graphs[key].output)} "
+                                       f"outputs, the node has {len(n.output)}",
+                                       hint="If's outputs are its branches' outputs, one for one")
+    elif n.op_type == "Loop" and "body" in graphs:
+        carried = len(n.input) - 2
+        body = graphs["body"]
+        if len(body.input) != carried + 2 or len(body.output) < carried + 1 \
+                or len(n.output) != len(body.output) - 1:
+            raise ModelFormatError(f"{where} attribute 'body': the body has {len(body.input)} inputs and "
+                                   f"{len(body.output)} outputs; with {carried} loop-carried value(s) and "
+                                   f"{len(n.output)} node outputs it needs {carried + 2} inputs and "
+                                   f"{len(n.output) + 1} outputs",
+                                   hint="body inputs: iteration, condition, carried values; body outputs: "
+                                   "condition, carried values, scan outputs")
 
 
 def _value_info(vi: onnx.ValueInfoProto, what: str) -> TensorInfo:

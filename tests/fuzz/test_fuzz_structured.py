@@ -115,7 +115,7 @@ def test_obprog_deeply_nested_json(seed_files, key):
 
 # -- crafted ONNX cases found by the structured fuzzer ----------------------------------------
 def _seed_with(edit):
-    m = onnx_structured_seed()
+    m = onnx_structured_seeds()[1] if edit is _loop_body_extra_input else onnx_structured_seed()
     nodes = {n.name: n for n in m.graph.node}
     edit(m, nodes)
     return m
@@ -151,6 +151,16 @@ def _attr_type_undefined(m, nodes):
     nodes["softmax"].attribute[0].type = AttributeProto.UNDEFINED
 
 
+def _then_branch_two_outputs(m, nodes):
+    then = next(a for a in nodes["if"].attribute if a.name == "then_branch").g
+    then.output.append(helper.make_tensor_value_info("g", TensorProto.FLOAT, [1, 5]))
+
+
+def _loop_body_extra_input(m, nodes):
+    body = next(a for a in nodes["loop"].attribute if a.name == "body").g
+    body.input.append(helper.make_tensor_value_info("extra", TensorProto.FLOAT, [1]))
+
+
 CRAFTED = {
     "attr-graph-for-ints": (_pool_kernel_as_graph, r"'pool'.*'kernel_shape'.*INTS"),
     "subgraph-attr-as-tensor": (_if_branch_as_tensor, r"'if'.*'then_branch'.*GRAPH"),
@@ -159,6 +169,8 @@ CRAFTED = {
     "too-many-inputs": (_gemm_four_inputs, r"'gemm'.*2 to 3 input\(s\), the node has 4"),
     "required-attr-absent": (_cast_without_to, r"'cast'.*'to'.*required"),
     "attr-type-undefined": (_attr_type_undefined, r"'softmax'.*'axis'.*type 0"),
+    "if-branch-outputs": (_then_branch_two_outputs, r"'if'.*'then_branch'.*2 outputs, the node has 1"),
+    "loop-body-inputs": (_loop_body_extra_input, r"'loop'.*'body'.*needs 3 inputs"),
 }
 
 
@@ -166,8 +178,9 @@ CRAFTED = {
 def test_crafted_schema_violation(tmp_path, case):
     edit, match = CRAFTED[case]
     m = _seed_with(edit)
-    with pytest.raises(onnx.checker.ValidationError):  # the outside reference rejects it too
-        onnx.checker.check_model(m)
+    # the outside reference rejects the model too (its checker, or its shape inference)
+    with pytest.raises((onnx.checker.ValidationError, onnx.shape_inference.InferenceError)):
+        onnx.checker.check_model(m, full_check=True)
     p = tmp_path / "m.onnx"
     p.write_bytes(m.SerializeToString())
     with pytest.raises(ob.OpbridgeError, match=match):
