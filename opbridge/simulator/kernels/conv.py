@@ -58,6 +58,20 @@ def conv_cost(node: Node, out_shape: tuple[int, ...]) -> float:
     return 2.0 * math.prod(out_shape) * math.prod(w[1:])
 
 
+#: Output channels up to which a tile is computed tap by tap rather than by im2col.
+FEW_CHANNELS = 8
+
+
+def _padded(x: np.ndarray, pt: int, pl: int, pb: int, pr: int) -> np.ndarray:
+    """``x`` with zero rows/columns around it (``x`` itself when there are none)."""
+    if not (pt or pl or pb or pr):
+        return x
+    n, c, h, wd = x.shape
+    xp = np.zeros((n, c, h + pt + pb, wd + pl + pr), x.dtype)
+    xp[:, :, pt:pt + h, pl:pl + wd] = x
+    return xp
+
+
 def conv2d_into(out: np.ndarray, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *,
                 group: int, kernel_shape=None, strides=None, dilations=None, pads=None) -> None:
     """Conv on a tile, written into ``out``: im2col by one strided copy per kernel tap, then
@@ -83,15 +97,22 @@ def conv2d_into(out: np.ndarray, x: np.ndarray, w: np.ndarray, b: np.ndarray | N
     if out.shape != (n, m, oh, ow):
         raise ValueError(f"output tile {out.shape} != computed {(n, m, oh, ow)}")
     y = out.reshape(m, oh * ow)
-    if kh == kw == 1 and not (pt or pl or pb or pr):
+    if m <= FEW_CHANNELS and kh * kw > 1:
+        # a streamed chunk of a few output channels: one product per tap costs less than
+        # building the im2col matrix for so few rows of weights
+        xp = _padded(x, pt, pl, pb, pr)
+        y3 = out.reshape(m, oh, ow)
+        y3[...] = 0
+        for i in range(kh):
+            for j in range(kw):
+                y3 += np.tensordot(w[:, :, i, j], xp[0, :, i * dh: i * dh + (oh - 1) * sh + 1: sh,
+                                                    j * dw: j * dw + (ow - 1) * sw + 1: sw],
+                                   axes=(1, 0))
+    elif kh == kw == 1 and not (pt or pl or pb or pr):
         xs = x[:, :, : (oh - 1) * sh + 1 : sh, : (ow - 1) * sw + 1 : sw]
         np.matmul(w.reshape(m, c), xs.reshape(c, oh * ow), out=y)
     else:
-        if pt or pl or pb or pr:
-            xp = np.zeros((n, c, h + pt + pb, wd + pl + pr), x.dtype)
-            xp[:, :, pt:pt + h, pl:pl + wd] = x
-        else:
-            xp = x
+        xp = _padded(x, pt, pl, pb, pr)
         cols = np.empty((c, kh, kw, n, oh, ow), x.dtype)
         for i in range(kh):
             for j in range(kw):
