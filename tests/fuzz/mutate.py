@@ -90,10 +90,16 @@ def _alarm(signum: int, frame: Any) -> None:
     raise _Timeout
 
 
-def judge(label: str, fn: Callable[[], Any], *, seconds: int = 5, max_bytes: int = 512 << 20) -> Outcome:
-    """Run ``fn``; fine if it returns or raises an OpbridgeError with a message."""
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(seconds)
+def judge(label: str, fn: Callable[[], Any], *, seconds: float = 5, max_bytes: int = 512 << 20) -> Outcome:
+    """Run ``fn``; fine if it returns or raises an OpbridgeError with a message.
+
+    A hang is ``seconds`` of CPU time (so a loaded machine does not make false hangs), or four
+    times that in wall time (a case blocked without using CPU, say on a FIFO or a device).
+    """
+    old_alarm = signal.signal(signal.SIGALRM, _alarm)
+    old_prof = signal.signal(signal.SIGPROF, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, 4 * seconds)
+    signal.setitimer(signal.ITIMER_PROF, seconds)
     tracemalloc.start()
     try:
         fn()
@@ -102,7 +108,7 @@ def judge(label: str, fn: Callable[[], Any], *, seconds: int = 5, max_bytes: int
         msg = str(err).strip()
         result = Outcome(label, bool(msg), f"OpbridgeError: {msg[:200]}" if msg else "empty message")
     except _Timeout:
-        result = Outcome(label, False, f"hang: still running after {seconds}s")
+        result = Outcome(label, False, f"hang: still running after {seconds}s of CPU or {4 * seconds}s")
     except MemoryError:
         result = Outcome(label, False, "MemoryError")
     except RecursionError:
@@ -113,8 +119,10 @@ def judge(label: str, fn: Callable[[], Any], *, seconds: int = 5, max_bytes: int
         at = f" at {ours[-1].filename}:{ours[-1].lineno}" if ours else ""
         result = Outcome(label, False, f"{type(err).__name__}: {str(err)[:300]}{at}")
     finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGALRM, old_alarm)
+        signal.signal(signal.SIGPROF, old_prof)
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
     if result.ok and peak > max_bytes:

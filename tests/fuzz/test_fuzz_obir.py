@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 import opbridge as ob
@@ -42,5 +44,6 @@ def test_harness_flags_non_opbridge_errors_and_hangs():
 
     assert not judge("keyerror", lambda: {}["x"]).ok
     assert not judge("hang", hang, seconds=1).ok
+    assert not judge("blocked", lambda: time.sleep(30), seconds=0.5).ok  # no CPU used: wall limit
     assert not judge("memory", lambda: np.ones(1 << 26), max_bytes=1 << 20).ok
     assert judge("fine", lambda: None).ok
