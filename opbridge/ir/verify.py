@@ -5,9 +5,10 @@ Every problem is an OpbridgeError naming the node, the op and the attribute or i
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import AttrError, GraphError, ShapeError, UnsupportedOpError
+from . import types as ir_types
 from .types import format_shape, from_numpy_dtype, is_dtype, is_static
 
 if TYPE_CHECKING:
@@ -33,11 +34,29 @@ def verify(graph: Graph, *, require_static: bool = True) -> None:
                 f"constant '{c.name}' is declared {c.dtype}{format_shape(c.shape)} "
                 f"but holds {c.data.dtype}{format_shape(c.data.shape)}"
             )
+    for v in graph.inputs:
+        _check_size(v.shape, f"graph input '{v.name}'")
     for node in graph.nodes:
         _check_node(graph, node)
+        for v in node.outputs:
+            _check_size(v.shape, f"{node.where}: output '{v.name}'")
     for v in graph.outputs:
         if not is_dtype(v.dtype):
             raise ShapeError(f"graph output '{v.name}' has unknown dtype {v.dtype!r}")
+
+
+def _check_size(shape: tuple[Any, ...], what: str) -> None:
+    """Refuse a static shape whose non-zero dims multiply past ``types.MAX_ELEMENTS``: even an
+    empty (0, 2^62) array cannot be described by numpy, so nothing could run it."""
+    n = 1
+    for d in shape:
+        if isinstance(d, int):
+            n *= d or 1
+    if n > ir_types.MAX_ELEMENTS:
+        raise ShapeError(f"{what} has shape {format_shape(shape)}, too large (the limit is "
+                         f"{ir_types.MAX_ELEMENTS} elements)",
+                         hint="check the model's declared shapes; raise opbridge.ir.types.MAX_ELEMENTS "
+                         "if it is real")
 
 
 def _check_names(graph: Graph) -> None:

@@ -52,13 +52,15 @@ def _dims(dims: Any) -> list[int]:
 
 
 def _checked_count(dims: list[int], what: str) -> int:
-    """The element count of ``dims``, refused above ``opbridge.ir.types.MAX_ELEMENTS``."""
-    count = 1
+    """The element count of ``dims``, refused above ``opbridge.ir.types.MAX_ELEMENTS`` (so are
+    its non-zero dims' product: numpy cannot even describe an empty [0, 2^62] array)."""
+    count, nonzero = 1, 1
     for d in dims:
         count *= d
-    if count > ir_types.MAX_ELEMENTS:
-        raise ModelFormatError(f"{what}: dims {dims} declare {count} elements, above the limit of "
-                               f"{ir_types.MAX_ELEMENTS}",
+        nonzero *= d or 1
+    if nonzero > ir_types.MAX_ELEMENTS:
+        raise ModelFormatError(f"{what}: dims {dims} are too large (the limit is {ir_types.MAX_ELEMENTS} "
+                               "elements)",
                                hint="the model is corrupt; raise opbridge.ir.types.MAX_ELEMENTS if it is real")
     return count
 

@@ -189,13 +189,14 @@ def test_crafted_schema_violation(tmp_path, case):
 
 @pytest.mark.parametrize("dims,indices,match", [
     ([2**31], [0, 1], "limit"),
+    ([0, 2**62], [0, 1], "too large"),
     ([10**12], [0, 1], "limit"),
     ([4], [0, 9], "outside"),
     ([4], [-1, 0], "outside"),
     ([2, 2], [[0, 0], [2, 1]], "outside"),
     ([4], [0, 1, 2], "do not fit"),
     ([-3], [0, 1], "negative"),
-], ids=["dims=2^31", "dims=10^12", "index-past-end", "index-negative", "coord-past-end", "count-mismatch",
+], ids=["dims=2^31", "dims=0x2^62", "dims=10^12", "index-past-end", "index-negative", "coord-past-end", "count-mismatch",
         "dims-negative"])
 def test_crafted_sparse_initializer(tmp_path, dims, indices, match):
     vals = numpy_helper.from_array(np.ones(2, np.float32), "sp")
@@ -238,4 +239,18 @@ def test_crafted_opset_import(tmp_path, imports, match):
     p = tmp_path / "m.onnx"
     p.write_bytes(m.SerializeToString())
     with pytest.raises(ob.ModelFormatError, match=match):
+        ob.convert(p)
+
+
+@pytest.mark.parametrize("shape", [[0, 2**62], [0, 2**33, 2**33]], ids=["0x2^62", "0x2^33x2^33"])
+def test_crafted_empty_input_with_huge_dims(tmp_path, shape):
+    # numpy cannot describe such an array even though it is empty, so nothing could feed it
+    with pytest.raises(ValueError):
+        np.empty(shape, np.float32)
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "z",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    p = tmp_path / "m.onnx"
+    p.write_bytes(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    with pytest.raises(ob.ShapeError, match="graph input 'x'.*too large"):
         ob.convert(p)
