@@ -18,9 +18,16 @@ import numpy as np
 
 from ..errors import ModelFormatError, OpbridgeError, SimulatorError
 from ..ir.graph import Graph
-from ..ir.io import _from_stored, atomic_write, graph_from_json, graph_to_json, read_safetensors
+from ..ir.io import (
+    _from_stored,
+    atomic_write,
+    graph_from_json,
+    graph_to_json,
+    read_json,
+    read_safetensors,
+)
 from ..ir.opdef import DEFAULT_OPS
-from .target import Target
+from .target import Target, itemsize
 
 FORMAT = "opbridge.obprog"
 FORMAT_VERSION = 1
@@ -116,11 +123,8 @@ def load_program(path: str | os.PathLike[str]) -> Program:
         raise ModelFormatError(
             f"'{path}' has .obprog format version {version}; this opbridge reads up to "
             f"{FORMAT_VERSION}", hint="upgrade opbridge")
-    try:
-        gdoc = json.loads(meta.get("graph", ""))
-        pdoc = json.loads(meta.get("program", ""))
-    except json.JSONDecodeError as err:
-        raise ModelFormatError(f"'{path}': the program JSON is malformed: {err}") from None
+    gdoc = read_json(meta.get("graph", ""), f"'{path}': the graph JSON")
+    pdoc = read_json(meta.get("program", ""), f"'{path}': the program JSON")
 
     def tensor(key: str, dtype: str) -> np.ndarray:
         try:
@@ -161,8 +165,24 @@ def _check_program(prog: Program, where: str) -> None:
             raise ModelFormatError(f"{where}: instruction names unknown node {ins.get('node')!r}")
         if op in ("load", "store") and ins.get("tensor") not in tensors:
             raise ModelFormatError(f"{where}: instruction names unknown tensor {ins.get('tensor')!r}")
+    values = prog.graph.values()
+    align_bytes = max(int(prog.target.ddr_align_bytes), 1)
     for name, t in tensors.items():
         if not isinstance(t.get("addr"), int) or not isinstance(t.get("nbytes"), int):
             raise ModelFormatError(f"{where}: DDR tensor '{name}' has no integer addr/nbytes")
         if t["addr"] < 0 or t["nbytes"] < 0 or t["addr"] + t["nbytes"] > total:
             raise SimulatorError(f"{where}: tensor '{name}' lies outside the DDR plan")
+        # the plan must describe the graph's own tensor: same shape, dtype and size
+        v = values.get(name)
+        if v is None:
+            raise ModelFormatError(f"{where}: the DDR plan places '{name}', which the graph lacks")
+        if (list(t.get("shape", ())) != list(v.shape) or t.get("dtype") != v.dtype
+                or t["nbytes"] != int(np.prod(v.shape, dtype=np.int64)) * itemsize(v.dtype)):
+            raise ModelFormatError(
+                f"{where}: the DDR plan gives '{name}' as {t.get('dtype')}{t.get('shape')} "
+                f"({t['nbytes']} bytes); the graph has {v.dtype}{list(v.shape)}")
+    # with reuse a plan is never larger than every tensor laid end to end
+    bound = sum(t["nbytes"] + align_bytes for t in tensors.values())
+    if total > bound:
+        raise ModelFormatError(f"{where}: DDR size {total} exceeds what its {len(tensors)} tensors "
+                               f"can need ({bound} bytes)")

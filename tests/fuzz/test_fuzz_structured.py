@@ -27,13 +27,6 @@ from .structured_json import run_json_structured
 CASES = int(os.environ.get("OPBRIDGE_FUZZ_STRUCTURED_CASES", "150"))
 X = np.random.default_rng(0).standard_normal((1, 3, 4, 8)).astype(np.float32)
 
-#: load_program's JSON decoding (opbridge/simulator/program.py, not owned here) turns JSON
-#: nested past Python's recursion limit into a RecursionError; until it reads its metadata
-#: with opbridge.ir.io.read_json, the .obprog short run nests at most 50 levels and the
-#: deep case is the strict xfail below.
-OBPROG_NESTING = 50
-
-
 def _report(failures):
     return "\n".join(f"{f.case}: {f.detail}" for f in failures[:10])
 
@@ -81,8 +74,7 @@ def test_fuzz_obir_structured(seed_files):
 
 def test_fuzz_obprog_structured(seed_files):
     failures = run_json_structured(lambda p: ob.load_program(p).run({"x": X}), seed_files / "seed.obprog",
-                                   ("graph", "program"), ".obprog", seed_files, CASES, seed=23,
-                                   max_nesting=OBPROG_NESTING)
+                                   ("graph", "program"), ".obprog", seed_files, CASES, seed=23)
     assert not failures, _report(failures)
 
 
@@ -103,8 +95,6 @@ def test_obir_graph_json_deep_or_not_an_object(seed_files, text):
         ob.load(p)
 
 
-@pytest.mark.xfail(strict=True, reason="simulator/program.py decodes its JSON with a bare json.loads: "
-                   "RecursionError (reported to the simulator's owner)")
 @pytest.mark.parametrize("key", ["graph", "program"])
 def test_obprog_deeply_nested_json(seed_files, key):
     p = seed_files / "bad.obprog"
