@@ -104,9 +104,12 @@ def check_shape(shape: Any, what: str) -> Shape:
         else:
             raise ShapeError(f"{what}: shape {dims!r} has a dim {d!r} that is neither int nor name")
     result = tuple(out)
-    if is_static(result) and numel(result) > MAX_ELEMENTS:
+    # non-zero dims only: an empty tensor whose other dims are absurd is still absurd (numpy
+    # cannot even describe a [0, 2**62] array)
+    extent = math.prod(d for d in result if isinstance(d, int) and d)
+    if extent > MAX_ELEMENTS:
         raise ShapeError(
-            f"{what}: shape {result} has {numel(result)} elements, above the limit of {MAX_ELEMENTS}",
+            f"{what}: shape {result} spans {extent} elements, above the limit of {MAX_ELEMENTS}",
             hint="check the model's declared shapes; raise opbridge.ir.types.MAX_ELEMENTS if it is real",
         )
     return result

@@ -131,3 +131,9 @@ def test_cli_one_line_error_exit_2(tmp_path):
     assert "Traceback" not in r.stderr
     lines = r.stderr.strip().splitlines()
     assert 1 <= len(lines) <= 2 and lines[0].startswith("error: ")
+
+
+def test_constant_of_shape_empty_but_absurd(tmp_path):
+    shape = numpy_helper.from_array(np.array([0, 1 << 62], np.int64), "s")
+    m = _model([helper.make_node("ConstantOfShape", ["s"], ["y"], name="cos")], [], [_vi("y", None)], [shape])
+    _expect(tmp_path, m, r"cos.*limit")

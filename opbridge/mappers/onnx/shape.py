@@ -17,7 +17,7 @@ import numpy as np
 
 from ...ir.ops.generate import range_len, range_values
 from ...ir.ops.shape import shape_range
-from ...ir.types import from_numpy_dtype, is_static, numel, to_numpy_dtype
+from ...ir.types import check_shape, from_numpy_dtype, is_static, numel, to_numpy_dtype
 from ...parsers.origin import OriginNode
 from ..context import MapContext
 from ..registry import mapping
@@ -152,8 +152,10 @@ def constant_of_shape(node: OriginNode, g: MapContext) -> Any:
     value = np.asarray(a.get("value", np.zeros(1, np.float32)))
     if value.size != 1:
         raise g.error(f"has {value.size} elements; it must hold one", attr="value")
-    if all(d >= 0 for d in shape) and numel(shape) <= CONST_LIMIT:
-        return g.constant(np.full(shape, value.reshape(()), dtype=value.dtype))
+    if all(d >= 0 for d in shape):
+        check_shape(shape, f"{node.where} output")  # before numpy sees it
+        if numel(shape) <= CONST_LIMIT:
+            return g.constant(np.full(shape, value.reshape(()), dtype=value.dtype))
     return g.op("ConstantOfShape", [], shape=shape, value=value.reshape(1))
 
 
