@@ -13,6 +13,7 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -170,24 +171,27 @@ def read_json(text: str, what: str) -> dict[str, Any]:
     return doc
 
 
-def load(path: str | os.PathLike[str], *, registry: OpRegistry | None = None) -> Graph:
-    """Read a ``.obir`` file; the graph is verified before it is returned."""
-    meta, f = read_safetensors(path, ".obir")
-    if meta.get("format") != FORMAT:
+def open_stored(path: str | os.PathLike[str], kind: str, fmt: str, max_version: int,
+                make_hint: str) -> tuple[dict[str, str], Callable[[str, str], np.ndarray]]:
+    """Open an opbridge safetensors file (``.obir``, ``.obprog``): check its format marker and
+    version; returns its metadata and a reader ``tensor(key, dtype)`` whose failures are
+    ModelFormatErrors naming the file."""
+    meta, f = read_safetensors(path, kind)
+    if meta.get("format") != fmt:
         raise ModelFormatError(
-            f"'{path}' is a safetensors file but not an opbridge .obir (no '{FORMAT}' marker)",
-            hint="convert the model first: opbridge convert MODEL -o OUT.obir",
+            f"'{path}' is a safetensors file but not an opbridge {kind} (no '{fmt}' marker)",
+            hint=make_hint,
         )
     try:
         version = int(meta.get("format_version", ""))
     except ValueError:
-        raise ModelFormatError(f"'{path}': format_version {meta.get('format_version')!r} is not a number") from None
-    if version > FORMAT_VERSION:
         raise ModelFormatError(
-            f"'{path}' has .obir format version {version}; this opbridge reads up to {FORMAT_VERSION}",
+            f"'{path}': format_version {meta.get('format_version')!r} is not a number") from None
+    if version > max_version:
+        raise ModelFormatError(
+            f"'{path}' has {kind} format version {version}; this opbridge reads up to {max_version}",
             hint="upgrade opbridge",
         )
-    doc = read_json(meta.get("graph", ""), f"'{path}': the graph JSON")
 
     def tensor(key: str, dtype: str) -> np.ndarray:
         try:
@@ -196,6 +200,15 @@ def load(path: str | os.PathLike[str], *, registry: OpRegistry | None = None) ->
             raise
         except Exception as err:
             raise ModelFormatError(f"'{path}': tensor '{key}' cannot be read: {err}") from None
+
+    return meta, tensor
+
+
+def load(path: str | os.PathLike[str], *, registry: OpRegistry | None = None) -> Graph:
+    """Read a ``.obir`` file; the graph is verified before it is returned."""
+    meta, tensor = open_stored(path, ".obir", FORMAT, FORMAT_VERSION,
+                               "convert the model first: opbridge convert MODEL -o OUT.obir")
+    doc = read_json(meta.get("graph", ""), f"'{path}': the graph JSON")
 
     try:
         return graph_from_json(doc, tensor, registry or DEFAULT_OPS)

@@ -19,12 +19,11 @@ import numpy as np
 from ..errors import ModelFormatError, OpbridgeError, SimulatorError
 from ..ir.graph import Graph
 from ..ir.io import (
-    _from_stored,
     atomic_write,
     graph_from_json,
     graph_to_json,
+    open_stored,
     read_json,
-    read_safetensors,
 )
 from ..ir.opdef import DEFAULT_OPS
 from .target import Target, itemsize
@@ -109,30 +108,10 @@ class Program:
 
 def load_program(path: str | os.PathLike[str]) -> Program:
     """Read a ``.obprog`` file written by :meth:`Program.save`."""
-    meta, f = read_safetensors(path, ".obprog")
-    if meta.get("format") != FORMAT:
-        raise ModelFormatError(
-            f"'{path}' is a safetensors file but not an opbridge .obprog (no '{FORMAT}' marker)",
-            hint="compile the model first: opbridge compile MODEL -o OUT.obprog",
-        )
-    try:
-        version = int(meta.get("format_version", ""))
-    except ValueError:
-        raise ModelFormatError(f"'{path}': format_version is not a number") from None
-    if version > FORMAT_VERSION:
-        raise ModelFormatError(
-            f"'{path}' has .obprog format version {version}; this opbridge reads up to "
-            f"{FORMAT_VERSION}", hint="upgrade opbridge")
+    meta, tensor = open_stored(path, ".obprog", FORMAT, FORMAT_VERSION,
+                               "compile the model first: opbridge compile MODEL -o OUT.obprog")
     gdoc = read_json(meta.get("graph", ""), f"'{path}': the graph JSON")
     pdoc = read_json(meta.get("program", ""), f"'{path}': the program JSON")
-
-    def tensor(key: str, dtype: str) -> np.ndarray:
-        try:
-            return _from_stored(f.get_tensor(key), dtype)
-        except OpbridgeError:
-            raise
-        except Exception as err:
-            raise ModelFormatError(f"'{path}': tensor '{key}' cannot be read: {err}") from None
 
     try:
         graph = graph_from_json(gdoc, tensor, DEFAULT_OPS)
