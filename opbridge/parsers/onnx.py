@@ -239,6 +239,13 @@ def attribute_value(a: AttributeProto, loader: ExternalDataLoader | None = None,
 _ATTR_TYPE_NAMES = {v: k for k, v in AttributeProto.AttributeType.items()}
 
 
+def _require_text(value: Any, what: str) -> None:
+    """ONNX is proto2: a string field holding invalid UTF-8 comes back as bytes."""
+    if not isinstance(value, str):
+        raise ModelFormatError(f"{what} {value!r} is not valid UTF-8 text",
+                               hint="the file is corrupt; re-export the model")
+
+
 def check_node_schema(n: onnx.NodeProto, where: str, opsets: Mapping[str, int]) -> None:
     """Check a node against its ONNX schema, as onnx's checker does: input and output counts,
     attribute types, required and duplicated attributes. Nodes without a known schema (custom
@@ -256,7 +263,7 @@ def check_node_schema(n: onnx.NodeProto, where: str, opsets: Mapping[str, int]) 
         return
     try:
         schema = onnx.defs.get_schema(n.op_type, version, domain)
-    except onnx.defs.SchemaError:
+    except (onnx.defs.SchemaError, TypeError):  # TypeError: a version past the C int range
         return
     for what, count, lo, hi in (("inputs", len(n.input), schema.min_input, schema.max_input),
                                 ("outputs", len(n.output), schema.min_output, schema.max_output)):
@@ -335,8 +342,17 @@ def parse_graph(g: onnx.GraphProto, opsets: dict[str, int], loader: ExternalData
     outputs = [_value_info(vi, "graph output") for vi in g.output]
     value_info = {vi.name: _value_info(vi, "value_info") for vi in g.value_info
                   if vi.type.WhichOneof("value") in (None, "tensor_type")}
+    for what, names in (("initializer", protos), ("graph input", [vi.name for vi in g.input]),
+                        ("graph output", [vi.name for vi in g.output])):
+        for x in names:
+            _require_text(x, f"[onnx] a {what} name")
     nodes = []
     for i, n in enumerate(g.node):
+        for field, values in (("op_type", [n.op_type]), ("domain", [n.domain]), ("name", [n.name]),
+                              ("inputs", n.input), ("outputs", n.output),
+                              ("attribute names", [a.name for a in n.attribute])):
+            for x in values:
+                _require_text(x, f"[onnx] node #{i}'s {field}")
         name = n.name or f"{n.op_type}_{i}"
         check_node_schema(n, node_ctx(name, n.op_type, framework=str(Framework.ONNX)), opsets)
         nodes.append(OriginNode(
