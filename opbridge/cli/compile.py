@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Any
 
-from .convert import input_shape_arg
+from .common import add_input_shape_option, add_plugin_option
 
 
 def add_parser(sub: Any) -> None:
@@ -20,10 +20,8 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("model", help="a .obir graph or a model file (.onnx, .prototxt, .ts.json)")
     p.add_argument("--weights", metavar="W", help="weights file (Caffe .caffemodel)")
-    p.add_argument("--input-shape", action="append", default=[], type=input_shape_arg,
-                   metavar="NAME=DIMS", help="fix an input's dims when converting (repeatable)")
-    p.add_argument("--plugin", action="append", default=[], metavar="FILE",
-                   help="load a plugin first (repeatable); OPBRIDGE_PLUGIN_PATH is honoured too")
+    add_input_shape_option(p)
+    add_plugin_option(p)
     p.add_argument("--target", default="bm1684", help="target preset (default: bm1684)")
     p.add_argument("--target-json", metavar="F", help="a target JSON file (overrides --target)")
     p.add_argument("--lmem-kib", type=int, metavar="N",

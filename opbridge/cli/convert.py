@@ -7,21 +7,7 @@ import sys
 import time
 from typing import Any
 
-
-def input_shape_arg(text: str) -> tuple[str, tuple[int, ...]]:
-    """``NAME=1,3,224,224`` -> ("NAME", (1, 3, 224, 224)); the name may itself contain '='."""
-    name, sep, dims = text.rpartition("=")
-    try:
-        if not sep or not name or not dims:
-            raise ValueError
-        shape = tuple(int(d) for d in dims.split(","))
-        if any(d < 0 for d in shape):
-            raise ValueError
-        return name, shape
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"'{text}': write NAME=DIMS with non-negative integer dims, e.g. data=1,3,224,224"
-        ) from None
+from .common import add_input_shape_option, add_plugin_option
 
 
 def add_parser(sub: Any) -> None:
@@ -34,11 +20,8 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("model", help="the model file")
     p.add_argument("--weights", metavar="W", help="weights file (Caffe .caffemodel)")
-    p.add_argument("--input-shape", action="append", default=[], type=input_shape_arg,
-                   metavar="NAME=DIMS", help="fix an input's symbolic dims, e.g. data=1,3,224,224 "
-                   "(repeatable)")
-    p.add_argument("--plugin", action="append", default=[], metavar="FILE",
-                   help="load a plugin first (repeatable); OPBRIDGE_PLUGIN_PATH is honoured too")
+    add_input_shape_option(p)
+    add_plugin_option(p)
     p.add_argument("--passes", metavar="P1,P2", default=None,
                    help="IR passes to run, comma-separated (default: fold_constants,dead_code; "
                    "'none' for none; fold_batchnorm folds BatchNormalization into Conv)")

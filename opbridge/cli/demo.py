@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import OpbridgeError
-from .validate import parse_input_shape
+from .common import add_input_shape_option, add_plugin_option
 
 
 class DemoError(OpbridgeError, ValueError):
@@ -67,13 +67,11 @@ def add_parser(sub: Any) -> None:
                    help="model files (.onnx, .prototxt, .ts.json) or folders holding one "
                    "(e.g. ../shared/models/caffe/squeezenet_v1.1); default: the bundled examples")
     p.add_argument("--weights", metavar="W", help="weights of the (single) MODEL given")
-    p.add_argument("--input-shape", action="append", default=[], type=parse_input_shape, metavar="NAME=DIMS",
-                   help="fix an input's shape, e.g. data=1,3,224,224 (repeatable)")
+    add_input_shape_option(p)
     p.add_argument("--out-dir", default="out/demo", help="where to write the demo's files")
     p.add_argument("--target", default="bm1684", help="simulator target (default bm1684)")
     p.add_argument("--seed", type=int, default=0, help="seed of random weights and inputs")
-    p.add_argument("--plugin", action="append", default=[], metavar="FILE",
-                   help="load a plugin first (repeatable)")
+    add_plugin_option(p)
     p.add_argument("--max-rows", type=int, default=24, help="rows of each validation table (default 24; 0: all)")
     p.set_defaults(func=run)
 

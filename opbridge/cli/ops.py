@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from ..ir.opdef import DEFAULT_OPS, op_info
+from .common import add_plugin_option
 
 
 def add_parser(sub: Any) -> None:
@@ -19,8 +20,7 @@ def add_parser(sub: Any) -> None:
         "range) and allowed dtypes.",
     )
     p.add_argument("--format", choices=("table", "json"), default="table", help="output format")
-    p.add_argument("--plugin", action="append", default=[], metavar="FILE",
-                   help="load a plugin first (repeatable)")
+    add_plugin_option(p)
     p.add_argument("--framework", choices=("onnx", "caffe", "torchscript"), default=None,
                    help="list the origin op types (and versions) mapped from this framework instead")
     p.set_defaults(func=run)

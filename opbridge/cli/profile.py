@@ -7,6 +7,8 @@ import json
 import sys
 from typing import Any
 
+from .common import add_plugin_option
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
@@ -20,8 +22,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--trace", metavar="trace.json",
                    help="write the timeline (Chrome trace-event JSON, one track per engine)")
     p.add_argument("--json", action="store_true", help="print the profile as JSON instead")
-    p.add_argument("--plugin", action="append", default=[], metavar="FILE",
-                   help="load a plugin first (repeatable); OPBRIDGE_PLUGIN_PATH is honoured too")
+    add_plugin_option(p)
     p.set_defaults(func=run)
 
 

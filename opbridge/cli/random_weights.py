@@ -5,15 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-
-def _shape_arg(text: str) -> tuple[str, tuple[int, ...]]:
-    name, sep, dims = text.partition("=")
-    try:
-        if not sep or not name:
-            raise ValueError
-        return name, tuple(int(d) for d in dims.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected NAME=D1,D2,..., got {text!r}") from None
+from .common import add_input_shape_option, add_plugin_option
 
 
 def add_parser(sub: Any) -> None:
@@ -28,10 +20,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("prototxt", help="a deploy prototxt")
     p.add_argument("-o", "--output", required=True, metavar="OUT.caffemodel")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--input-shape", action="append", default=[], type=_shape_arg,
-                   metavar="NAME=1,3,224,224", help="shape of an input or data-layer top (repeatable)")
-    p.add_argument("--plugin", action="append", default=[], metavar="FILE",
-                   help="load a plugin first (repeatable); OPBRIDGE_PLUGIN_PATH")
+    add_input_shape_option(p)
+    add_plugin_option(p)
     p.set_defaults(func=run)
 
 

@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import Any
 
+from .common import add_plugin_option
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
@@ -21,8 +23,7 @@ def add_parser(sub: Any) -> None:
                      help="an input from a .npy file (repeatable)")
     src.add_argument("--random-input", action="store_true", help="random inputs (seeded)")
     p.add_argument("--seed", type=int, default=0, help="seed of --random-input (default 0)")
-    p.add_argument("--plugin", action="append", default=[], metavar="FILE",
-                   help="load a plugin first (repeatable); OPBRIDGE_PLUGIN_PATH is honoured too")
+    add_plugin_option(p)
     p.add_argument("-o", "--output", metavar="OUT.npz", help="write the outputs here")
     p.set_defaults(func=run)
 

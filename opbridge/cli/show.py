@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from .common import add_plugin_option
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
@@ -14,8 +16,7 @@ def add_parser(sub: Any) -> None:
         "output names, shapes and dtypes, and the node's origin.",
     )
     p.add_argument("model", help="a .obir file")
-    p.add_argument("--plugin", action="append", default=[], metavar="FILE",
-                   help="load a plugin first (repeatable)")
+    add_plugin_option(p)
     p.add_argument("--max-nodes", type=int, default=None, help="list at most this many nodes")
     p.set_defaults(func=run)
 

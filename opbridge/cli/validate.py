@@ -7,16 +7,7 @@ import os
 import sys
 from typing import Any
 
-
-def parse_input_shape(text: str) -> tuple[str, tuple[int, ...]]:
-    """``data=1,3,224,224`` -> ("data", (1, 3, 224, 224)); an argparse type."""
-    name, sep, dims = text.partition("=")
-    try:
-        if not sep or not name:
-            raise ValueError
-        return name, tuple(int(d) for d in dims.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}': write NAME=1,3,224,224") from None
+from .common import add_input_shape_option, add_plugin_option
 
 
 def add_parser(sub: Any) -> None:
@@ -35,8 +26,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE",
                    help="an input from NAME=FILE.npy, NAME=FILE.npz, FILE.npz (all its arrays) or, "
                    "for one-input models, FILE.npy (repeatable)")
-    p.add_argument("--input-shape", action="append", default=[], type=parse_input_shape,
-                   metavar="NAME=DIMS", help="fix an input's shape, e.g. data=1,3,224,224 (repeatable)")
+    add_input_shape_option(p)
     p.add_argument("--image", metavar="[NAME=]FILE",
                    help="an image for the NCHW input with 1 or 3 channels (PNG/JPEG through OpenCV "
                    "when installed; binary PPM/PGM always)")
@@ -47,8 +37,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--pixel-format", default="bgr", choices=("bgr", "rgb", "gray"),
                    help="channel order the model expects (default bgr, Caffe's)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
-    p.add_argument("--plugin", action="append", default=[], metavar="FILE",
-                   help="load a plugin first (repeatable)")
+    add_plugin_option(p)
     p.add_argument("--tolerance", metavar="COS,EUC",
                    help="cosine and Euclidean similarity floors, e.g. 0.99,0.99 (default: per dtype; "
                    "f32 0.99,0.99, f16 0.99,0.95, bf16 0.99,0.90; integers must be equal)")
