@@ -34,11 +34,11 @@ def is_final(blob: str, layer_name: str) -> bool:
     return not (blob.endswith("/" + layer_name) or "/" + layer_name + "_" in blob)
 
 
-def final_blobs(prototxt: Path) -> dict[str, str]:
-    """Blob name -> the layer that writes it last, for first tops (OpenCV gives a layer's first
-    output by the layer's name)."""
+def final_blobs(prototxt: Path) -> dict[str, tuple[str, int]]:
+    """Blob name -> (the layer that writes it last, which of the layer's tops it is); OpenCV
+    hands back all of a layer's outputs by the layer's name."""
     g = parse_caffe(prototxt)
-    return {o: n.name for n in g.nodes for o in n.outputs[:1] if is_final(o, n.name)}
+    return {o: (n.name, i) for n in g.nodes for i, o in enumerate(n.outputs) if is_final(o, n.name)}
 
 
 def run_ours_and_opencv(
@@ -69,8 +69,12 @@ def run_ours_and_opencv(
         assert out.name in ours, f"graph output '{out.name}' missing"
     # a blob read only for its shape (Crop's reference) is removed as dead code: skip it
     blobs = {b: lay for b, lay in blobs.items() if b in ours}
-    refs = net.forward(list(blobs.values()))
-    return {b: ours[b] for b in blobs}, dict(zip(blobs, refs))
+    # the filter above must not drop what the test is about: every graph output is compared
+    missing = [out.name for out in g.outputs if out.name not in blobs]
+    assert not missing, f"graph output(s) {missing} have no OpenCV blob to compare with"
+    layers = sorted({lay for lay, _ in blobs.values()})
+    outs = dict(zip(layers, net.forwardAndRetrieve(layers)))
+    return {b: ours[b] for b in blobs}, {b: outs[lay][i] for b, (lay, i) in blobs.items()}
 
 
 def assert_blobs_close(ours: dict[str, np.ndarray], refs: dict[str, Any], rtol: float = 1e-4) -> None:
