@@ -18,6 +18,11 @@ def _generated_with() -> str | None:
     return m.group(1) if m else None
 
 
+def test_docs_record_the_python_that_generated_them():
+    # without the marker the freshness test below would skip on every Python, never failing
+    assert _generated_with() is not None, f"{DOCS[0]} lacks the 'gendocs` (Python X.Y)' marker"
+
+
 @pytest.mark.skipif(_generated_with() != f"{sys.version_info.major}.{sys.version_info.minor}",
                     reason="argparse words --help differently across Python versions; the docs "
                     "record the version that generated them")
