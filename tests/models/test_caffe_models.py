@@ -21,7 +21,7 @@ from opbridge.convert import convert
 from opbridge.errors import UnsupportedOpError
 from opbridge.parsers.caffe import parse_caffe
 from tests.conftest import HAVE_CV2, SHARED_MODELS, requires_shared_models
-from tests.mappers.caffe.caffe_ref import is_final
+from tests.mappers.caffe.caffe_ref import is_final, opencv_blobs
 
 pytestmark = requires_shared_models
 
@@ -159,13 +159,14 @@ def test_real_model(model: str, weights_dir: Path, opencv_layers: None) -> None:
     net.enableFusion(False)
     for k, v in feeds.items():
         net.setInput(v, k)
-    final = {o: n.name for n in origin.nodes for o in n.outputs[:1] if is_final(o, n.name)}
+    final = {o: (n.name, i) for n in origin.nodes for i, o in enumerate(n.outputs) if is_final(o, n.name)}
     # a PriorBox's constant boxes are folded into the Concat that gathers them (compared)
     priors = {n.outputs[0] for n in origin.nodes if n.op_type == "PriorBox"}
     final = {b: lay for b, lay in final.items() if not (b in priors and b not in ours)}
-    refs = net.forward(list(final.values()))
+    refs = opencv_blobs(net, final)  # every top of a layer, not only the first
     worst, where = 0.0, ""
-    for (blob, layer), ref in zip(final.items(), refs):
+    for blob, (layer, _) in final.items():
+        ref = refs[blob]
         if any(n.name == layer and n.op_type == "DetectionOutput" for n in origin.nodes):
             _compare_detections(ours[blob], ref)
             continue
