@@ -253,8 +253,8 @@ def graph_from_json(doc: dict[str, Any], tensor: Any, registry: OpRegistry) -> G
         try:
             nodes.append(_node_from_json(nd, values, add, typed, tensor, registry))
         except (KeyError, TypeError, ValueError, AttributeError) as err:
-            name = nd.get("name") if isinstance(nd, dict) else None
-            raise ModelFormatError(f"node #{i} {name!r} of the graph JSON is malformed: {err!r}",
+            bad = nd.get("name") if isinstance(nd, dict) else None
+            raise ModelFormatError(f"node #{i} {bad!r} of the graph JSON is malformed: {err!r}",
                                    hint="the file is corrupt; re-create it") from None
     outputs = []
     for ref in doc["outputs"]:
