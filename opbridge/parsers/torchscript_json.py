@@ -32,7 +32,7 @@ def _np_dtype(name: Any, what: str) -> np.dtype:
         import ml_dtypes
 
         return np.dtype(ml_dtypes.bfloat16)
-    if name not in _DTYPES:
+    if not isinstance(name, str) or name not in _DTYPES:
         raise ModelFormatError(
             f"{what}: dtype {name!r} is not a TorchScript-json dtype",
             hint=f"use one of {', '.join([*_DTYPES, 'bfloat16'])}",
