@@ -164,18 +164,24 @@ def _compute_dtype(dt: np.dtype) -> np.dtype:
 
 
 # -- Conv ------------------------------------------------------------------------------
-def _conv_shape(ctx: ShapeContext, *, with_bias: bool = True) -> Any:
+def _window_of_weights(ctx: ShapeContext, w_layout: str) -> Any:
+    """Input and weight shapes, and the kernel, strides, dilations and pads checked against
+    them (shared by Conv and ConvTranspose; ``w_layout`` names W's axes for the hint)."""
     xs, ws = ctx.input_shape(0), ctx.input_shape(1)
     nsp = len(xs) - 2
     if len(ws) != len(xs):
         raise ctx.error(f"weights W have rank {len(ws)}, input X has rank {len(xs)}; they must agree",
-                        hint="W is (M, C/group, k1, k2, ...)")
+                        hint=f"W is {w_layout}")
     k, s, d, p = check_spatial(ctx, nsp, kernel=ctx.attr("kernel_shape"), strides=ctx.attr("strides"),
                                dilations=ctx.attr("dilations"), pads=ctx.attr("pads"))
     if ctx.attr("kernel_shape") is not None and tuple(ws[2:]) != k:
         raise ctx.error(f"= {list(k)} but the weights' spatial shape is {list(ws[2:])}",
                         attr="kernel_shape", hint="drop kernel_shape or make it match W")
-    k = _weight_kernel(ctx, ws)
+    return xs, ws, nsp, _weight_kernel(ctx, ws), s, d, p
+
+
+def _conv_shape(ctx: ShapeContext, *, with_bias: bool = True) -> Any:
+    xs, ws, nsp, k, s, d, p = _window_of_weights(ctx, "(M, C/group, k1, k2, ...)")
     group = ctx.attr("group")
     c, m = xs[1], ws[0]
     if isinstance(c, int) and c % group:
@@ -272,17 +278,7 @@ _SPATIAL_DOC = {
 
 # -- ConvTranspose -----------------------------------------------------------------------
 def _convt_shape(ctx: ShapeContext) -> Any:
-    xs, ws = ctx.input_shape(0), ctx.input_shape(1)
-    nsp = len(xs) - 2
-    if len(ws) != len(xs):
-        raise ctx.error(f"weights W have rank {len(ws)}, input X has rank {len(xs)}; they must agree",
-                        hint="W is (C, M/group, k1, k2, ...)")
-    k, s, d, p = check_spatial(ctx, nsp, kernel=ctx.attr("kernel_shape"), strides=ctx.attr("strides"),
-                               dilations=ctx.attr("dilations"), pads=ctx.attr("pads"))
-    if ctx.attr("kernel_shape") is not None and tuple(ws[2:]) != k:
-        raise ctx.error(f"= {list(k)} but the weights' spatial shape is {list(ws[2:])}",
-                        attr="kernel_shape", hint="drop kernel_shape or make it match W")
-    k = _weight_kernel(ctx, ws)
+    xs, ws, nsp, k, s, d, p = _window_of_weights(ctx, "(C, M/group, k1, k2, ...)")
     op = ctx.attr("output_padding")
     _check_len(ctx, "output_padding", op, nsp)
     op = op or (0,) * nsp
