@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import InterpretError
-from ..opdef import ShapeContext, define_op
+from ..opdef import OpDef, ShapeContext, define_op
 from .common import FLOATS
 from .conv import Ints, check_spatial, out_size, pad_spatial, resolve_spatial, spatial_out, taps, windows
 
@@ -104,16 +104,25 @@ def _maxpool(x: np.ndarray, *, kernel_shape: Ints, strides: Ints | None, dilatio
     return y, idx
 
 
-(
-    define_op("MaxPool")
-    .doc("max over sliding windows; optional second output Indices: the flat index of each "
-         "maximum in X (row-major, or column-major over the spatial axes if storage_order=1)")
-    .input("X", "T").output("Y", "T").output("Indices", "i64", optional=True)
+def _sliding_window(op: OpDef) -> OpDef:
+    """Declare the window parameters that MaxPool, AveragePool and LpPool share, once."""
+    return (
+        op
     .param("kernel_shape", "ints", doc="window shape, one per spatial axis")
     .param("strides", "ints", default=None, doc="one per spatial axis; None = all 1")
     .param("dilations", "ints", default=None, doc="one per spatial axis; None = all 1")
     .param("pads", "ints", default=None, doc="begins then ends; None = no padding")
     .param("ceil_mode", "int", default=0, allowed=(0, 1), doc="round the output size up")
+    )
+
+
+(
+    _sliding_window(
+        define_op("MaxPool")
+        .doc("max over sliding windows; optional second output Indices: the flat index of each "
+             "maximum in X (row-major, or column-major over the spatial axes if storage_order=1)")
+        .input("X", "T").output("Y", "T").output("Indices", "i64", optional=True)
+    )
     .param("storage_order", "int", default=0, allowed=(0, 1),
            doc="layout the Indices output counts in (0 row-major, 1 column-major)")
     .param("output_indices", "bool", default=False, doc="whether the node has the Indices output")
@@ -156,14 +165,11 @@ def _averagepool(x: np.ndarray, *, kernel_shape: Ints, strides: Ints | None,
 
 
 (
-    define_op("AveragePool")
-    .doc("mean over sliding windows; count_include_pad=1 counts the explicit pads in the divisor")
-    .input("X", "T").output("Y", "T")
-    .param("kernel_shape", "ints", doc="window shape, one per spatial axis")
-    .param("strides", "ints", default=None, doc="one per spatial axis; None = all 1")
-    .param("dilations", "ints", default=None, doc="one per spatial axis; None = all 1")
-    .param("pads", "ints", default=None, doc="begins then ends; None = no padding")
-    .param("ceil_mode", "int", default=0, allowed=(0, 1), doc="round the output size up")
+    _sliding_window(
+        define_op("AveragePool")
+        .doc("mean over sliding windows; count_include_pad=1 counts the explicit pads in the divisor")
+        .input("X", "T").output("Y", "T")
+    )
     .param("count_include_pad", "int", default=0, allowed=(0, 1),
            doc="count padded positions in the divisor")
     .type_param("T", FLOATS)
@@ -181,14 +187,11 @@ def _lppool(x: np.ndarray, *, kernel_shape: Ints, strides: Ints | None, dilation
 
 
 (
-    define_op("LpPool")
-    .doc("(sum over each window of |x|^p)^(1/p); padding contributes 0")
-    .input("X", "T").output("Y", "T")
-    .param("kernel_shape", "ints", doc="window shape, one per spatial axis")
-    .param("strides", "ints", default=None, doc="one per spatial axis; None = all 1")
-    .param("dilations", "ints", default=None, doc="one per spatial axis; None = all 1")
-    .param("pads", "ints", default=None, doc="begins then ends; None = no padding")
-    .param("ceil_mode", "int", default=0, allowed=(0, 1), doc="round the output size up")
+    _sliding_window(
+        define_op("LpPool")
+        .doc("(sum over each window of |x|^p)^(1/p); padding contributes 0")
+        .input("X", "T").output("Y", "T")
+    )
     .param("p", "int", default=2, minimum=1, doc="the norm's order")
     .type_param("T", FLOATS)
     .shape_fn(_same_pool_shape)
