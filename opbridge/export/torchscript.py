@@ -11,6 +11,7 @@ import math
 import os
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -205,6 +206,157 @@ def _dumps(doc: dict[str, Any]) -> str:
     return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
+@dataclass
+class _GraphIO:
+    """What the node walk needs to know about the graph's boundary: its tensor inputs (one per
+    example input), the objects ``prim::GetAttr`` nodes read from (by value name), and the names
+    graph inputs get in the file."""
+
+    inputs: list[Any]
+    attr_objects: dict[str, Any] = field(default_factory=dict)
+    rename: dict[str, str] = field(default_factory=dict)
+
+    def name_of(self, value: Any) -> str:
+        return self.rename.get(value.debugName(), value.debugName())
+
+
+def _example_tuple(torch: Any, example_inputs: Any) -> tuple[Any, ...]:
+    """``example_inputs`` as a tuple of tensors (a bare tensor is one input)."""
+    example = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
+    for i, t in enumerate(example):
+        if not isinstance(t, torch.Tensor):
+            raise TorchExportError(f"example input {i} is a {type(t).__name__}, not a tensor")
+    return example
+
+
+def _graph_io(torch: Any, graph: Any, scripted: Any, given: int,
+              input_names: Sequence[str] | None) -> _GraphIO:
+    """The graph's inputs matched to the ``given`` example inputs, and the names they get.
+
+    A leading module input ('self') that only ``prim::GetAttr`` nodes read is dropped (its
+    attributes are written as constants); trailing Optional arguments are bound to None.
+    """
+    g_inputs = [v for v in graph.inputs()]
+    attr_objects: dict[str, Any] = {}
+    if g_inputs and type_str(g_inputs[0]) != "Tensor" and all(
+        u.user.kind() == "prim::GetAttr" for u in g_inputs[0].uses()
+    ):
+        attr_objects[g_inputs[0].debugName()] = scripted
+        g_inputs = g_inputs[1:]  # the module itself ('self'): only attributes are read from it
+    bind_absent_optionals(torch, graph, g_inputs, given)
+    g_inputs = g_inputs[:given]
+    if len(g_inputs) != given:
+        raise TorchExportError(
+            f"the graph takes {len(g_inputs)} inputs but {given} example inputs were given",
+            hint="pass one example tensor per forward() argument",
+        )
+    return _GraphIO(g_inputs, attr_objects, _input_renames(graph, g_inputs, input_names))
+
+
+def _input_renames(graph: Any, g_inputs: list[Any], input_names: Sequence[str] | None) -> dict[str, str]:
+    """Debug name -> file name for graph inputs: ``input_names`` when given, else the debug name
+    without TorchScript's ``.N`` suffix; a name some other value already has is not taken."""
+    rename: dict[str, str] = {}
+    taken = {v.debugName() for n in graph.nodes() for v in n.outputs()}
+    for i, v in enumerate(g_inputs):
+        if type_str(v) != "Tensor":
+            raise TorchExportError(f"graph input {i} '{v.debugName()}' is a {type_str(v)}, not a Tensor")
+        want = input_names[i] if input_names is not None else re.sub(r"\.\d+$", "", v.debugName())
+        if want != v.debugName() and want not in taken and want not in rename.values():
+            rename[v.debugName()] = want
+    return rename
+
+
+def _node_records(torch: Any, graph: Any, io: _GraphIO, writer: _Writer) -> list[dict[str, Any]]:
+    """The file's ``nodes`` list, in graph order (module-valued GetAttr nodes are resolved away)."""
+    nodes = list(graph.nodes())
+    scopes = [_scope(n) for n in nodes]
+    names = _node_names(nodes, scopes)
+    out_nodes: list[dict[str, Any]] = []
+    for n, scope, name in zip(nodes, scopes, names):
+        rec = _node_record(torch, n, scope, name, io, writer)
+        if rec is not None:
+            out_nodes.append(rec)
+    return out_nodes
+
+
+def _node_record(torch: Any, n: Any, scope: str, name: str, io: _GraphIO,
+                 writer: _Writer) -> dict[str, Any] | None:
+    """One node as written to the file, or None for a GetAttr that yields a submodule."""
+    kind = n.kind()
+    where = f"[torchscript] node '{name}' ({kind})"
+    if list(n.blocks()):
+        raise TorchExportError(
+            f"{where}: control flow cannot be written to TorchScript-json",
+            hint="trace the module (mode='trace') or make the condition a constant",
+        )
+    rec: dict[str, Any] = {
+        "name": name, "kind": kind,
+        "inputs": [io.name_of(v) for v in n.inputs()],
+        "outputs": [io.name_of(v) for v in n.outputs()],
+        "types": [type_str(v) for v in n.outputs()],
+    }
+    if scope:
+        rec["scope"] = scope
+    src = _source(n)
+    if src:
+        rec["source"] = src
+    if kind == "prim::Constant":
+        out = n.output()
+        rec["value"] = writer.encode(out.toIValue(), out.debugName(), where)
+    elif kind == "prim::GetAttr":
+        # a buffer freezing kept as an attribute (a mutated one): write its value
+        obj = io.attr_objects.get(n.input().debugName())
+        if obj is None:
+            raise TorchExportError(f"{where}: attribute '{n.s('name')}' of an unknown object")
+        value = getattr(obj, n.s("name"))
+        out = n.output().debugName()
+        if isinstance(value, torch.nn.Module):
+            io.attr_objects[out] = value
+            return None  # only further GetAttr nodes use it; they are written resolved
+        rec["inputs"] = []
+        rec["attrs"] = {"name": n.s("name")}
+        rec["value"] = writer.encode(value, out, where)
+    return rec
+
+
+def _boundary_entries(graph: Any, io: _GraphIO, example: tuple[Any, ...],
+                      results: list[Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The file's ``inputs`` and ``outputs``: name, dtype and shape of each graph input and output
+    (taken from the example inputs and the tensors the module returned for them)."""
+    outputs = []
+    for v, t in zip(_flatten_outputs(graph), results):
+        outputs.append({"name": io.name_of(v), "dtype": _dtype_name(t.dtype), "shape": list(t.shape)})
+    if len(outputs) != len(results):
+        raise TorchExportError(
+            f"the graph returns {len(outputs)} values but the module returned {len(results)} tensors"
+        )
+    inputs = [
+        {"name": io.name_of(v), "dtype": _dtype_name(t.dtype), "shape": list(t.shape)}
+        for v, t in zip(io.inputs, example)
+    ]
+    return inputs, outputs
+
+
+def _module_name(torch: Any, module: Any) -> str:
+    if isinstance(module, torch.jit.ScriptModule):
+        return getattr(module, "original_name", None) or "Module"
+    return type(module).__name__
+
+
+def _write_files(json_path: Path, doc: dict[str, Any], writer: _Writer) -> None:
+    """Write the JSON document and, when there are tensors, the safetensors file it names."""
+    from safetensors.numpy import save_file
+
+    try:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        if writer.tensors:
+            save_file(writer.tensors, str(weights_path_for(json_path)), metadata=writer.metadata or None)
+        json_path.write_text(_dumps(doc), encoding="utf-8")
+    except OSError as err:
+        raise ModelFormatError(f"cannot write '{json_path}': {err.strerror or err}") from None
+
+
 def export_torchscript(
     module: Any,
     example_inputs: Any,
@@ -223,112 +375,25 @@ def export_torchscript(
     Returns the path of the JSON file.
     """
     torch = import_torch()
-    from safetensors.numpy import save_file
-
     from .. import __version__
 
-    example = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
-    for i, t in enumerate(example):
-        if not isinstance(t, torch.Tensor):
-            raise TorchExportError(f"example input {i} is a {type(t).__name__}, not a tensor")
+    example = _example_tuple(torch, example_inputs)
     scripted, graph, used = frozen_graph(torch, module, example, mode, optimize)
     with torch.no_grad():
         result = scripted(*example)
     results = _flatten(result, torch)
 
-    g_inputs = [v for v in graph.inputs()]
-    attr_objects: dict[str, Any] = {}
-    if g_inputs and type_str(g_inputs[0]) != "Tensor" and all(
-        u.user.kind() == "prim::GetAttr" for u in g_inputs[0].uses()
-    ):
-        attr_objects[g_inputs[0].debugName()] = scripted
-        g_inputs = g_inputs[1:]  # the module itself ('self'): only attributes are read from it
-    bind_absent_optionals(torch, graph, g_inputs, len(example))
-    g_inputs = g_inputs[: len(example)]
-    if len(g_inputs) != len(example):
-        raise TorchExportError(
-            f"the graph takes {len(g_inputs)} inputs but {len(example)} example inputs were given",
-            hint="pass one example tensor per forward() argument",
-        )
-    rename: dict[str, str] = {}
-    taken = {v.debugName() for n in graph.nodes() for v in n.outputs()}
-    for i, v in enumerate(g_inputs):
-        if type_str(v) != "Tensor":
-            raise TorchExportError(f"graph input {i} '{v.debugName()}' is a {type_str(v)}, not a Tensor")
-        want = input_names[i] if input_names is not None else re.sub(r"\.\d+$", "", v.debugName())
-        if want != v.debugName() and want not in taken and want not in rename.values():
-            rename[v.debugName()] = want
-    name_of = lambda v: rename.get(v.debugName(), v.debugName())  # noqa: E731
-
+    io = _graph_io(torch, graph, scripted, len(example), input_names)
     writer = _Writer(torch)
-    nodes = list(graph.nodes())
-    scopes = [_scope(n) for n in nodes]
-    names = _node_names(nodes, scopes)
-    out_nodes: list[dict[str, Any]] = []
-    for n, scope, name in zip(nodes, scopes, names):
-        kind = n.kind()
-        where = f"[torchscript] node '{name}' ({kind})"
-        if list(n.blocks()):
-            raise TorchExportError(
-                f"{where}: control flow cannot be written to TorchScript-json",
-                hint="trace the module (mode='trace') or make the condition a constant",
-            )
-        rec: dict[str, Any] = {
-            "name": name, "kind": kind,
-            "inputs": [name_of(v) for v in n.inputs()],
-            "outputs": [name_of(v) for v in n.outputs()],
-            "types": [type_str(v) for v in n.outputs()],
-        }
-        if scope:
-            rec["scope"] = scope
-        src = _source(n)
-        if src:
-            rec["source"] = src
-        if kind == "prim::Constant":
-            out = n.output()
-            rec["value"] = writer.encode(out.toIValue(), out.debugName(), where)
-        elif kind == "prim::GetAttr":
-            # a buffer freezing kept as an attribute (a mutated one): write its value
-            obj = attr_objects.get(n.input().debugName())
-            if obj is None:
-                raise TorchExportError(f"{where}: attribute '{n.s('name')}' of an unknown object")
-            value = getattr(obj, n.s("name"))
-            out = n.output().debugName()
-            if isinstance(value, torch.nn.Module):
-                attr_objects[out] = value
-                continue  # only further GetAttr nodes use it; they are written resolved
-            rec["inputs"] = []
-            rec["attrs"] = {"name": n.s("name")}
-            rec["value"] = writer.encode(value, out, where)
-        out_nodes.append(rec)
-
-    outputs = []
-    for v, t in zip(_flatten_outputs(graph), results):
-        outputs.append({"name": name_of(v), "dtype": _dtype_name(t.dtype), "shape": list(t.shape)})
-    if len(outputs) != len(results):
-        raise TorchExportError(
-            f"the graph returns {len(outputs)} values but the module returned {len(results)} tensors"
-        )
-    inputs = [
-        {"name": name_of(v), "dtype": _dtype_name(t.dtype), "shape": list(t.shape)}
-        for v, t in zip(g_inputs, example)
-    ]
+    out_nodes = _node_records(torch, graph, io, writer)
+    inputs, outputs = _boundary_entries(graph, io, example, results)
     json_path = Path(path)
-    wpath = weights_path_for(json_path)
-    name = type(module).__name__ if not isinstance(module, torch.jit.ScriptModule) else (
-        getattr(module, "original_name", None) or "Module")
     doc = {
-        "format": FORMAT, "version": FORMAT_VERSION, "name": name,
+        "format": FORMAT, "version": FORMAT_VERSION, "name": _module_name(torch, module),
         "producer": {"torch": torch.__version__.split("+")[0], "opbridge": __version__, "mode": used},
         "inputs": inputs, "outputs": outputs, "nodes": out_nodes,
     }
     if writer.tensors:
-        doc["weights"] = wpath.name
-    try:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        if writer.tensors:
-            save_file(writer.tensors, str(wpath), metadata=writer.metadata or None)
-        json_path.write_text(_dumps(doc), encoding="utf-8")
-    except OSError as err:
-        raise ModelFormatError(f"cannot write '{json_path}': {err.strerror or err}") from None
+        doc["weights"] = weights_path_for(json_path).name
+    _write_files(json_path, doc, writer)
     return json_path

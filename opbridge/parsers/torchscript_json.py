@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -207,10 +208,8 @@ def parse_file(path: str | os.PathLike[str], weights: Any = None) -> OriginGraph
     return parse_torchscript_json(path)
 
 
-def parse_torchscript_json(path: str | os.PathLike[str]) -> OriginGraph:
-    """Read ``path`` (``*.ts.json``) and its weights into an OriginGraph (framework torchscript)."""
-    p = Path(path)
-    src = f"[torchscript] '{p}'"
+def _read_document(p: Path, src: str) -> tuple[dict[str, Any], int]:
+    """The file's JSON document and its format version, checked to be TorchScript-json."""
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -235,52 +234,78 @@ def parse_torchscript_json(path: str | os.PathLike[str]) -> OriginGraph:
             f"version {', '.join(map(str, VERSIONS))}",
             hint="upgrade opbridge, or re-export the model with this opbridge's export-torchscript",
         )
+    return doc, int(version)
+
+
+def _weights_beside(doc: dict[str, Any], p: Path, src: str) -> _Weights:
+    """The weights file the document names (a bare file name beside the JSON), not yet opened."""
     wname = doc.get("weights")
     if wname is not None and (not isinstance(wname, str) or os.path.basename(wname) != wname):
         raise ModelFormatError(f"{src}: 'weights' must be a file name beside the JSON, got {wname!r}")
-    weights = _Weights(p.with_name(wname) if wname else None)
-    tensors: dict[str, np.ndarray] = {}
+    return _Weights(p.with_name(wname) if wname else None)
 
-    inputs = _tensor_infos(doc, "inputs", src)
-    outputs = _tensor_infos(doc, "outputs", src)
-    defined: set[str] = set()
-    for t in inputs:
-        if t.name in defined:
-            raise ModelFormatError(f"{src}: graph input '{t.name}' is declared twice")
-        defined.add(t.name)
 
-    raw_nodes = doc.get("nodes")
-    if not isinstance(raw_nodes, list):
-        raise ModelFormatError(f"{src}: 'nodes' must be a list")
-    nodes: list[OriginNode] = []
-    names: set[str] = set()
-    for i, rn in enumerate(raw_nodes):
+@dataclass
+class _NodeReader:
+    """Reads the document's nodes in order, checking that every value is defined once, before use.
+
+    ``defined`` starts with the graph inputs and grows with each node's outputs; constants'
+    tensors are loaded from ``weights`` into ``tensors`` as they are met.
+    """
+
+    src: str
+    weights: _Weights
+    defined: set[str]
+    tensors: dict[str, np.ndarray] = field(default_factory=dict)
+    names: set[str] = field(default_factory=set)
+
+    def read_all(self, raw_nodes: Any) -> list[OriginNode]:
+        if not isinstance(raw_nodes, list):
+            raise ModelFormatError(f"{self.src}: 'nodes' must be a list")
+        return [self.read(i, rn) for i, rn in enumerate(raw_nodes)]
+
+    def read(self, i: int, rn: Any) -> OriginNode:
+        """Node ``i`` of the document as an OriginNode (framework torchscript)."""
         if not isinstance(rn, dict) or not isinstance(rn.get("kind"), str):
-            raise ModelFormatError(f"{src}: node {i} needs a 'kind'")
+            raise ModelFormatError(f"{self.src}: node {i} needs a 'kind'")
         kind = rn["kind"]
         name = rn.get("name", f"node{i}")
         where = f"[torchscript] node '{name}' ({kind})"
-        if not isinstance(name, str) or name in names:
+        if not isinstance(name, str) or name in self.names:
             raise ModelFormatError(f"{where}: node name is not a unique string (node {i})")
-        names.add(name)
+        self.names.add(name)
+        ins, outs = self._values(rn, where)
+        domain, _, op = kind.rpartition("::")
+        return OriginNode(
+            name=name, op_type=op, domain=domain, inputs=list(ins), outputs=list(outs),
+            attrs=self._attrs(rn, where, len(outs)),
+            framework=Framework.TORCHSCRIPT, location=str(rn.get("source", "")),
+        )
+
+    def _values(self, rn: dict[str, Any], where: str) -> tuple[list[str], list[str]]:
+        """The node's input and output value names; inputs defined earlier, outputs new."""
         ins, outs = rn.get("inputs", []), rn.get("outputs", [])
         if not isinstance(ins, list) or not isinstance(outs, list) or not all(
             isinstance(x, str) for x in ins + outs
         ):
             raise ModelFormatError(f"{where}: 'inputs' and 'outputs' must be lists of value names")
         for x in ins:
-            if x not in defined:
+            if x not in self.defined:
                 raise ModelFormatError(
                     f"{where}: input '{x}' is not defined by a graph input or an earlier node "
                     "(dangling value reference)",
                     hint="the JSON was edited or truncated; re-export the model",
                 )
         for x in outs:
-            if x in defined:
+            if x in self.defined:
                 raise ModelFormatError(f"{where}: output '{x}' is already defined")
-            defined.add(x)
+            self.defined.add(x)
+        return ins, outs
+
+    def _attrs(self, rn: dict[str, Any], where: str, n_outputs: int) -> dict[str, Any]:
+        """The node's ``attrs`` plus ``types``, ``scope`` and its decoded constant ``value``."""
         types = rn.get("types", [])
-        if not isinstance(types, list) or (types and len(types) != len(outs)):
+        if not isinstance(types, list) or (types and len(types) != n_outputs):
             raise ModelFormatError(f"{where}: 'types' must give one type per output")
         if not isinstance(rn.get("attrs", {}), dict):
             raise ModelFormatError(f"{where}: 'attrs' must be an object")
@@ -289,17 +314,35 @@ def parse_torchscript_json(path: str | os.PathLike[str]) -> OriginGraph:
         attrs["scope"] = rn.get("scope", "")
         if "value" in rn:
             try:
-                attrs["value"] = _decode(rn["value"], where, weights, tensors)
+                attrs["value"] = _decode(rn["value"], where, self.weights, self.tensors)
             except RecursionError:
                 raise ModelFormatError(f"{where}: the constant is nested too deeply") from None
-        domain, _, op = kind.rpartition("::")
-        nodes.append(OriginNode(
-            name=name, op_type=op, domain=domain, inputs=list(ins), outputs=list(outs), attrs=attrs,
-            framework=Framework.TORCHSCRIPT, location=str(rn.get("source", "")),
-        ))
+        return attrs
+
+
+def _input_names(inputs: list[TensorInfo], src: str) -> set[str]:
+    """The graph inputs' names, each declared once."""
+    defined: set[str] = set()
+    for t in inputs:
+        if t.name in defined:
+            raise ModelFormatError(f"{src}: graph input '{t.name}' is declared twice")
+        defined.add(t.name)
+    return defined
+
+
+def parse_torchscript_json(path: str | os.PathLike[str]) -> OriginGraph:
+    """Read ``path`` (``*.ts.json``) and its weights into an OriginGraph (framework torchscript)."""
+    p = Path(path)
+    src = f"[torchscript] '{p}'"
+    doc, version = _read_document(p, src)
+    weights = _weights_beside(doc, p, src)
+    inputs = _tensor_infos(doc, "inputs", src)
+    outputs = _tensor_infos(doc, "outputs", src)
+    reader = _NodeReader(src, weights, _input_names(inputs, src))
+    nodes = reader.read_all(doc.get("nodes"))
     _argument_view(nodes, {t.name: "Tensor" for t in inputs})
     for t in outputs:
-        if t.name not in defined:
+        if t.name not in reader.defined:
             raise ModelFormatError(
                 f"{src}: graph output '{t.name}' is not defined by any node",
                 hint="the JSON was edited or truncated; re-export the model",
@@ -307,7 +350,7 @@ def parse_torchscript_json(path: str | os.PathLike[str]) -> OriginGraph:
     return OriginGraph(
         name=str(doc.get("name", p.name)),
         framework=Framework.TORCHSCRIPT,
-        nodes=nodes, inputs=inputs, outputs=outputs, tensors=tensors,
-        opsets={"": int(version), "aten": int(version), "prim": int(version)}, source=str(p),
+        nodes=nodes, inputs=inputs, outputs=outputs, tensors=reader.tensors,
+        opsets={"": version, "aten": version, "prim": version}, source=str(p),
         metadata={k: str(v) for k, v in (doc.get("producer") or {}).items()},
     )
