@@ -170,43 +170,14 @@ def validate_graph(
     notes: list[str] = []
     errors: list[str] = []
     runs: list[RunOutput] = []
-    if origin_name == "onnxruntime" and source is not None:
-        with stages.stage("running onnxruntime"):
-            try:
-                runs.append(run_onnxruntime(source, feeds))
-            except OriginRunError as err:
-                notes.append(f"{err.message}; the interpreter is the reference")
-    elif origin_name == "opencv" and source is not None:
-        with stages.stage("running OpenCV (cv2.dnn)"):
-            try:
-                runs.append(run_opencv_caffe(source, weights, feeds))
-            except OriginRunError as err:
-                notes.append(f"{err.message}; the interpreter is the reference")
-    elif origin_name == "torch" and source is not None:
-        from .torch_runner import run_torch_json
-
-        with stages.stage("running torch"):
-            try:
-                runs.append(run_torch_json(source, feeds))
-            except OriginRunError as err:
-                notes.append(f"{err.message}; the interpreter is the reference")
-    elif framework == "caffe":
-        notes.append("caffe: OpenCV (cv2.dnn) is not installed; the interpreter is the reference")
-    elif framework == "torchscript":
-        notes.append("torchscript: torch is not installed (pip install 'opbridge[torch]'); the "
-                     "interpreter is the reference")
-    elif framework == "onnx" and source is not None:
-        notes.append("onnxruntime is not installed (pip install 'opbridge[validate]'); the "
-                     "interpreter is the reference")
+    origin_run = _run_origin(origin_name, framework, source, weights, feeds, stages, notes)
+    if origin_run is not None:
+        runs.append(origin_run)
     with stages.stage("running the reference interpreter"):
         runs.append(run_interpreter(graph, feeds, stop_after=stop_after, dump=dump))
     if simulate:
         try:
-            if program is None:
-                with stages.stage(f"compiling for {target}"):
-                    program = compile_program(graph, tgt)
-            with stages.stage("running the simulator"):
-                runs.append(run_simulator(program, feeds))
+            runs.append(_run_simulated(graph, feeds, target, tgt, program, stages))
         except OpbridgeError as err:
             errors.append(f"simulator ({target}): {err.message}")
     elif target is not None and stop_after is not None:
@@ -226,6 +197,65 @@ def validate_graph(
             hint="install onnxruntime (ONNX models) or use a target the simulator supports",
         )
     return report
+
+
+def _run_origin(
+    origin_name: str | None,
+    framework: str,
+    source: str | None,
+    weights: str | None,
+    feeds: Mapping[str, np.ndarray],
+    stages: Stages,
+    notes: list[str],
+) -> RunOutput | None:
+    """Run ``source`` in its origin framework (``origin_name``'s runner), or None.
+
+    None when there is no source, its framework's runtime is not installed, or it failed to
+    run; ``notes`` then says why the interpreter is the reference instead.
+    """
+    if source is not None and origin_name in _ORIGIN_STAGES:
+        with stages.stage(_ORIGIN_STAGES[origin_name]):
+            try:
+                return _origin_run(origin_name, source, weights, feeds)
+            except OriginRunError as err:
+                notes.append(f"{err.message}; the interpreter is the reference")
+                return None
+    if framework == "caffe":
+        notes.append("caffe: OpenCV (cv2.dnn) is not installed; the interpreter is the reference")
+    elif framework == "torchscript":
+        notes.append("torchscript: torch is not installed (pip install 'opbridge[torch]'); the "
+                     "interpreter is the reference")
+    elif framework == "onnx" and source is not None:
+        notes.append("onnxruntime is not installed (pip install 'opbridge[validate]'); the "
+                     "interpreter is the reference")
+    return None
+
+
+#: origin runner name -> the title of its progress stage.
+_ORIGIN_STAGES = {"onnxruntime": "running onnxruntime", "opencv": "running OpenCV (cv2.dnn)",
+                  "torch": "running torch"}
+
+
+def _origin_run(origin_name: str, source: str, weights: str | None,
+                feeds: Mapping[str, np.ndarray]) -> RunOutput:
+    if origin_name == "onnxruntime":
+        return run_onnxruntime(source, feeds)
+    if origin_name == "opencv":
+        return run_opencv_caffe(source, weights, feeds)
+    from .torch_runner import run_torch_json
+
+    return run_torch_json(source, feeds)
+
+
+def _run_simulated(graph: Graph, feeds: Mapping[str, np.ndarray], target: str | None, tgt: Any,
+                   program: Any, stages: Stages) -> RunOutput:
+    """Run ``program`` on the simulator, compiling ``graph`` for ``tgt`` (resolved from ``target``)
+    first when it is None."""
+    if program is None:
+        with stages.stage(f"compiling for {target}"):
+            program = compile_program(graph, tgt)
+    with stages.stage("running the simulator"):
+        return run_simulator(program, feeds)
 
 
 def build_report(
