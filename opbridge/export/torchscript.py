@@ -209,8 +209,8 @@ def _dumps(doc: dict[str, Any]) -> str:
 @dataclass
 class _GraphIO:
     """What the node walk needs to know about the graph's boundary: its tensor inputs (one per
-    example input), the objects ``prim::GetAttr`` nodes read from (by value name), and the names
-    graph inputs get in the file."""
+    example input), the objects ``prim::GetAttr`` nodes read from (by value name; the walk adds
+    each submodule it resolves), and the names graph inputs get in the file."""
 
     inputs: list[Any]
     attr_objects: dict[str, Any] = field(default_factory=dict)
