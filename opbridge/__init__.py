@@ -10,6 +10,7 @@ from .errors import (
     AttrError,
     GraphError,
     InterpretError,
+    MappingError,
     ModelFormatError,
     OpbridgeError,
     PluginError,
@@ -53,7 +54,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_OPS", "DTYPES", "AttrError", "Graph", "GraphBuilder", "GraphError", "InterpretError",
-    "ModelFormatError", "Node", "OpDef", "OpbridgeError", "Origin", "PluginError", "RegistryError",
+    "MappingError", "ModelFormatError", "Node", "OpDef", "OpbridgeError", "Origin", "PluginError", "RegistryError",
     "ShapeContext", "ShapeError", "SimulatorError", "UnsupportedOpError", "Value", "__version__",
     "define_op", "export_torchscript", "format_graph", "interpret", "load", "save",
     "DEFAULT_MAPPINGS", "Framework", "ImplyType", "MapContext", "OriginNode", "convert",

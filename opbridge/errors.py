@@ -2,18 +2,120 @@
 
 Subclasses also inherit the matching built-in exception, so callers that catch
 ``ValueError`` or ``NotImplementedError`` keep working.
+
+An error carries its context as fields (framework, node, op type, attribute, opset, source
+file), filled where they are known: the raiser gives what it has, and each layer the error
+travels up through adds the rest with :meth:`OpbridgeError.add_context`, which never overwrites
+a field. The message is rendered once, from the fields, in the house format
+``[caffe] layer 'conv1' (Convolution) param 'group' = 0: must be >= 1``.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+#: The context fields every OpbridgeError has (None when unknown).
+CONTEXT_FIELDS = ("framework", "kind", "node", "op_type", "attribute", "value", "opset", "source",
+                  "ir_node", "ir_op")
+#: The fields rendered in front of the message (the others are data only: ``opset`` and
+#: ``source`` for tools and the CLI; ``ir_node``/``ir_op`` because the IR names its node itself).
+_RENDERED = ("framework", "kind", "node", "op_type", "attribute", "value")
+
 
 class OpbridgeError(Exception):
-    """Base class of every error a user can cause; ``hint`` says what would fix it."""
+    """Base class of every error a user can cause; ``hint`` says what would fix it.
 
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
+    ``message`` is the rendered text: the context the error was given or picked up
+    (``[onnx] node 'x' (Conv) attribute 'group'``) followed by ``detail``, the text the raiser
+    wrote. Pass the context as keywords (``AttrError("must be >= 1", framework="caffe",
+    node="conv1", op_type="Convolution", kind="layer", attribute="group", value=0)``) rather than
+    writing it into ``detail``. A raiser whose detail already names the location says so with
+    ``located=True``: the fields are then kept as data and not rendered again.
+    """
+
+    framework: str | None
+    kind: str | None
+    node: str | None
+    op_type: str | None
+    attribute: str | None
+    value: Any
+    opset: int | None
+    source: str | None
+    ir_node: str | None
+    ir_op: str | None
+
+    def __init__(self, message: str, *, hint: str | None = None, located: bool = False,
+                 **context: Any) -> None:
         super().__init__(message)
-        self.message = message
+        self.detail = message
         self.hint = hint
+        for name in CONTEXT_FIELDS:
+            setattr(self, name, None)
+        self._shown: set[str] = set()
+        self._set_fields(context, rendered=not located)
+
+    def _set_fields(self, context: dict[str, Any], *, rendered: bool) -> None:
+        unknown = sorted(set(context) - set(CONTEXT_FIELDS))
+        if unknown:
+            raise TypeError(f"OpbridgeError: unknown context field(s) {', '.join(unknown)}")
+        for name, value in context.items():
+            if value is None or (isinstance(value, str) and not value) or getattr(self, name) is not None:
+                continue
+            if name == "opset":
+                value = int(value)
+            elif name != "value":
+                value = str(value)
+            setattr(self, name, value)
+            if rendered and name in _RENDERED:
+                self._shown.add(name)
+
+    def add_context(self, *, located: bool = False, **context: Any) -> OpbridgeError:
+        """Fill the context fields that are still unknown (a known one is never replaced).
+
+        Returns the error itself. Call it in an ``except`` clause and re-raise with a bare
+        ``raise``, which keeps the traceback and the ``from`` chain.
+        ``located=True`` records fields the detail already names without rendering them.
+        """
+        self._set_fields(context, rendered=not located)
+        return self
+
+    @property
+    def context(self) -> dict[str, Any]:
+        """The known context fields, by name."""
+        return {n: getattr(self, n) for n in CONTEXT_FIELDS if getattr(self, n) is not None}
+
+    def _where(self) -> tuple[str, bool]:
+        """The rendered context, and whether it names a node or attribute (not just a framework)."""
+        shown = self._shown
+        fw = self.framework if "framework" in shown else None
+        # an IR node named after the origin node: the detail (written by the IR) names it
+        node = self.node if "node" in shown and self.node != self.ir_node else None
+        if node is not None:
+            op = self.op_type if "op_type" in shown else None
+            kind = self.kind or ("layer" if fw == "caffe" else "node")
+            where = node_ctx(node, op, framework=fw, kind=kind)
+        else:
+            where = f"[{fw}]" if fw else ""
+        attr = self.attribute if "attribute" in shown else None
+        if attr is not None:  # a Caffe layer has params (its proto's word), other nodes attributes
+            label = "param" if self.kind == "layer" else "attribute"
+            where += f"{' ' if where else ''}{label} '{attr}'"
+            if "value" in shown:
+                where += f" = {self.value!r}"
+        return where, node is not None or attr is not None
+
+    @property
+    def location(self) -> str:
+        """The rendered context (``[onnx] node 'x' (Conv) attribute 'axis'``), or ''."""
+        return self._where()[0]
+
+    @property
+    def message(self) -> str:
+        """The context, then the detail: what the CLI prints (with the hint)."""
+        where, names = self._where()
+        if not where:
+            return self.detail
+        return f"{where}: {self.detail}" if names else f"{where} {self.detail}"
 
     def __str__(self) -> str:
         if self.hint:
@@ -43,6 +145,10 @@ class GraphError(OpbridgeError, ValueError):
 
 class RegistryError(OpbridgeError, ValueError):
     """A registration conflicts with an existing one or is incomplete."""
+
+
+class MappingError(OpbridgeError, ValueError):
+    """A mapping could not turn an origin node into IR (a problem it reports, or a bug in it)."""
 
 
 class PluginError(OpbridgeError, ImportError):

@@ -4,7 +4,8 @@ It gives the node's inputs as IR Values, their data where they are constant, the
 weights, and emits IR nodes with the origin (framework, op type, node name) set automatically.
 An op whose inputs are all constant is evaluated at once (its reference compute) and becomes
 a constant, so shape-computing chains (Shape -> Gather -> Concat -> Reshape) reach the
-mappings that need them as attributes.
+mappings that need them as attributes. :meth:`MapContext.map_subgraph` maps a nested graph
+(an If branch, a Loop body, an expanded function) through the same registry.
 """
 
 from __future__ import annotations
@@ -14,13 +15,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import AttrError, OpbridgeError, UnsupportedOpError
+from ..errors import AttrError, MappingError, OpbridgeError, UnsupportedOpError
 from ..ir.graph import Value
-from ..parsers.origin import Framework, OriginNode
-from .registry import MappingError
+from ..parsers.origin import Framework, OriginGraph, OriginNode
 
 if TYPE_CHECKING:
     from .converter import Conversion
+
+
+def error_context(node: OriginNode, **more: Any) -> dict[str, Any]:
+    """The error context fields of an origin node: ``SomeError(msg, **error_context(node))``."""
+    kind = "layer" if node.framework == Framework.CAFFE else "node"
+    return {"framework": str(node.framework), "node": node.name, "op_type": node.op_type,
+            "kind": kind, **more}
 
 
 class MapContext:
@@ -36,7 +43,8 @@ class MapContext:
         self.origin_node = origin_of if origin_of is not None else node
         #: Values created while mapping this node (the converter names them after the origin).
         self.created: set[int] = set()
-        self._emitted = 0
+        #: How many IR ops this mapping has emitted (the first is named after the node).
+        self.emitted = 0
 
     @property
     def framework(self) -> Framework:
@@ -72,13 +80,13 @@ class MapContext:
         """The data of input i, which must be constant; ``what`` names it in the error."""
         data = self.const(i)
         if data is None:
-            name = self.node.inputs[i] if self.has_input(i) else "<absent>"
             if not self.has_input(i):
-                raise AttrError(f"{self.node.where} input {i} ({what}): required but absent")
+                raise AttrError(f"input {i} ({what}): required but absent", **self.error_context())
             raise UnsupportedOpError(
-                f"{self.node.where} input {i} ({what}) '{name}' is computed at run time; "
+                f"input {i} ({what}) '{self.node.inputs[i]}' is computed at run time; "
                 "opbridge needs it constant (static graphs)",
                 hint="fix the graph inputs' shapes with --input-shape, or make it an initializer",
+                **self.error_context(),
             )
         return data
 
@@ -90,8 +98,8 @@ class MapContext:
     def weight_array(self, i: int) -> np.ndarray:
         if not 0 <= i < len(self.node.weights):
             raise MappingError(
-                f"{self.node.where}: weight {i} asked for, the node has {len(self.node.weights)}",
-                hint="check the model's weights file matches its definition",
+                f"weight {i} asked for, the node has {len(self.node.weights)}",
+                hint="check the model's weights file matches its definition", **self.error_context(),
             )
         return self._conv.tensor_array(self.node.weights[i], self.node)
 
@@ -104,7 +112,7 @@ class MapContext:
     def op(self, op_type: str, inputs: Sequence[Value | None], *, num_outputs: int | None = None,
            **attrs: Any) -> Any:
         """Emit IR op ``op_type``; returns its Value, or a tuple of Values when it has several."""
-        self._emitted += 1
+        self.emitted += 1
         outs = self._conv.emit(self, op_type, list(inputs), attrs, num_outputs)
         self.created.update(id(v) for v in outs)
         return outs[0] if len(outs) == 1 else tuple(outs)
@@ -116,13 +124,33 @@ class MapContext:
         self.created.add(id(v))
         return v
 
+    # -- nested graphs ----------------------------------------------------------------------
+    def map_subgraph(self, body: OriginGraph, inputs: Sequence[Value | None], *,
+                     prefix: str | None = None) -> list[Value]:
+        """Map ``body`` as part of this node; returns the Values of its outputs, in order.
+
+        ``body`` is a graph-valued attribute (``node.get_attr("then_branch")``) or any
+        OriginGraph a mapping builds (an expanded function body). Its inputs are bound, in
+        order, to ``inputs`` (None for an absent one); names it does not define come from the
+        enclosing graph, as ONNX scoping says. Each body node is mapped through the registry
+        at the version ``body.opsets`` (else the model) gives its domain; its tensors and nodes
+        are named under ``prefix`` (default: this node's name and a counter), and every IR
+        node it emits names this node as its origin. Call it several times to unroll a loop.
+        """
+        return self._conv.map_subgraph(self, body, list(inputs), prefix)
+
     # -- errors -----------------------------------------------------------------------------
+    def error_context(self, **more: Any) -> dict[str, Any]:
+        """This node's error context (framework, node, op type and ``more``), for an error of
+        your own: ``raise MyError(message, **g.error_context(attribute="axis"))``."""
+        return error_context(self.node, **more)
+
     def error(self, message: str, attr: str | None = None, hint: str | None = None) -> OpbridgeError:
         """An error naming framework, node and op (and the attribute); ``raise g.error(...)``."""
         if attr is not None:
-            return AttrError(f"{self.node.where} attribute '{attr}': {message}", hint=hint)
-        return MappingError(f"{self.node.where}: {message}", hint=hint)
+            return AttrError(message, hint=hint, **self.error_context(attribute=attr))
+        return MappingError(message, hint=hint, **self.error_context())
 
     def unsupported(self, message: str, hint: str | None = None) -> UnsupportedOpError:
         """An error for a case of the op that opbridge does not support (raise it)."""
-        return UnsupportedOpError(f"{self.node.where}: {message}", hint=hint)
+        return UnsupportedOpError(message, hint=hint, **self.error_context())

@@ -14,17 +14,16 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import GraphError, OpbridgeError, ShapeError, UnsupportedOpError, node_ctx
+from ..errors import GraphError, MappingError, OpbridgeError, ShapeError, UnsupportedOpError, node_ctx
 from ..ir.graph import Graph, GraphBuilder, Origin, Value
-from ..ir.opdef import DEFAULT_OPS, OpRegistry
+from ..ir.opdef import DEFAULT_OPS, OpDef, OpRegistry
 from ..ir.passes.fold import can_fold, evaluate
 from ..ir.types import format_shape, from_numpy_dtype, is_static
 from ..parsers.origin import Framework, OriginGraph, OriginNode, TensorInfo
-from .context import MapContext
+from .context import MapContext, error_context
 from .registry import (
     DEFAULT_MAPPINGS,
     MappingEntry,
-    MappingError,
     MappingRegistry,
     normalize_domain,
     qualified_name,
@@ -86,8 +85,8 @@ class Conversion:
         try:
             return self.origin.tensors[name]
         except KeyError:
-            where = node.where if node is not None else f"[{self.origin.framework}]"
-            raise GraphError(f"{where}: weight '{name}' is not in the model's tensors") from None
+            where = error_context(node) if node is not None else {"framework": self.origin.framework}
+            raise GraphError(f"weight '{name}' is not in the model's tensors", **where) from None
 
     def value_of(self, name: str, node: OriginNode | None) -> Value:
         """The Value of origin tensor ``name`` (initializers become constants on first use)."""
@@ -104,10 +103,11 @@ class Conversion:
             v = self.builder.constant(name, arr)
             self.values[name] = v
             return v
-        where = node.where if node is not None else f"[{self.origin.framework}] graph output"
+        what = "" if node is not None else "graph output "
+        where = error_context(node) if node is not None else {"framework": self.origin.framework}
         raise GraphError(
-            f"{where}: '{name}' is not produced by any node, graph input or initializer",
-            hint="check the model: every node input must be defined before it is used",
+            f"{what}'{name}' is not produced by any node, graph input or initializer",
+            hint="check the model: every node input must be defined before it is used", **where,
         )
 
     def new_constant(self, node: OriginNode, arr: Any, name: str | None, dtype: str | None) -> Value:
@@ -136,17 +136,27 @@ class Conversion:
         node = ctx.node
         opdef = self.ops.get(op_type)
         label = node.name or node.op_type.lower()
-        base = label if ctx._emitted == 1 else f"{label}/{op_type}"
+        base = label if ctx.emitted == 1 else f"{label}/{op_type}"
         name = self.fresh(base, nodes=True)
-        where = node_ctx(name, op_type)
         ins = list(inputs)
         while ins and ins[-1] is None:
             ins.pop()
         for i, v in enumerate(ins):
             if v is not None and not isinstance(v, Value):
-                raise MappingError(f"{node.where}: input {i} of the {op_type} it emits is a "
-                                   f"{type(v).__name__}, not a Value",
-                                   hint="pass g.input(i), g.constant(array) or the result of g.op")
+                raise MappingError(f"input {i} of the {op_type} it emits is a {type(v).__name__}, "
+                                   "not a Value", hint="pass g.input(i), g.constant(array) or the "
+                                   "result of g.op", **ctx.error_context())
+        try:
+            return self._emit_checked(ctx, opdef, name, ins, attrs, num_outputs)
+        except OpbridgeError as err:
+            # the op registry's checks name the IR node they were given (``node_ctx(name, op)``)
+            err.add_context(ir_node=name, ir_op=op_type)
+            raise
+
+    def _emit_checked(self, ctx: MapContext, opdef: OpDef, name: str, ins: list[Value | None],
+                      attrs: dict[str, Any], num_outputs: int | None) -> list[Value]:
+        op_type = opdef.name
+        where = node_ctx(name, op_type)
         opdef.check_input_count(len(ins), where)
         norm = opdef.normalize_attrs(attrs, where)
         n_out = num_outputs if num_outputs is not None else opdef.num_outputs_for(norm)
@@ -174,24 +184,18 @@ class Conversion:
         """Map one origin node; ``origin_of`` is the node its IR nodes name as their origin
         (the user's node when ``node`` comes from expanding it)."""
         ctx = MapContext(self, node, opset, origin_of)
+        where = ctx.error_context(source=self.origin.source or None,
+                                  opset=opset if node.framework == Framework.ONNX else None)
         try:
             result = entry.fn(node, ctx)
         except OpbridgeError as err:
-            if node.where in err.message:
-                raise
-            if f"node '{node.name}' (" in err.message:  # an IR node named after this origin node
-                message = f"[{node.framework}] {err.message}"
-            else:
-                message = f"{node.where}: {err.message}"
-            try:
-                wrapped = type(err)(message, hint=err.hint)
-            except TypeError:
-                wrapped = MappingError(message, hint=err.hint)
-            raise wrapped from err
+            err.add_context(**where)  # fills only what the raiser did not know
+            raise
         except Exception as err:
             raise MappingError(
-                f"{node.where}: the mapping at {entry.defined_at} failed: {type(err).__name__}: {err}",
+                f"the mapping at {entry.defined_at} failed: {type(err).__name__}: {err}",
                 hint="this is a bug in that mapping function; rerun with --debug for the traceback",
+                **where,
             ) from err
         outs = self._as_values(node, entry, result)
         for i, (oname, v) in enumerate(zip(node.outputs, outs)):
@@ -209,6 +213,59 @@ class Conversion:
                     v.producer.name = node.name
             self.values[oname] = v
 
+    # -- nested graphs (If/Loop/Scan bodies, ONNX function bodies) ----------------------------
+    def map_subgraph(self, ctx: MapContext, body: OriginGraph, bound: list[Value | None],
+                     prefix: str | None) -> list[Value]:
+        """Map ``body`` with its inputs bound to ``bound``; see :meth:`MapContext.map_subgraph`."""
+        if len(bound) != len(body.inputs):
+            raise ctx.error(f"its subgraph '{body.name}' takes {len(body.inputs)} inputs, "
+                            f"{len(bound)} given")
+        prefix = prefix if prefix is not None else f"{ctx.node.name or ctx.node.op_type.lower()}/"
+        # the body's own names are renamed under the prefix; any other name is the enclosing
+        # graph's (ONNX scoping), found through the enclosing scopes by value_of
+        rename: dict[str, str] = {"": ""}
+        for t, v in zip(body.inputs, bound):
+            rename[t.name] = "" if v is None else self.fresh(prefix + t.name)
+            if v is not None:
+                self.values[rename[t.name]] = v
+        for name, arr in body.tensors.items():
+            rename[name] = self.fresh(prefix + name)
+            self.values[rename[name]] = self.builder.constant(rename[name], arr)
+        for o in dict.fromkeys(o for n in body.nodes for o in n.outputs if o):
+            rename[o] = self.fresh(prefix + o)
+        self.scopes.append(rename)
+        try:
+            for i, inner in enumerate(body.nodes):
+                self._map_body_node(ctx, body, inner, prefix + (inner.name or f"{inner.op_type}_{i}"),
+                                    rename)
+        finally:
+            self.scopes.pop()
+        outs = []
+        for t in body.outputs:
+            v = self.values.get(rename.get(t.name, t.name))
+            if v is None:
+                raise ctx.error(f"its subgraph '{body.name}' does not produce its output '{t.name}'")
+            outs.append(v)
+        return outs
+
+    def _map_body_node(self, ctx: MapContext, body: OriginGraph, inner: OriginNode, name: str,
+                       rename: dict[str, str]) -> None:
+        sub = OriginNode(
+            name=name, op_type=inner.op_type, inputs=[rename.get(t, t) for t in inner.inputs],
+            outputs=[rename.get(t, t) for t in inner.outputs], attrs=inner.attrs,
+            framework=inner.framework, domain=normalize_domain(inner.domain),
+            weights=inner.weights, location=f"subgraph '{body.name}' of {ctx.node.where}",
+        )
+        version = body.opsets.get(sub.domain) or self.origin.opsets.get(sub.domain)
+        entry = (self.registry.find(sub.framework, sub.op_type, sub.domain, version)
+                 or self.registry.fallback(sub, version))
+        if entry is None:
+            at = f" (opset {version})" if version is not None else ""
+            raise ctx.unsupported(f"its subgraph '{body.name}' uses "
+                                  f"{qualified_name(sub.op_type, sub.domain)}{at}, which has no mapping")
+        self.map_node(sub, entry, version if version is not None else entry.since,
+                      origin_of=ctx.origin_node)
+
     def _as_values(self, node: OriginNode, entry: MappingEntry, result: Any) -> list[Value | None]:
         if result is None:
             outs: list[Any] = []
@@ -218,16 +275,15 @@ class Conversion:
             outs = [result]
         if len(outs) > len(node.outputs):
             raise MappingError(
-                f"{node.where}: the mapping at {entry.defined_at} returned {len(outs)} values for "
+                f"the mapping at {entry.defined_at} returned {len(outs)} values for "
                 f"{len(node.outputs)} outputs",
-                hint="return one Value per origin output, in order",
+                hint="return one Value per origin output, in order", **error_context(node),
             )
         for v in outs:
             if v is not None and not isinstance(v, Value):
                 raise MappingError(
-                    f"{node.where}: the mapping at {entry.defined_at} returned a "
-                    f"{type(v).__name__}, not a Value",
-                    hint="return the Value(s) given by g.op(...) or g.input(i)",
+                    f"the mapping at {entry.defined_at} returned a {type(v).__name__}, not a Value",
+                    hint="return the Value(s) given by g.op(...) or g.input(i)", **error_context(node),
                 )
         return outs + [None] * (len(node.outputs) - len(outs))
 

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from ..errors import OpbridgeError, RegistryError, UnsupportedOpError
+from ..errors import MappingError as MappingError  # its home is errors.py; kept importable here
+from ..errors import RegistryError, UnsupportedOpError
 from ..parsers.origin import Framework, OriginNode
 from ..sites import caller_site
 
@@ -45,10 +46,6 @@ class ImplyType(str, Enum):
 
     def __str__(self) -> str:
         return self.value
-
-
-class MappingError(OpbridgeError, ValueError):
-    """A mapping could not turn an origin node into IR (a problem it reports, or a bug in it)."""
 
 
 def normalize_domain(domain: str | None) -> str:
@@ -109,7 +106,8 @@ class MappingRegistry:
         # (framework, domain or None, op type) -> {since: entry}
         self._table: dict[tuple[Framework, str | None, str], dict[int, MappingEntry]] = {}
         self._imply: dict[str, ImplyType] = {}
-        self._fallbacks: list[tuple[Callable[[OriginNode, int | None], MapFn | None], str]] = []
+        self._fallbacks: list[tuple[Callable[[OriginNode, int | None], MapFn | None], str,
+                                    Framework | None]] = []
 
     # -- registering ----------------------------------------------------------------------
     def register(
@@ -148,17 +146,26 @@ class MappingRegistry:
         if versions.get(entry.since) is entry:
             del versions[entry.since]
 
-    def add_fallback(self, fn: Callable[[OriginNode, int | None], MapFn | None], *, name: str) -> None:
+    def add_fallback(self, fn: Callable[[OriginNode, int | None], MapFn | None], *, name: str,
+                     framework: Framework | str | None = None) -> None:
         """Consult ``fn(node, version)`` for a node with no mapping; it returns a MapFn or None.
 
         Explicit mappings always win; the ONNX frontend uses this to expand ops that ONNX
-        defines as functions of other ops.
+        defines as functions of other ops (``onnx.defs`` bodies). ``framework`` limits it to
+        that framework's nodes.
         """
-        self._fallbacks.append((fn, name))
+        self._fallbacks.append((fn, name, Framework(framework) if framework is not None else None))
+
+    def fallback_names(self, framework: Framework | str | None = None) -> list[str]:
+        """The names of the fallbacks (that apply to ``framework``), in the order consulted."""
+        fw = Framework(framework) if framework is not None else None
+        return [name for _fn, name, f in self._fallbacks if fw is None or f is None or f == fw]
 
     def fallback(self, node: OriginNode, version: int | None) -> MappingEntry | None:
         """A MappingEntry from the first fallback that handles ``node``, or None."""
-        for fn, name in self._fallbacks:
+        for fn, name, fw in self._fallbacks:
+            if fw is not None and node.framework != fw:
+                continue
             mfn = fn(node, version)
             if mfn is not None:
                 return MappingEntry(node.framework, None, node.op_type, version or 1, mfn,

@@ -72,9 +72,11 @@ class OriginNode:
         if name in self.attrs:
             return self.attrs[name]
         if default is _MISSING:
+            kind = "layer" if self.framework == Framework.CAFFE else "node"
             raise AttrError(
-                f"{self.where} attribute '{name}': required but absent",
-                hint=f"set '{name}' on the node in the source model",
+                "required but absent", hint=f"set '{name}' on the node in the source model",
+                framework=str(self.framework), node=self.name, op_type=self.op_type, kind=kind,
+                attribute=name,
             )
         return default
 

@@ -12,6 +12,7 @@ import numpy as np
 from ...errors import AttrError, ModelFormatError, ShapeError
 from ...parsers.caffe import layer_defaults
 from ...parsers.origin import OriginNode
+from ..context import error_context
 
 _MISSING: Any = object()
 
@@ -25,10 +26,10 @@ def check_constant_size(node: OriginNode, count: int, what: str) -> None:
     """Refuse to build a shape-derived constant of ``count`` values above the limit."""
     if count > MAX_CONSTANT_ELEMENTS:
         raise ShapeError(
-            f"{node.where}: its {what} would be a constant of {count} values, above the limit "
+            f"its {what} would be a constant of {count} values, above the limit "
             f"of {MAX_CONSTANT_ELEMENTS}",
             hint="check the input dims; raise opbridge.mappers.caffe.common.MAX_CONSTANT_ELEMENTS "
-            "if they are real",
+            "if they are real", **error_context(node),
         )
 
 
@@ -50,10 +51,8 @@ class Params:
             return default
         if name in self.defaults:
             return self.defaults[name]
-        raise AttrError(
-            f"{self.node.where} {self.block}.{name}: required but absent",
-            hint=f"set {name} in the layer's {self.block} block",
-        )
+        raise AttrError("required but absent", hint=f"set {name} in the layer's {self.block} block",
+                        **error_context(self.node, attribute=f"{self.block}.{name}"))
 
     def ints(self, name: str) -> list[int]:
         """A repeated (or single) numeric field as a list of ints ([] when unset)."""
@@ -62,7 +61,7 @@ class Params:
         try:
             return [int(x) for x in items]
         except (TypeError, ValueError):
-            raise AttrError(f"{self.node.where} {self.block}.{name} = {v!r}: expected integers") from None
+            raise self.error(name, v, "expected integers") from None
 
     def floats(self, name: str) -> list[float]:
         v = self.node.attrs.get(name, [])
@@ -70,10 +69,11 @@ class Params:
         try:
             return [float(x) for x in items]
         except (TypeError, ValueError):
-            raise AttrError(f"{self.node.where} {self.block}.{name} = {v!r}: expected numbers") from None
+            raise self.error(name, v, "expected numbers") from None
 
     def error(self, name: str, value: Any, why: str, hint: str | None = None) -> AttrError:
-        return AttrError(f"{self.node.where} {self.block}.{name} = {value!r}: {why}", hint=hint)
+        return AttrError(why, hint=hint,
+                         **error_context(self.node, attribute=f"{self.block}.{name}", value=value))
 
 
 def norm_axis(p: Params, name: str, axis: int, rank: int) -> int:
@@ -203,8 +203,9 @@ def check_blob(node: OriginNode, i: int, arr: np.ndarray, expected: Sequence[int
     if arr.ndim == 4 and strip(arr.shape) == strip(exp) and arr.size == int(np.prod(exp)):
         return arr.reshape(exp)
     raise ShapeError(
-        f"{node.where} blob {i}: the caffemodel has shape {tuple(arr.shape)}, the layer needs {exp}",
+        f"blob {i}: the caffemodel has shape {tuple(arr.shape)}, the layer needs {exp}",
         hint="the caffemodel does not belong to this prototxt (or the input shape differs)",
+        **error_context(node),
     )
 
 
@@ -213,9 +214,8 @@ def blob(node: OriginNode, g: Any, i: int, expected: Sequence[int]) -> np.ndarra
     if i >= g.num_weights:
         have = f"it has {g.num_weights}" if g.num_weights else "it has none"
         raise ModelFormatError(
-            f"{node.where}: the caffemodel has no blob {i} of shape {tuple(expected)} for this "
-            f"layer ({have})",
+            f"the caffemodel has no blob {i} of shape {tuple(expected)} for this layer ({have})",
             hint="pass the layer's caffemodel (weights=...), or write random ones with "
-            "'opbridge random-weights deploy.prototxt -o net.caffemodel'",
+            "'opbridge random-weights deploy.prototxt -o net.caffemodel'", **error_context(node),
         )
     return check_blob(node, i, g.weight_array(i), expected)

@@ -1,8 +1,8 @@
 """ONNX control flow made static: If with a constant condition, Loop and Scan unrolled.
 
-The IR is a static dataflow graph, so a subgraph is inlined: its nodes are mapped through the
-registry like the model's own, its tensors renamed under the node's name, and names it takes
-from the enclosing graph resolved there.
+The IR is a static dataflow graph, so a subgraph is inlined with ``g.map_subgraph`` (the same
+public hook a plugin uses): its nodes are mapped through the registry like the model's own, its
+tensors renamed under the node's name, and names it takes from the enclosing graph resolved there.
 
 - If-1..21: the condition must be constant (after folding); the taken branch is inlined.
 - Loop-1..21: the trip count (and the condition, at every iteration) must be constant;
@@ -33,58 +33,8 @@ MAX_UNROLL = 4096
 
 
 def inline_graph(g: MapContext, body: OriginGraph, bound: Sequence[Value | None], tag: str) -> list[Value]:
-    """Map ``body`` with its inputs bound to ``bound``; returns the Values of its outputs."""
-    conv = g._conv
-    if len(bound) != len(body.inputs):
-        raise g.error(f"its subgraph '{body.name}' takes {len(body.inputs)} inputs, {len(bound)} given")
-    rename: dict[str, str] = {"": ""}
-    prefix = f"{g.node.name}/{tag}/"
-    for t, v in zip(body.inputs, bound):
-        if v is None:
-            rename[t.name] = ""
-            continue
-        name = conv.fresh(prefix + t.name)
-        rename[t.name] = name
-        conv.values[name] = v
-    for name in body.tensors:
-        new = conv.fresh(prefix + name)
-        rename[name] = new
-        conv.values[new] = conv.builder.constant(new, body.tensors[name])
-    produced = {o for n in body.nodes for o in n.outputs if o}
-    for o in produced:
-        rename[o] = conv.fresh(prefix + o)
-
-    def name_of(t: str) -> str:
-        return rename.get(t, t)  # anything else comes from the enclosing graph
-
-    conv.scopes.append(rename)
-    try:
-        _map_nodes(g, body, prefix, name_of)
-    finally:
-        conv.scopes.pop()
-    outs = []
-    for t in body.outputs:
-        v = conv.values.get(name_of(t.name))
-        if v is None:
-            raise g.error(f"its subgraph output '{t.name}' is not produced")
-        outs.append(v)
-    return outs
-
-
-def _map_nodes(g: MapContext, body: OriginGraph, prefix: str, name_of: Any) -> None:
-    conv = g._conv
-    for i, inner in enumerate(body.nodes):
-        sub = OriginNode(
-            name=f"{prefix}{inner.name or inner.op_type + '_' + str(i)}", op_type=inner.op_type,
-            inputs=[name_of(t) for t in inner.inputs], outputs=[name_of(t) for t in inner.outputs],
-            attrs=inner.attrs, framework=ONNX, domain=inner.domain,
-            location=f"subgraph of {g.node.where}",
-        )
-        version = conv.origin.opsets.get(sub.domain)
-        entry = conv.registry.find(ONNX, sub.op_type, sub.domain, version) or conv.registry.fallback(sub, version)
-        if entry is None:
-            raise g.unsupported(f"its subgraph uses {sub.op_type}, which has no mapping")
-        conv.map_node(sub, entry, version if version is not None else entry.since, origin_of=g.origin_node)
+    """Map ``body`` with its inputs bound to ``bound``, its names under ``<node>/<tag>/``."""
+    return g.map_subgraph(body, bound, prefix=f"{g.node.name}/{tag}/")
 
 
 def _scalar(g: MapContext, v: Value | None, what: str) -> Any:

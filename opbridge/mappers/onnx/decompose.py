@@ -1,8 +1,8 @@
-"""Decompositions of ONNX ops into IR primitives, used when no direct mapping exists.
+"""Decompositions of ONNX ops into IR primitives (ops the IR has no dedicated op for).
 
-Like the function bodies of ``onnx.defs`` (see functions.py), these are the registry's
-fallback: any explicit ``@mapping`` of the same op wins, so an op family can later map the op
-directly (onto a dedicated IR op) without a conflict. Each follows the ONNX spec:
+They are ordinary versioned mappings, registered at each ONNX version whose semantics they
+implement (the since-versions of ``onnx.defs``); a mapping onto a dedicated IR op would replace
+one with ``override=True``. Each follows the ONNX spec:
 
 - QuantizeLinear-10/13/19/21: ``saturate(rint(x / y_scale) + y_zero_point)``, per tensor,
   per axis or per block; integer targets (u8, i8, u16, i16).
@@ -15,6 +15,7 @@ directly (onto a dedicated IR op) without a conflict. Each follows the ONNX spec
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,20 @@ from ...ir.graph import Value
 from ...ir.types import from_numpy_dtype
 from ...parsers.origin import Framework, OriginNode
 from ..context import MapContext
-from ..registry import DEFAULT_MAPPINGS, MapFn, MappingRegistry
+from ..registry import MapFn, mapping
+
+ONNX = Framework.ONNX
+
+
+def versions(op_type: str, *since: int) -> Callable[[MapFn], MapFn]:
+    """Register the decorated mapping of ``op_type`` at each ONNX version in ``since``."""
+
+    def deco(fn: MapFn) -> MapFn:
+        for v in since:
+            mapping(ONNX, op_type, since_opset=v)(fn)
+        return fn
+
+    return deco
 
 #: Integer quantized types and their saturation ranges.
 _RANGES = {"u8": (0, 255), "i8": (-128, 127), "u16": (0, 65535), "i16": (-32768, 32767)}
@@ -68,6 +82,7 @@ def _saturate(g: MapContext, y_i32: Value, dtype: str) -> Value:
     return g.op("Cast", [g.op("Clip", [y_i32], min=float(lo), max=float(hi))], to=dtype)
 
 
+@versions("QuantizeLinear", 10, 13, 19, 21)
 def quantize_linear(node: OriginNode, g: MapContext) -> Any:
     x, scale, zp = g.input(0), g.input(1), g.input(2)
     if x is None or scale is None:
@@ -92,6 +107,7 @@ def quantize_linear(node: OriginNode, g: MapContext) -> Any:
     return _saturate(g, q, target)
 
 
+@versions("DequantizeLinear", 10, 13, 19, 21, 23)
 def dequantize_linear(node: OriginNode, g: MapContext) -> Any:
     x, scale, zp = g.input(0), g.input(1), g.input(2)
     if x is None or scale is None:
@@ -109,6 +125,7 @@ def dequantize_linear(node: OriginNode, g: MapContext) -> Any:
     return _cast(g, y, out)
 
 
+@versions("QLinearMatMul", 10, 21)
 def qlinear_matmul(node: OriginNode, g: MapContext) -> Any:
     a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp = (g.input(i) for i in range(8))
     if a is None or b is None or a_s is None or b_s is None or y_s is None:
@@ -130,6 +147,7 @@ def qlinear_matmul(node: OriginNode, g: MapContext) -> Any:
     return _saturate(g, _cast(g, g.op("Round", [d]), "i32"), target)
 
 
+@versions("CumProd", 26)
 def cumprod(node: OriginNode, g: MapContext) -> Any:
     """CumProd-26: running products along ``axis`` (exclusive, reverse), unrolled over the axis."""
     x = g.input(0)
@@ -181,6 +199,7 @@ def _dft_matrices(n_in: int, length: int, bins: int, inverse: bool, real_out: bo
     return cos, sin
 
 
+@versions("DFT", 17, 20)
 def dft(node: OriginNode, g: MapContext) -> Any:
     """DFT-17/20 as matrix products with constant cos/sin matrices along the signal axis."""
     x = g.input(0)
@@ -240,27 +259,3 @@ def dft(node: OriginNode, g: MapContext) -> Any:
         outs.append(yi)
     parts = [g.op("Unsqueeze", [g.op("Transpose", [v], perm=back)], axes=[rank - 1]) for v in outs]
     return parts[0] if len(parts) == 1 else g.op("Concat", parts, axis=rank - 1)
-
-
-#: ONNX op type -> its decomposition.
-DECOMPOSITIONS: dict[str, MapFn] = {
-    "QuantizeLinear": quantize_linear,
-    "DequantizeLinear": dequantize_linear,
-    "QLinearMatMul": qlinear_matmul,
-    "CumProd": cumprod,
-    "DFT": dft,
-}
-
-
-def decomposition_fallback(node: OriginNode, version: int | None) -> MapFn | None:
-    """The registry fallback: our decomposition of an unmapped default-domain ONNX op, or None."""
-    if node.framework != Framework.ONNX or node.domain not in ("", "ai.onnx"):
-        return None
-    return DECOMPOSITIONS.get(node.op_type)
-
-
-def install(registry: MappingRegistry = DEFAULT_MAPPINGS) -> None:
-    registry.add_fallback(decomposition_fallback, name="opbridge decomposition into IR primitives")
-
-
-install()

@@ -8,12 +8,12 @@ mapped in ``misc.py``. The helpers here are shared with ``activation.py`` and ``
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable
 from typing import Any
 
 from ...ir.graph import Value
 from ...parsers.origin import Framework, OriginNode
+from ...sites import caller_site
 from ..context import MapContext
 from ..registry import DEFAULT_MAPPINGS, mapping
 
@@ -65,11 +65,10 @@ def one_to_one(op_type: str, since: int, *, ir_op: str | None = None, attrs: Ite
 
 
 def _register(op_type: str, since: int, fn: Any) -> None:
-    """Register a generated mapping, recording the line that asked for it (not this helper)."""
-    frame = sys._getframe(2)
+    """Register a generated mapping, recording the line that asked for it (not these helpers)."""
     fn.__qualname__ = f"map_{op_type}_{since}"
-    DEFAULT_MAPPINGS.register(ONNX, op_type, fn, since_opset=since,
-                              defined_at=f"{frame.f_code.co_filename}:{frame.f_lineno}")
+    site = caller_site(helpers=(_register, one_to_one, legacy_binary))
+    DEFAULT_MAPPINGS.register(ONNX, op_type, fn, since_opset=since, defined_at=site)
 
 
 def legacy_broadcast(node: OriginNode, g: MapContext, a: Value, b: Value) -> Value:

@@ -1,8 +1,9 @@
 """ONNX ops defined by a function body in ``onnx.defs`` (Shrink, RMSNormalization, NLL loss ...).
 
 When an op has no mapping but its ONNX schema defines it as a function of other ops (static
-or context-dependent), the node is expanded into that body and each body node is mapped
-through the registry. An explicit mapping always wins: this is the registry's fallback.
+or context-dependent), the node is expanded into that body, read as an OriginGraph, and mapped
+with ``g.map_subgraph`` like any nested graph. An explicit mapping always wins: this is the
+registry's fallback.
 
 The IR nodes that come out keep the origin of the user's node (its op type and name), and
 the node's output tensors keep their names, so validation can still match them.
@@ -20,9 +21,9 @@ from onnx import helper, numpy_helper
 
 from ...ir.types import to_numpy_dtype
 from ...parsers.onnx import attribute_value
-from ...parsers.origin import Framework, OriginGraph, OriginNode
+from ...parsers.origin import Framework, OriginGraph, OriginNode, TensorInfo
 from ..context import MapContext
-from ..registry import DEFAULT_MAPPINGS, MapFn, MappingError, MappingRegistry, normalize_domain
+from ..registry import DEFAULT_MAPPINGS, MapFn, MappingRegistry, normalize_domain
 
 
 def _schema(node: OriginNode, version: int | None) -> Any:
@@ -114,60 +115,29 @@ def _inner_attrs(inner: onnx.NodeProto, node: OriginNode, defaults: dict[str, An
     return out
 
 
+def function_graph(node: OriginNode, g: MapContext) -> OriginGraph:
+    """The node's ONNX function body as an OriginGraph, its attribute references resolved."""
+    f = _function_body(node, g)
+    defaults = _attr_defaults(f, _schema(node, g.opset))
+    nodes = [
+        OriginNode(name="", op_type=inner.op_type, inputs=list(inner.input), outputs=list(inner.output),
+                   attrs=_inner_attrs(inner, node, defaults), framework=Framework.ONNX,
+                   domain=normalize_domain(inner.domain))
+        for inner in f.node
+    ]
+    return OriginGraph(
+        name=f"{f.name} function body", framework=Framework.ONNX, nodes=nodes,
+        inputs=[TensorInfo(t) for t in f.input], outputs=[TensorInfo(t) for t in f.output],
+        opsets={normalize_domain(o.domain): int(o.version) for o in f.opset_import},
+    )
+
+
 def expand_function(node: OriginNode, g: MapContext) -> Any:
     """Map ``node`` by expanding its ONNX function body and mapping each body node."""
-    f = _function_body(node, g)
-    conv = g._conv
-    rename: dict[str, str] = {"": ""}
-    for i, formal in enumerate(f.input):
-        rename[formal] = node.inputs[i] if i < len(node.inputs) else ""
-    for i, formal in enumerate(f.output):
-        rename[formal] = node.outputs[i] if i < len(node.outputs) else ""
-    defaults = _attr_defaults(f, _schema(node, g.opset))
-    opsets = {normalize_domain(o.domain): int(o.version) for o in f.opset_import}
-    prefix = f"{node.name}/"
-
-    def name_of(t: str) -> str:
-        if t not in rename:
-            rename[t] = conv.fresh(prefix + t)
-        return rename[t]
-
-    conv.scopes.append(rename)
-    try:
-        _map_body(node, g, f, rename, name_of, defaults, opsets, prefix)
-    finally:
-        conv.scopes.pop()
-    outs = []
-    for o in node.outputs:
-        if not o:
-            outs.append(None)
-            continue
-        v = conv.values.get(o)
-        if v is None:
-            raise MappingError(f"{node.where}: its ONNX function body does not produce output '{o}'")
-        outs.append(v)
-    return outs
-
-
-def _map_body(node: OriginNode, g: MapContext, f: onnx.FunctionProto, rename: dict[str, str],
-              name_of: Any, defaults: dict[str, Any], opsets: dict[str, int], prefix: str) -> None:
-    conv = g._conv
-    for i, inner in enumerate(f.node):
-        sub = OriginNode(
-            name=f"{prefix}{inner.op_type}_{i}", op_type=inner.op_type,
-            inputs=[name_of(t) for t in inner.input], outputs=[name_of(t) for t in inner.output],
-            attrs=_inner_attrs(inner, node, defaults), framework=Framework.ONNX,
-            domain=normalize_domain(inner.domain), location=f"function body of {node.where}",
-        )
-        version = opsets.get(sub.domain) or conv.origin.opsets.get(sub.domain) or g.opset
-        entry = conv.registry.find(Framework.ONNX, sub.op_type, sub.domain, version)
-        if entry is None:
-            fallback = conv.registry.fallback(sub, version)
-            if fallback is None:
-                raise g.unsupported(
-                    f"its ONNX function body uses {sub.op_type} (opset {version}), which has no mapping")
-            entry = fallback
-        conv.map_node(sub, entry, version, origin_of=g.origin_node)
+    body = function_graph(node, g)
+    bound = [g.input(i) for i in range(len(body.inputs))]
+    outs = g.map_subgraph(body, bound, prefix=f"{node.name}/")
+    return [v if o else None for v, o in zip(outs, node.outputs)]
 
 
 def function_fallback(node: OriginNode, version: int | None) -> MapFn | None:
@@ -181,7 +151,8 @@ def function_fallback(node: OriginNode, version: int | None) -> MapFn | None:
 
 
 def install(registry: MappingRegistry = DEFAULT_MAPPINGS) -> None:
-    registry.add_fallback(function_fallback, name="onnx function body (onnx.defs)")
+    registry.add_fallback(function_fallback, name="onnx function body (onnx.defs)",
+                          framework=Framework.ONNX)
 
 
 install()

@@ -1,6 +1,7 @@
 """RNN, GRU and LSTM (ONNX opset 7/14/22), unrolled over the static sequence into IR primitives.
 
-A registry fallback (see decompose.py): an explicit mapping onto a dedicated IR op wins.
+Ordinary versioned mappings (like decompose.py's), one per ONNX version whose semantics they
+implement; opset 1 (GRU-3 too) had an ``output_sequence`` attribute and is not mapped.
 Follows https://onnx.ai/onnx/operators/onnx__LSTM.html (and GRU, RNN): gate orders
 ``[i o f c]`` (LSTM), ``[z r h]`` (GRU); ``B`` is ``[Wb, Rb]``; peepholes ``[Pi Po Pf]``;
 ``activations`` per direction (f, g, h); ``clip`` bounds gate pre-activations;
@@ -18,7 +19,7 @@ import numpy as np
 from ...ir.graph import Value
 from ...parsers.origin import OriginNode
 from ..context import MapContext
-from .decompose import DECOMPOSITIONS
+from .decompose import versions
 
 #: gates per op, and default activations (one list per direction)
 _GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
@@ -75,6 +76,9 @@ def _part(g: MapContext, v: Value, k: int, size: int, axis: int) -> Value:
     return g.op("Slice", [v], starts=[k * size], ends=[(k + 1) * size], axes=[axis])
 
 
+@versions("RNN", 7, 14, 22)
+@versions("GRU", 7, 14, 22)
+@versions("LSTM", 7, 14, 22)
 def recurrent(node: OriginNode, g: MapContext) -> Any:
     op = node.op_type
     x, w, r = g.input(0), g.input(1), g.input(2)
@@ -185,5 +189,3 @@ def _np(dtype: str) -> np.dtype:
 
     return to_numpy_dtype(dtype)
 
-
-DECOMPOSITIONS.update({"RNN": recurrent, "GRU": recurrent, "LSTM": recurrent})

@@ -153,7 +153,7 @@ def constant_of_shape(node: OriginNode, g: MapContext) -> Any:
     if value.size != 1:
         raise g.error(f"has {value.size} elements; it must hold one", attr="value")
     if all(d >= 0 for d in shape):
-        check_shape(shape, f"{node.where} output")  # before numpy sees it
+        check_shape(shape, "output")  # before numpy sees it (the converter adds the node)
         if numel(shape) <= CONST_LIMIT:
             return g.constant(np.full(shape, value.reshape(()), dtype=value.dtype))
     return g.op("ConstantOfShape", [], shape=shape, value=value.reshape(1))
