@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import pkgutil
 import re
 import sys
@@ -239,3 +240,45 @@ def test_function_body_ir_nodes_keep_the_users_node_as_origin():
     assert {n.origin.op_type for n in g.nodes} == {"Shrink"} and g.outputs[0].name == "y"
     ref = ReferenceEvaluator(m).run(None, {"x": x})[0]
     np.testing.assert_allclose(interpret(g, {"x": x})["y"], ref, rtol=1e-6)
+
+
+#: The ops opbridge maps by decomposing them into IR primitives.
+DECOMPOSED = ("QuantizeLinear", "DequantizeLinear", "QLinearMatMul", "CumProd", "DFT", "RNN", "GRU", "LSTM")
+
+
+@pytest.mark.parametrize("op", DECOMPOSED)
+def test_decompositions_are_versioned_mappings_at_onnx_since_versions(op):
+    ours = DEFAULT_MAPPINGS.versions("onnx", op)
+    onnx_since = {s.since_version for s in onnx.defs.get_all_schemas_with_history()
+                  if s.name == op and s.domain == ""}
+    assert ours and set(ours) <= onnx_since, f"{op}: registered at {ours}, onnx.defs has {sorted(onnx_since)}"
+    entry = DEFAULT_MAPPINGS.find("onnx", op, "", max(ours))
+    assert entry is not None and re.search(r"opbridge/mappers/onnx/(decompose|rnn)\.py:\d+$", entry.defined_at)
+
+
+def test_a_second_registration_of_a_decomposition_is_refused():
+    entry = DEFAULT_MAPPINGS.find("onnx", "LSTM", "", 22)
+    with pytest.raises(RegistryError, match=r"LSTM since_opset=22 is registered twice: first at .*rnn\.py:\d+"):
+        DEFAULT_MAPPINGS.register("onnx", "LSTM", entry.fn, since_opset=22)
+
+
+def test_only_the_onnx_function_bodies_remain_a_fallback():
+    assert DEFAULT_MAPPINGS.fallback_names("onnx") == ["onnx function body (onnx.defs)"]
+    assert DEFAULT_MAPPINGS.fallback_names("caffe") == []
+    lstm = OriginNode("l", "LSTM", ["x", "w", "r"], ["y"])
+    assert DEFAULT_MAPPINGS.fallback(lstm, 22) is None  # LSTM has no onnx.defs function body
+
+
+def test_ops_lists_the_recurrent_ops_with_versions_ranges_and_sites(capsys):
+    from opbridge.cli import main
+
+    assert main(["ops", "--framework", "onnx", "--format", "json"]) == 0
+    rows = {r["op_type"]: r for r in json.loads(capsys.readouterr().out)}
+    for op in ("RNN", "GRU", "LSTM"):
+        assert rows[op]["versions"] == [7, 14, 22]
+        assert rows[op]["ranges"] == [[7, 13], [14, 21], [22, None]]
+        assert all(re.search(r"opbridge/mappers/onnx/rnn\.py:\d+$", s) for s in rows[op]["defined_at"])
+    assert main(["ops", "--framework", "onnx"]) == 0
+    lines = {ln.split()[0]: ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("  ")}
+    for op in ("RNN", "GRU", "LSTM", "DFT"):
+        assert re.fullmatch(rf"  {op} +[\d, ]+ at opbridge/mappers/onnx/(rnn|decompose)\.py:\d+", lines[op]), lines[op]
