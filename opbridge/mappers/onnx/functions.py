@@ -136,8 +136,13 @@ def expand_function(node: OriginNode, g: MapContext) -> Any:
     """Map ``node`` by expanding its ONNX function body and mapping each body node."""
     body = function_graph(node, g)
     bound = [g.input(i) for i in range(len(body.inputs))]
-    outs = g.map_subgraph(body, bound, prefix=f"{node.name}/")
-    return [v if o else None for v, o in zip(outs, node.outputs)]
+    # a body need not compute the optional outputs the node does not ask for
+    wanted = [i for i, o in enumerate(node.outputs[:len(body.outputs)]) if o]
+    body.outputs = [body.outputs[i] for i in wanted]
+    outs: list[Any] = [None] * len(node.outputs)
+    for i, v in zip(wanted, g.map_subgraph(body, bound, prefix=f"{node.name}/")):
+        outs[i] = v
+    return outs
 
 
 def function_fallback(node: OriginNode, version: int | None) -> MapFn | None:
