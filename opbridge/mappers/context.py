@@ -134,8 +134,9 @@ class MapContext:
         order, to ``inputs`` (None for an absent one); names it does not define come from the
         enclosing graph, as ONNX scoping says. Each body node is mapped through the registry
         at the version ``body.opsets`` (else the model) gives its domain; its tensors and nodes
-        are named under ``prefix`` (default: this node's name and a counter), and every IR
-        node it emits names this node as its origin. Call it several times to unroll a loop.
+        are named under ``prefix`` (default: ``"<this node's name>/"``; a name already taken
+        gets a suffix), and every IR node it emits names this node as its origin. Call it
+        several times to unroll a loop (a distinct prefix per call keeps names readable).
         """
         return self._conv.map_subgraph(self, body, list(inputs), prefix)
 
