@@ -30,9 +30,6 @@ ALLOWED: dict[str, str] = {
     "opbridge/simulator/compiler.py::_group_instrs": (
         "a layer group's instruction emission; being split with the typed Program schema"
     ),
-    "opbridge/mappers/onnx/rnn.py::recurrent": (
-        "RNN/GRU/LSTM decomposition; being rewritten as versioned @mapping entries"
-    ),
 }
 
 

@@ -12,6 +12,7 @@ Follows https://onnx.ai/onnx/operators/onnx__LSTM.html (and GRU, RNN): gate orde
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -76,100 +77,152 @@ def _part(g: MapContext, v: Value, k: int, size: int, axis: int) -> Value:
     return g.op("Slice", [v], starts=[k * size], ends=[(k + 1) * size], axes=[axis])
 
 
+@dataclass
+class _Cell:
+    """What one direction's time loop needs: the op, its sizes and its per-direction weights."""
+
+    g: MapContext
+    op: str
+    hidden: int
+    dtype: str
+    acts: list[Callable[[Value], Value]]
+    clip: float | None
+    linear_before_reset: bool
+    input_forget: bool
+    rt: Value                  # R of this direction, transposed: [H, G*H]
+    rb_sep: Value | None       # GRU with linear_before_reset keeps Rb inside the reset product
+    peep: Value | None
+
+    def gate(self, v: Value) -> Value:
+        """``clip`` bounds every gate pre-activation."""
+        g = self.g
+        return g.op("Clip", [v], min=-float(self.clip), max=float(self.clip)) if self.clip is not None else v
+
+    def part(self, v: Value, k: int) -> Value:
+        return _part(self.g, v, k, self.hidden, 1)
+
+    def one(self) -> Value:
+        return self.g.constant(np.ones((), _np(self.dtype)))
+
+
+def _rnn_step(cell: _Cell, xt: Value, h: Value, c: Value | None) -> tuple[Value, Value | None]:
+    g = cell.g
+    return cell.acts[0](cell.gate(g.op("Add", [xt, g.op("MatMul", [h, cell.rt])]))), None
+
+
+def _gru_step(cell: _Cell, xt: Value, h: Value, c: Value | None) -> tuple[Value, Value | None]:
+    g, f, part = cell.g, cell.acts, cell.part
+    hr = g.op("MatMul", [h, cell.rt])
+    if cell.rb_sep is not None:
+        hr = g.op("Add", [hr, cell.rb_sep])
+    z = f[0](cell.gate(g.op("Add", [part(xt, 0), part(hr, 0)])))
+    rr = f[0](cell.gate(g.op("Add", [part(xt, 1), part(hr, 1)])))
+    if cell.linear_before_reset:
+        pre = g.op("Add", [part(xt, 2), g.op("Mul", [rr, part(hr, 2)])])
+    else:
+        rh = g.op("MatMul", [g.op("Mul", [rr, h]), _part(g, cell.rt, 2, cell.hidden, 1)])
+        pre = g.op("Add", [part(xt, 2), rh])
+    hh = f[1](cell.gate(pre))
+    return g.op("Add", [g.op("Mul", [g.op("Sub", [cell.one(), z]), hh]), g.op("Mul", [z, h])]), None
+
+
+def _lstm_step(cell: _Cell, xt: Value, h: Value, c: Value | None) -> tuple[Value, Value | None]:
+    g, f, p = cell.g, cell.acts, cell.peep
+    assert c is not None  # the caller always gives an LSTM its cell state
+    gates = g.op("Add", [xt, g.op("MatMul", [h, cell.rt])])
+    gi, go, gf, gc = (cell.part(gates, k) for k in range(4))
+
+    def peephole(k: int, v: Value, state: Value) -> Value:
+        return v if p is None else g.op("Add", [v, g.op("Mul", [_part(g, p, k, cell.hidden, 0), state])])
+
+    i_t = f[0](cell.gate(peephole(0, gi, c)))
+    f_t = g.op("Sub", [cell.one(), i_t]) if cell.input_forget else f[0](cell.gate(peephole(2, gf, c)))
+    c = g.op("Add", [g.op("Mul", [f_t, c]), g.op("Mul", [i_t, f[1](cell.gate(gc))])])
+    o_t = f[0](cell.gate(peephole(1, go, c)))
+    return g.op("Mul", [o_t, f[2](c)]), c
+
+
+_STEPS = {"RNN": _rnn_step, "GRU": _gru_step, "LSTM": _lstm_step}
+
+
+@dataclass
+class _Inputs:
+    """The node's tensors, seq-first (``layout`` 1 transposed on the way in)."""
+
+    x: Value
+    w: Value
+    r: Value
+    bias: Value | None
+    h0: Value | None
+    c0: Value | None
+    peep: Value | None
+
+
+def _inputs(node: OriginNode, g: MapContext, layout: int) -> _Inputs:
+    x, w, r = g.input(0), g.input(1), g.input(2)
+    if x is None or w is None or r is None:
+        raise g.error("inputs X, W and R are required")
+    lstm = node.op_type == "LSTM"
+    ins = _Inputs(x, w, r, g.input(3), g.input(5), g.input(6) if lstm else None,
+                  g.input(7) if lstm else None)
+    if g.input(4) is not None:
+        lens = g.const(4)
+        if lens is None or not np.all(np.asarray(lens) == int(x.shape[1 if layout else 0])):
+            raise g.unsupported("sequence_lens shorter than the sequence are not supported")
+    if layout == 1:
+        ins.x = g.op("Transpose", [x], perm=[1, 0, 2])
+        ins.h0 = g.op("Transpose", [ins.h0], perm=[1, 0, 2]) if ins.h0 is not None else None
+        ins.c0 = g.op("Transpose", [ins.c0], perm=[1, 0, 2]) if ins.c0 is not None else None
+    return ins
+
+
+def _direction(node: OriginNode, g: MapContext, ins: _Inputs, d: int, reverse: bool,
+               acts: list[Callable[[Value], Value]]) -> tuple[Value, Value, Value | None]:
+    """One direction unrolled over the sequence: (Y [S, 1, B, H], last h, last c or None)."""
+    op, x = node.op_type, ins.x
+    seq, batch = int(x.shape[0]), int(x.shape[1])
+    hidden = int(node.get_attr("hidden_size", ins.w.shape[1] // _GATES[op]))
+    clip = node.get_attr("clip", None)
+    lbr = op == "GRU" and bool(int(node.get_attr("linear_before_reset", 0)))
+    wt = g.op("Transpose", [_pick(g, ins.w, d)], perm=[1, 0])  # [I, G*H]
+    xw = g.op("MatMul", [x, wt])  # [S, B, G*H]
+    rb_sep = None
+    if ins.bias is not None:
+        b = _pick(g, ins.bias, d)
+        size = _GATES[op] * hidden
+        wb, rb = _part(g, b, 0, size, 0), _part(g, b, 1, size, 0)
+        xw = g.op("Add", [xw, wb]) if lbr else g.op("Add", [xw, g.op("Add", [wb, rb])])
+        rb_sep = rb if lbr else None
+    cell = _Cell(g, op, hidden, x.dtype, acts, clip, lbr, bool(int(node.get_attr("input_forget", 0))),
+                 g.op("Transpose", [_pick(g, ins.r, d)], perm=[1, 0]), rb_sep,
+                 _pick(g, ins.peep, d) if ins.peep is not None else None)
+    zeros = g.constant(np.zeros((batch, hidden), _np(x.dtype)))
+    h = _pick(g, ins.h0, d) if ins.h0 is not None else zeros
+    c = (_pick(g, ins.c0, d) if ins.c0 is not None else zeros) if op == "LSTM" else None
+    outs: list[Value | None] = [None] * seq
+    for t in (range(seq - 1, -1, -1) if reverse else range(seq)):
+        h, c = _STEPS[op](cell, _pick(g, xw, t), h, c)
+        outs[t] = h
+    steps = [g.op("Unsqueeze", [v], axes=[0, 1]) for v in outs if v is not None]
+    y = steps[0] if len(steps) == 1 else g.op("Concat", steps, axis=0)
+    return y, h, c
+
+
 @versions("RNN", 7, 14, 22)
 @versions("GRU", 7, 14, 22)
 @versions("LSTM", 7, 14, 22)
 def recurrent(node: OriginNode, g: MapContext) -> Any:
-    op = node.op_type
-    x, w, r = g.input(0), g.input(1), g.input(2)
-    if x is None or w is None or r is None:
-        raise g.error("inputs X, W and R are required")
-    bias, seq_lens, h0 = g.input(3), g.input(4), g.input(5)
-    c0 = g.input(6) if op == "LSTM" else None
-    peep = g.input(7) if op == "LSTM" else None
-    hidden = int(node.get_attr("hidden_size", w.shape[1] // _GATES[op]))
     direction = node.get_attr("direction", "forward")
     if direction not in ("forward", "reverse", "bidirectional"):
         raise g.error(f"{direction!r}: must be forward, reverse or bidirectional", attr="direction")
     ndir = 2 if direction == "bidirectional" else 1
     layout = int(node.get_attr("layout", 0))
-    clip = node.get_attr("clip", None)
-    if layout == 1:
-        x = g.op("Transpose", [x], perm=[1, 0, 2])
-        h0 = g.op("Transpose", [h0], perm=[1, 0, 2]) if h0 is not None else None
-        c0 = g.op("Transpose", [c0], perm=[1, 0, 2]) if c0 is not None else None
-    seq, batch = int(x.shape[0]), int(x.shape[1])
-    if seq_lens is not None:
-        lens = g.const(4)
-        if lens is None or not np.all(np.asarray(lens) == seq):
-            raise g.unsupported("sequence_lens shorter than the sequence are not supported")
+    ins = _inputs(node, g, layout)
     acts = _acts(node, g, ndir)
-    ngates = _GATES[op]
-    dt = x.dtype
-
-    def gate_clip(v: Value) -> Value:
-        return g.op("Clip", [v], min=-float(clip), max=float(clip)) if clip is not None else v
-
     ys, hs, cs = [], [], []
     for d in range(ndir):
-        reverse = direction == "reverse" or d == 1
-        wt = g.op("Transpose", [_pick(g, w, d)], perm=[1, 0])  # [I, G*H]
-        rt = g.op("Transpose", [_pick(g, r, d)], perm=[1, 0])  # [H, G*H]
-        xw = g.op("MatMul", [x, wt])  # [S, B, G*H]
-        rb_sep = None  # GRU with linear_before_reset keeps Rb inside the reset product
-        if bias is not None:
-            b = _pick(g, bias, d)
-            wb, rb = _part(g, b, 0, ngates * hidden, 0), _part(g, b, 1, ngates * hidden, 0)
-            if op == "GRU" and int(node.get_attr("linear_before_reset", 0)):
-                xw = g.op("Add", [xw, wb])
-                rb_sep = rb
-            else:
-                xw = g.op("Add", [xw, g.op("Add", [wb, rb])])
-        zeros = g.constant(np.zeros((batch, hidden), _np(dt)))
-        h = _pick(g, h0, d) if h0 is not None else zeros
-        c = (_pick(g, c0, d) if c0 is not None else zeros) if op == "LSTM" else None
-        p = _pick(g, peep, d) if peep is not None else None
-        f_act = acts[d]
-        outs: list[Value | None] = [None] * seq
-        for t in (range(seq - 1, -1, -1) if reverse else range(seq)):
-            xt = _pick(g, xw, t)  # [B, G*H]
-            if op == "RNN":
-                h = f_act[0](gate_clip(g.op("Add", [xt, g.op("MatMul", [h, rt])])))
-            elif op == "GRU":
-                hr = g.op("MatMul", [h, rt])
-                if rb_sep is not None:
-                    hr = g.op("Add", [hr, rb_sep])
-                z = f_act[0](gate_clip(g.op("Add", [_part(g, xt, 0, hidden, 1), _part(g, hr, 0, hidden, 1)])))
-                rr = f_act[0](gate_clip(g.op("Add", [_part(g, xt, 1, hidden, 1), _part(g, hr, 1, hidden, 1)])))
-                if int(node.get_attr("linear_before_reset", 0)):
-                    pre = g.op("Add", [_part(g, xt, 2, hidden, 1), g.op("Mul", [rr, _part(g, hr, 2, hidden, 1)])])
-                else:
-                    rh = g.op("MatMul", [g.op("Mul", [rr, h]), _part(g, rt, 2, hidden, 1)])
-                    pre = g.op("Add", [_part(g, xt, 2, hidden, 1), rh])
-                hh = f_act[1](gate_clip(pre))
-                one = g.constant(np.ones((), _np(dt)))
-                h = g.op("Add", [g.op("Mul", [g.op("Sub", [one, z]), hh]), g.op("Mul", [z, h])])
-            else:
-                gates = g.op("Add", [xt, g.op("MatMul", [h, rt])])
-                gi, go, gf, gc = (_part(g, gates, k, hidden, 1) for k in range(4))
-                assert c is not None
-                if p is not None:
-                    gi = g.op("Add", [gi, g.op("Mul", [_part(g, p, 0, hidden, 0), c])])
-                    gf = g.op("Add", [gf, g.op("Mul", [_part(g, p, 2, hidden, 0), c])])
-                i_t = f_act[0](gate_clip(gi))
-                if int(node.get_attr("input_forget", 0)):
-                    f_t = g.op("Sub", [g.constant(np.ones((), _np(dt))), i_t])
-                else:
-                    f_t = f_act[0](gate_clip(gf))
-                c_t = f_act[1](gate_clip(gc))
-                c = g.op("Add", [g.op("Mul", [f_t, c]), g.op("Mul", [i_t, c_t])])
-                if p is not None:
-                    go = g.op("Add", [go, g.op("Mul", [_part(g, p, 1, hidden, 0), c])])
-                o_t = f_act[0](gate_clip(go))
-                h = g.op("Mul", [o_t, f_act[2](c)])
-            outs[t] = h
-        steps = [g.op("Unsqueeze", [v], axes=[0, 1]) for v in outs if v is not None]
-        ys.append(steps[0] if len(steps) == 1 else g.op("Concat", steps, axis=0))  # [S, 1, B, H]
+        y, h, c = _direction(node, g, ins, d, direction == "reverse" or d == 1, acts[d])
+        ys.append(y)
         hs.append(g.op("Unsqueeze", [h], axes=[0]))
         if c is not None:
             cs.append(g.op("Unsqueeze", [c], axes=[0]))
@@ -180,7 +233,7 @@ def recurrent(node: OriginNode, g: MapContext) -> Any:
         y = g.op("Transpose", [y], perm=[2, 0, 1, 3])
         y_h = g.op("Transpose", [y_h], perm=[1, 0, 2])
         y_c = g.op("Transpose", [y_c], perm=[1, 0, 2]) if y_c is not None else None
-    outs = (y, y_h, y_c) if op == "LSTM" else (y, y_h)
+    outs = (y, y_h, y_c) if node.op_type == "LSTM" else (y, y_h)
     return outs[: len(node.outputs)]
 
 
