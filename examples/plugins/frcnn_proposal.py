@@ -9,7 +9,8 @@ the layer the three registrations of any custom op:
    compute (the reference semantics, run on the host);
 2. the mapping from the Caffe layer: ``param_str`` decoded (as a Python literal, never eval'ed)
    onto the op's parameters;
-3. where it runs: ``ImplyType.CPU`` (post-processing on the host, as the vendor toolchains do).
+3. where it runs: ``.placement("cpu")`` on the op definition (post-processing on the host, as
+   the vendor toolchains do).
 
 The rois output has a static shape (post_nms_top_n, 5); rows past the proposals kept are zero.
 """
@@ -22,7 +23,7 @@ from typing import Any
 import numpy as np
 
 import opbridge as ob
-from opbridge.mappers import Framework, ImplyType, mapping, set_imply_type
+from opbridge.mappers import Framework, mapping
 
 
 def generate_anchors(base_size: int = 16, ratios: tuple[float, ...] = (0.5, 1.0, 2.0),
@@ -107,8 +108,8 @@ def proposal(cls_prob: np.ndarray, bbox_pred: np.ndarray, im_info: np.ndarray, *
     .type_param("T", ("f32",))
     .shape_fn(lambda ctx: ((ctx.attr("post_nms_top_n"), 5), ctx.input_dtype(0)))
     .compute(proposal)
+    .placement("cpu")
 )
-set_imply_type("FrcnnProposal", ImplyType.CPU)
 
 
 def decode_param_str(text: str) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import GraphError, ShapeError, node_ctx
-from .opdef import DEFAULT_OPS, OpRegistry
+from .opdef import DEFAULT_OPS, OpRegistry, check_placement
 from .types import Shape, check_shape, from_numpy_dtype, is_dtype, to_numpy_dtype
 
 
@@ -59,9 +59,12 @@ class Value:
 
 
 class Node:
-    """One op application: op type, inputs (None for an absent optional input), outputs, attributes."""
+    """One op application: op type, inputs (None for an absent optional input), outputs,
+    attributes, and its placement: ``"tpu"``, or ``"cpu"`` for a node that runs on the host.
+    The placement is the one record of where the node runs: the simulator reads it, and the
+    ``.obir`` file keeps it."""
 
-    __slots__ = ("op", "name", "inputs", "outputs", "attrs", "origin")
+    __slots__ = ("op", "name", "inputs", "outputs", "attrs", "origin", "placement")
 
     def __init__(
         self,
@@ -71,6 +74,7 @@ class Node:
         outputs: Sequence[Value],
         attrs: dict[str, Any],
         origin: Origin,
+        placement: str = "tpu",
     ) -> None:
         self.op = op
         self.name = name
@@ -78,6 +82,7 @@ class Node:
         self.outputs = list(outputs)
         self.attrs = dict(attrs)
         self.origin = origin
+        self.placement = check_placement(placement, node_ctx(name, op), GraphError)
 
     @property
     def where(self) -> str:
@@ -164,7 +169,8 @@ class GraphBuilder:
     """Builds a Graph one op at a time, inferring each output's shape and dtype as it goes.
 
     ``op()`` checks attributes against the op's definition (defaults filled, so every
-    attribute is explicit) and raises an OpbridgeError naming the node on any problem.
+    attribute is explicit) and raises an OpbridgeError naming the node on any problem. Each
+    node's placement is the ``placement`` given to ``op()``, else its op definition's.
     """
 
     def __init__(self, name: str = "graph", *, registry: OpRegistry | None = None) -> None:
@@ -228,9 +234,12 @@ class GraphBuilder:
         outputs: Sequence[str] | None = None,
         origin: Origin | None = None,
         num_outputs: int | None = None,
+        placement: str | None = None,
         **attrs: Any,
     ) -> Any:
-        """Add a node; returns its output Value, or a tuple of Values when it has several."""
+        """Add a node; returns its output Value, or a tuple of Values when it has several.
+
+        ``placement`` ("tpu" or "cpu") overrides where the op definition says the node runs."""
         opdef = self.registry.get(op_type)
         if name is None:
             self._counter += 1
@@ -271,7 +280,8 @@ class GraphBuilder:
                 vname = self._claim(self.unique_name(base))
             out_values.append(Value(vname, dtype, shape))
         node = Node(op_type, name, ins, out_values, norm,
-                    origin or Origin("opbridge", op_type, name))
+                    origin or Origin("opbridge", op_type, name),
+                    placement if placement is not None else opdef.default_placement)
         for v in out_values:
             v.producer = node
         for v in ins:

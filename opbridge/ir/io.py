@@ -1,10 +1,15 @@
 """The ``.obir`` file: the graph as JSON in the metadata of a safetensors file of its constants.
 
-Layout: safetensors metadata ``{"format": "opbridge.obir", "format_version": "1",
+Layout: safetensors metadata ``{"format": "opbridge.obir", "format_version": "2",
 "graph": <JSON>}``; one tensor per constant (keyed by value name) and per tensor-typed
 attribute (keyed ``attr/<node>/<param>``). bf16 tensors are stored as their u16 bit patterns.
 No pickle anywhere. The JSON is read with the op definitions, so attribute types come
 from one schema only.
+
+Each node records its placement (``"tpu"`` or ``"cpu"``), so a saved graph compiles the same
+way in a process that never loaded the mapping that placed it. Version 2 added that field
+(a version-1 reader would ignore it and run host nodes on the TPU); a version-1 file's nodes
+take their op definition's placement.
 """
 
 from __future__ import annotations
@@ -21,18 +26,31 @@ import numpy as np
 
 from ..errors import GraphError, ModelFormatError, OpbridgeError, UnsupportedOpError
 from .graph import Graph, Node, Origin, Value
-from .opdef import DEFAULT_OPS, OpRegistry
+from .opdef import DEFAULT_OPS, OpRegistry, check_placement
 from .types import check_shape, is_dtype, to_numpy_dtype
 
 FORMAT = "opbridge.obir"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 def _to_storable(arr: np.ndarray) -> np.ndarray:
-    arr = np.ascontiguousarray(arr)
-    if arr.dtype.name == "bfloat16":
-        return arr.view(np.uint16)
-    return arr
+    # np.ascontiguousarray returns at least one dimension: reshape keeps a 0-d array 0-d.
+    out = np.ascontiguousarray(arr).reshape(np.shape(arr))
+    if out.dtype.name == "bfloat16":
+        return out.view(np.uint16)
+    return out
+
+
+def _stored_as(data: np.ndarray, shape: tuple[Any, ...], what: str) -> np.ndarray:
+    """``data`` read for a tensor declared ``shape``. Files written before the reshape in
+    :func:`_to_storable` hold 0-d tensors as one-element vectors: the same single value, so
+    they are read back as declared."""
+    if tuple(data.shape) == shape:
+        return data
+    if shape == () and tuple(data.shape) == (1,):
+        return data.reshape(())
+    raise ModelFormatError(f"{what}: stored shape {data.shape} != {shape}",
+                           hint="the file is corrupt; re-create it")
 
 
 def _from_stored(arr: np.ndarray, dtype: str) -> np.ndarray:
@@ -64,7 +82,7 @@ def _encode_attr(value: Any, key: str, tensors: dict[str, np.ndarray]) -> Any:
         tensors[key] = _to_storable(value)
         from .types import from_numpy_dtype
 
-        return {"tensor": key, "dtype": from_numpy_dtype(value.dtype)}
+        return {"tensor": key, "dtype": from_numpy_dtype(value.dtype), "shape": list(value.shape)}
     if isinstance(value, tuple):
         return [_encode_float(v) for v in value]
     return value
@@ -95,6 +113,7 @@ def graph_to_json(graph: Graph, tensors: dict[str, np.ndarray]) -> dict[str, Any
                     "op_type": n.origin.op_type,
                     "name": n.origin.name,
                 },
+                "placement": n.placement,
             }
         )
     return {
@@ -244,9 +263,7 @@ def graph_from_json(doc: dict[str, Any], tensor: Any, registry: OpRegistry) -> G
     consts = []
     for d in doc["constants"]:
         name, dtype, shape = typed(d, "constant")
-        data = tensor(name, dtype)
-        if tuple(data.shape) != shape:
-            raise ModelFormatError(f"constant '{name}': stored shape {data.shape} != {shape}")
+        data = _stored_as(tensor(name, dtype), shape, f"constant '{name}'")
         consts.append(add(Value(name, dtype, shape, data=data)))
     nodes = []
     for i, nd in enumerate(doc["nodes"]):
@@ -284,7 +301,11 @@ def _node_from_json(nd: dict[str, Any], values: dict[str, Value], add: Any, type
     attrs: dict[str, Any] = {}
     for k, a in dict(nd["attrs"]).items():
         if isinstance(a, dict) and "tensor" in a:
-            attrs[k] = tensor(a["tensor"], a["dtype"])
+            data = tensor(a["tensor"], a["dtype"])
+            if "shape" in a:
+                shape = check_shape(a["shape"], f"node '{nd['name']}' ({op}) attribute '{k}'")
+                data = _stored_as(data, shape, f"node '{nd['name']}' ({op}) attribute '{k}'")
+            attrs[k] = data
         elif isinstance(a, list):
             attrs[k] = [_decode_float(x) for x in a]
         else:
@@ -292,5 +313,7 @@ def _node_from_json(nd: dict[str, Any], values: dict[str, Value], add: Any, type
     attrs = opdef.normalize_attrs(attrs, f"node '{nd['name']}' ({op})")
     o = nd["origin"]
     origin = Origin(str(o["framework"]), str(o["op_type"]), str(o["name"]))
+    where = check_placement(nd.get("placement", opdef.default_placement),
+                            f"node '{nd['name']}' ({op})", ModelFormatError)
     outs = [add(Value(*typed(d, "output"))) for d in nd["outputs"]]
-    return Node(op, str(nd["name"]), ins, outs, attrs, origin)
+    return Node(op, str(nd["name"]), ins, outs, attrs, origin, where)

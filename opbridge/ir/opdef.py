@@ -22,11 +22,24 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import AttrError, RegistryError, ShapeError, UnsupportedOpError, node_ctx
+from ..errors import AttrError, OpbridgeError, RegistryError, ShapeError, UnsupportedOpError, node_ctx
 from ..sites import caller_site
 from .types import DTYPES, Shape, check_shape, is_dtype
 
 PARAM_TYPES = ("int", "float", "bool", "str", "ints", "floats", "strs", "dtype", "tensor")
+
+#: Where a node runs: on the TPU, or on the host CPU between TPU segments.
+PLACEMENTS = ("tpu", "cpu")
+
+
+def check_placement(where: Any, what: str, error: type[OpbridgeError] = RegistryError) -> str:
+    """``where`` ("tpu"/"cpu", or an enum whose value is one) as a plain string; anything else
+    is an ``error`` naming ``what``."""
+    value = getattr(where, "value", where)
+    if not isinstance(value, str) or value.lower() not in PLACEMENTS:
+        raise error(f"{what}: placement {where!r} is not one of {', '.join(PLACEMENTS)}",
+                            hint='use "tpu" (the default) or "cpu" (runs on the host)')
+    return value.lower()
 
 
 class _Required:
@@ -270,6 +283,8 @@ class OpDef:
         self.compute_function: Callable[..., Any] | None = None
         self.description = ""
         self.domain = "opbridge"
+        #: Where a node of this op runs unless it says otherwise (see :meth:`placement`).
+        self.default_placement = "tpu"
 
     # -- building ---------------------------------------------------------------------
     def input(
@@ -339,6 +354,14 @@ class OpDef:
 
     def doc(self, text: str) -> OpDef:
         self.description = text
+        return self
+
+    def placement(self, where: str) -> OpDef:
+        """Where the op's nodes run by default: ``"tpu"`` (the default) or ``"cpu"``, the host,
+        between TPU segments (post-processing such as NMS, as vendor toolchains do). Each node
+        records its own placement when it is created, so a node can still be placed otherwise
+        (``GraphBuilder.op(..., placement=...)``, a mapping's ``imply_type``)."""
+        self.default_placement = check_placement(where, f"op {self.name}")
         return self
 
     # -- using ------------------------------------------------------------------------

@@ -52,7 +52,8 @@ def format_graph(graph: Graph, *, max_nodes: int | None = None) -> str:
         )
         lines.append(f"  {outs} = {n.op}({ins})" + (f" {{{attrs}}}" if attrs else ""))
         o = n.origin
-        lines.append(f"      # {n.name}  from {o.framework} {o.op_type} '{o.name}'")
+        host = "  [runs on the host cpu]" if n.placement == "cpu" else ""
+        lines.append(f"      # {n.name}  from {o.framework} {o.op_type} '{o.name}'{host}")
     lines.append("outputs:")
     for v in graph.outputs:
         lines.append(f"  {_fmt_value(v)}")

@@ -110,10 +110,11 @@ class MapContext:
 
     # -- emitting ---------------------------------------------------------------------------
     def op(self, op_type: str, inputs: Sequence[Value | None], *, num_outputs: int | None = None,
-           **attrs: Any) -> Any:
-        """Emit IR op ``op_type``; returns its Value, or a tuple of Values when it has several."""
+           placement: str | None = None, **attrs: Any) -> Any:
+        """Emit IR op ``op_type``; returns its Value, or a tuple of Values when it has several.
+        ``placement="cpu"`` runs this node on the host (default: its op definition's placement)."""
         self.emitted += 1
-        outs = self._conv.emit(self, op_type, list(inputs), attrs, num_outputs)
+        outs = self._conv.emit(self, op_type, list(inputs), attrs, num_outputs, placement)
         self.created.update(id(v) for v in outs)
         return outs[0] if len(outs) == 1 else tuple(outs)
 

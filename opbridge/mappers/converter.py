@@ -132,7 +132,7 @@ class Conversion:
 
     # -- emitting IR nodes ------------------------------------------------------------------
     def emit(self, ctx: MapContext, op_type: str, inputs: list[Value | None], attrs: dict[str, Any],
-             num_outputs: int | None) -> list[Value]:
+             num_outputs: int | None, placement: str | None = None) -> list[Value]:
         node = ctx.node
         opdef = self.ops.get(op_type)
         label = node.name or node.op_type.lower()
@@ -147,14 +147,15 @@ class Conversion:
                                    "not a Value", hint="pass g.input(i), g.constant(array) or the "
                                    "result of g.op", **ctx.error_context())
         try:
-            return self._emit_checked(ctx, opdef, name, ins, attrs, num_outputs)
+            return self._emit_checked(ctx, opdef, name, ins, attrs, num_outputs, placement)
         except OpbridgeError as err:
             # the op registry's checks name the IR node they were given (``node_ctx(name, op)``)
             err.add_context(ir_node=name, ir_op=op_type)
             raise
 
     def _emit_checked(self, ctx: MapContext, opdef: OpDef, name: str, ins: list[Value | None],
-                      attrs: dict[str, Any], num_outputs: int | None) -> list[Value]:
+                      attrs: dict[str, Any], num_outputs: int | None,
+                      placement: str | None) -> list[Value]:
         op_type = opdef.name
         where = node_ctx(name, op_type)
         opdef.check_input_count(len(ins), where)
@@ -175,7 +176,7 @@ class Conversion:
                                               arr) for i, arr in enumerate(results)]
         out_names = [self.fresh(f"{name}:{i}" if n_out > 1 else name) for i in range(n_out)]
         out = self.builder.op(op_type, ins, name=name, outputs=out_names, origin=origin,
-                              num_outputs=n_out, **attrs)
+                              num_outputs=n_out, placement=placement, **attrs)
         return list(out) if isinstance(out, tuple) else [out]
 
     # -- one origin node --------------------------------------------------------------------

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..ir.opdef import check_placement
 from ..parsers.origin import Framework, OriginNode
 from .context import MapContext
 from .registry import (
@@ -60,6 +61,7 @@ class CustomOpBuilder:
         self._since = 1
         self._parse_fn: ParseFn | None = None
         self._entries: list[MappingEntry] = []
+        self._placement: str | None = None
 
     def framework_type(self, framework: Framework | str) -> CustomOpBuilder:
         self._framework = Framework(framework)
@@ -80,8 +82,15 @@ class CustomOpBuilder:
         return self
 
     def imply_type(self, imply: ImplyType | str) -> CustomOpBuilder:
-        """Where the IR op runs: ImplyType.TPU (default) or ImplyType.CPU (the host)."""
-        self._registry.set_imply_type(self.ir_op, imply)
+        """Where the nodes this mapping emits run: ImplyType.TPU or ImplyType.CPU (the host).
+
+        Without it they take the op definition's placement. The placement is written on each
+        emitted node (and so into ``.obir``), not on the op definition: an op definition is
+        shared by every mapping, registry and hand-built graph that uses the op, so a mapping
+        registered in a private registry (a test's, one conversion's) must not move every
+        other node of that op. An op that always runs on the host says so where it is
+        defined: ``define_op(...).placement("cpu")``."""
+        self._placement = check_placement(imply, f"register_custom_op({self.ir_op!r})")
         return self
 
     def _sync(self) -> CustomOpBuilder:
@@ -103,7 +112,8 @@ class CustomOpBuilder:
         else:
             dst.attrs.update(node.attrs)
         inputs = g.inputs() + [g.weight(i) for i in range(g.num_weights)]
-        return g.op(self.ir_op, inputs, num_outputs=len(node.outputs), **dst.attrs)
+        return g.op(self.ir_op, inputs, num_outputs=len(node.outputs), placement=self._placement,
+                    **dst.attrs)
 
 
 def register_custom_op(ir_op: str, *, override: bool = False,

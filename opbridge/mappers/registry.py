@@ -12,13 +12,16 @@ matches that op in any domain the model declares; ``"com.example::FooScale"`` pi
 and wins over a plain registration. Lookup picks the highest ``since_opset`` <= the model's
 version for the node's domain, and never falls back silently.
 
-Where an IR op runs (TPU or host CPU) is recorded per IR op in this module's placement table,
-read with :func:`imply_type_of`.
+Where a node runs (TPU or host CPU) is not kept here: it is the IR node's ``placement``,
+recorded in ``.obir``. An op definition gives the default (``define_op(...).placement("cpu")``);
+a mapping may place the nodes it emits (``g.op(..., placement="cpu")``, or
+``.imply_type(ImplyType.CPU)`` on the builder).
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import MappingError as MappingError  # its home is errors.py; kept importable here
 from ..errors import RegistryError, UnsupportedOpError
+from ..ir.opdef import DEFAULT_OPS
 from ..parsers.origin import Framework, OriginNode
 from ..sites import caller_site
 
@@ -105,7 +109,6 @@ class MappingRegistry:
     def __init__(self) -> None:
         # (framework, domain or None, op type) -> {since: entry}
         self._table: dict[tuple[Framework, str | None, str], dict[int, MappingEntry]] = {}
-        self._imply: dict[str, ImplyType] = {}
         self._fallbacks: list[tuple[Callable[[OriginNode, int | None], MapFn | None], str,
                                     Framework | None]] = []
 
@@ -171,13 +174,6 @@ class MappingRegistry:
                 return MappingEntry(node.framework, None, node.op_type, version or 1, mfn,
                                     f"<fallback: {name}>")
         return None
-
-    def set_imply_type(self, ir_op: str, imply: ImplyType | str) -> None:
-        """Record where ``ir_op`` runs (the simulator reads it with :meth:`imply_type_of`)."""
-        self._imply[ir_op] = ImplyType(imply)
-
-    def imply_type_of(self, ir_op: str) -> ImplyType:
-        return self._imply.get(ir_op, ImplyType.TPU)
 
     # -- looking up -----------------------------------------------------------------------
     def versions(self, framework: Framework | str, op_type: str, domain: str | None = None) -> list[int]:
@@ -262,13 +258,24 @@ DEFAULT_MAPPINGS = MappingRegistry()
 
 
 def imply_type_of(ir_op: str) -> ImplyType:
-    """Where the IR op ``ir_op`` runs, as its mappings declared it (TPU unless told CPU)."""
-    return DEFAULT_MAPPINGS.imply_type_of(ir_op)
+    """Deprecated: the default placement of IR op ``ir_op``'s definition (TPU if it is not
+    defined). Where a node runs is its own ``placement``."""
+    warnings.warn(
+        "imply_type_of is deprecated: where a node runs is its `placement` attribute (kept in "
+        ".obir); an op's default is `opbridge.ir.get_op(name).default_placement`",
+        DeprecationWarning, stacklevel=2)
+    if ir_op not in DEFAULT_OPS:
+        return ImplyType.TPU
+    return ImplyType(DEFAULT_OPS.get(ir_op).default_placement)
 
 
 def set_imply_type(ir_op: str, imply: ImplyType | str) -> None:
-    """Declare where ``ir_op`` runs, for ops emitted by ``@mapping`` functions."""
-    DEFAULT_MAPPINGS.set_imply_type(ir_op, imply)
+    """Deprecated: declares the default placement on the op definition of ``ir_op``."""
+    warnings.warn(
+        'set_imply_type is deprecated: declare it on the op definition, define_op(...)'
+        '.placement("cpu"), or place one node from a mapping with g.op(..., placement="cpu")',
+        DeprecationWarning, stacklevel=2)
+    DEFAULT_OPS.get(ir_op).placement(imply)
 
 
 def mapping(

@@ -1,10 +1,10 @@
 """Lowering: every IR node gets a placement (TPU or host CPU) and a kernel.
 
-Placement comes from, in order: the ``placement`` callable given to ``compile`` (if it
-returns a value), a kernel registered with ``.cpu()``, and the mapping registry's
-``imply_type_of`` (an op whose mapping says ``ImplyType.CPU``). Everything else runs on
-the TPU: as a local layer (may join a layer group) when its kernel has tiling hints and
-its tensors fit the NCHW local layout, else as a global layer.
+A node's placement is its own ``placement`` (set when it was created, from the op
+definition unless a mapping or the builder said otherwise, and kept in ``.obir``); the
+``placement`` callable given to ``compile`` may override it per node. A TPU node runs as a
+local layer (may join a layer group) when its kernel has tiling hints and its tensors fit
+the NCHW local layout, else as a global layer.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..errors import SimulatorError
 from ..ir.graph import Graph, Node
 from .kernels import DEFAULT_KERNELS, Kernel, KernelRegistry
 
@@ -20,18 +21,16 @@ TPU, CPU = "tpu", "cpu"
 Placement = Callable[[Node], "str | None"]
 
 
-def _mapping_placement(node: Node) -> str | None:
-    """What the mapping registry says (``ImplyType.CPU`` -> host); None if it says nothing."""
-    try:
-        from ..mappers.registry import imply_type_of
-    except ImportError:
-        return None
-    try:
-        imply = imply_type_of(node.op)
-    except Exception:  # the registry is optional for the simulator: no answer, no opinion
-        return None
-    value = getattr(imply, "value", imply)
-    return CPU if str(value).lower() == "cpu" else None
+def _placement_of(node: Node, placement: Placement | None) -> str:
+    """The callable's answer for ``node`` if it gives one, else the node's own placement."""
+    where = placement(node) if placement is not None else None
+    if where is None:
+        return node.placement
+    value = getattr(where, "value", where)
+    if not isinstance(value, str) or value.lower() not in (TPU, CPU):
+        raise SimulatorError(f"{node.where}: the placement callable returned {where!r}",
+                             hint=f'return "{TPU}", "{CPU}" or None (keep the node\'s own)')
+    return value.lower()
 
 
 @dataclass
@@ -81,11 +80,7 @@ def lower(
     out = []
     for i, node in enumerate(graph.nodes):
         k = reg.get(node.op)
-        where = placement(node) if placement is not None else None
-        if where is None:
-            where = CPU if (k is not None and k.on_cpu) else (_mapping_placement(node) or TPU)
-        if where not in (TPU, CPU):
-            where = TPU
+        where = _placement_of(node, placement)
         local = where == TPU and k is not None and k.local and _layout_ok(node)
         axes = k.split_axes(node) if local and k is not None else frozenset()
         if "H" in axes and _whole_rows_constant(node, k):

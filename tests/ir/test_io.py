@@ -64,7 +64,7 @@ def test_not_opbridge_safetensors(tmp_path):
 def test_newer_version(tmp_path):
     p = tmp_path / "new.obir"
     save_file({}, str(p), metadata={"format": "opbridge.obir", "format_version": "99", "graph": "{}"})
-    with pytest.raises(ob.ModelFormatError, match="format version 99; this opbridge reads up to 1"):
+    with pytest.raises(ob.ModelFormatError, match="format version 99; this opbridge reads up to 2"):
         ob.load(p)
 
 

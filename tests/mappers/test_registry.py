@@ -15,7 +15,7 @@ from onnx.reference import ReferenceEvaluator
 
 import opbridge.mappers.onnx as onnx_mappers
 from opbridge.errors import RegistryError, UnsupportedOpError
-from opbridge.ir import interpret
+from opbridge.ir import get_op, interpret
 from opbridge.mappers import (
     DEFAULT_MAPPINGS,
     Framework,
@@ -125,13 +125,13 @@ def test_custom_op_builder_one_to_one_and_imply_type():
     (register_custom_op("Relu", registry=reg).framework_type(Framework.ONNX)
         .origin_op_type("com.example::VendorRelu").parse_params_by_operator_fn(parse)
         .imply_type(ImplyType.CPU))
-    assert reg.imply_type_of("Relu") == ImplyType.CPU
-    assert reg.imply_type_of("Add") == ImplyType.TPU
     node = helper.make_node("VendorRelu", ["x"], ["y"], name="vr", domain="com.example", alpha=0.5)
     g = convert_origin_graph(parse_model(_model([node], {"": 17, "com.example": 1})), registry=reg)
     assert seen == {"alpha": 0.5}
     (n,) = g.nodes
     assert (n.op, n.origin.framework, n.origin.op_type, n.origin.name) == ("Relu", "onnx", "VendorRelu", "vr")
+    assert n.placement == "cpu"  # on the node, not on the shared Relu definition
+    assert get_op("Relu").default_placement == "tpu"
     assert g.outputs[0].name == "y"
 
 

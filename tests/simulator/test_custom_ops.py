@@ -89,12 +89,23 @@ def test_with_hints_joins_a_layer_group(graph, foo_kernel, lmem_kib):
 
 
 def test_kernel_cpu_mark_and_placement_callable(graph):
+    """``.cpu()`` on a kernel is a deprecated way to declare the op's placement on its
+    definition: nodes created after it without a placement of their own run on the host."""
     reg = ob.simulator.KernelRegistry()
     for k in DEFAULT_KERNELS:
         reg._kernels[k.op] = k
-    reg.register("FooScale").cpu()
-    prog = ob.compile(graph, "bm1684", kernels=reg)
+    opdef = ob.ir.get_op("FooScale")
+    try:
+        with pytest.warns(DeprecationWarning, match=r'placement\("cpu"\)'):
+            reg.register("FooScale").cpu()
+        b = ob.GraphBuilder("foo")
+        b.output(b.op("Relu", [b.op("FooScale", [b.input("x", "f32", (1, 3, 16, 16))], scale=2.0)]))
+        foo = b.build()
+    finally:
+        opdef.placement("tpu")
+    prog = ob.compile(foo, "bm1684", kernels=reg)
     assert _kind_of(prog, "FooScale") == "host"
+    _check(prog, foo)
     prog2 = ob.compile(graph, "bm1684", placement=lambda node: "cpu" if node.op == "Relu" else None)
     assert _kind_of(prog2, "Relu") == "host"
     _check(prog2, graph)

@@ -149,6 +149,7 @@ def detection_output(loc: np.ndarray, conf: np.ndarray, prior: np.ndarray, **a: 
     .type_param("T", FLOATS)
     .shape_fn(_det_shape)
     .compute(detection_output)
+    .placement("cpu")  # post-processing (sorting, NMS) runs on the host, as vendor toolchains do
 )
 
 

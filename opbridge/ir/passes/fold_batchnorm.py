@@ -66,7 +66,8 @@ class FoldBatchNormIntoConv:
             bv = self._constant(constants, names, f"{conv.name}/B_bn", new_b, conv.inputs[1])
             out = bn.outputs[0]
             fused = Node("Conv", conv.name, [conv.inputs[0], wv, bv], [out], conv.attrs,
-                         Origin(conv.origin.framework, conv.origin.op_type, conv.origin.name))
+                         Origin(conv.origin.framework, conv.origin.op_type, conv.origin.name),
+                         conv.placement)
             out.producer = fused
             replace[id(bn)] = fused
             drop.add(id(conv))

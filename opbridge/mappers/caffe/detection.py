@@ -9,12 +9,10 @@ import numpy as np
 
 from ...ir.graph import Value
 from ...parsers.origin import Framework, OriginNode
-from ..registry import ImplyType, mapping, set_imply_type
+from ..registry import mapping
 from .common import Params, check_constant_size
 
 CAFFE = Framework.CAFFE
-
-set_imply_type("DetectionOutput", ImplyType.CPU)
 
 
 def aspect_ratios(p: Params) -> list[float]:
@@ -100,7 +98,7 @@ def prior_box(node: OriginNode, g: Any) -> Value:
 
 @mapping(CAFFE, "DetectionOutput")
 def detection_output(node: OriginNode, g: Any) -> Value:
-    """SSD's post-processing, run on the host (ImplyType.CPU)."""
+    """SSD's post-processing, run on the host (the DetectionOutput op is placed on the cpu)."""
     p = Params(node, "detection_output_param")
     if not p.has("num_classes"):
         raise p.error("num_classes", None, "required")

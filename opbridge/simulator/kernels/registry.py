@@ -22,7 +22,8 @@ spirit of bmcompiler's ``LayerDescriptor`` (``can_split_local_h_w``, ``backward_
 - ``compute(fn)``: a tile kernel used instead of the op's own compute (same signature);
 - ``compute_into(fn)``: ``fn(out, *inputs, **attrs)`` writes the (single) output tile into
   ``out``, a view of local memory, instead of returning a new array;
-- ``cpu()``: the op runs on the host CPU, between TPU segments;
+- ``cpu()``: deprecated; where an op runs is its definition's ``placement("cpu")`` (or a
+  node's own ``placement``), which this now writes;
 - ``global_only()``: the op never joins a layer group.
 
 Built-in kernels are registered with exactly this API (see ``kernels/<family>.py``)::
@@ -33,11 +34,13 @@ Built-in kernels are registered with exactly this API (see ``kernels/<family>.py
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ...errors import OpbridgeError, RegistryError, SimulatorError
 from ...ir.graph import Node, Value
+from ...ir.opdef import DEFAULT_OPS
 from ...sites import caller_site
 
 Rows = tuple[int, int]
@@ -59,7 +62,7 @@ def elementwise_cost(node: Node, out_shape: tuple[int, ...]) -> float:
 
 
 class Kernel:
-    """The simulator's view of one op: tiling hints, cost, placement. Built by chaining."""
+    """The simulator's view of one op: tiling hints and cost. Built by chaining."""
 
     def __init__(self, op: str, registered_at: str) -> None:
         self.op = op
@@ -74,7 +77,6 @@ class Kernel:
         self.cost_fn: CostFn = elementwise_cost
         self.compute_fn: Callable[..., Any] | None = None
         self.compute_into_fn: Callable[..., None] | None = None
-        self.on_cpu = False
 
     # -- building ---------------------------------------------------------------------
     def split(self, *axes: str) -> Kernel:
@@ -122,10 +124,24 @@ class Kernel:
         return self
 
     def cpu(self) -> Kernel:
-        """Run the op on the host CPU (like ``ImplyType.CPU`` in a mapping)."""
-        self.on_cpu = True
+        """Deprecated: declares the op's default placement "cpu" on its definition in the
+        default op registry (the one home of placement), for nodes created after this call."""
+        warnings.warn(
+            f'register_kernel({self.op!r}).cpu() is deprecated: declare where the op runs on its '
+            f'definition, define_op({self.op!r})...placement("cpu") (or opbridge.ir.get_op({self.op!r})'
+            '.placement("cpu")); a node can also be placed on its own: b.op(..., placement="cpu")',
+            DeprecationWarning, stacklevel=2)
+        if self.op not in DEFAULT_OPS:
+            raise RegistryError(f"kernel {self.op}: op {self.op!r} is not defined, so it cannot be "
+                                "placed on the cpu", hint="define the op before its kernel")
+        DEFAULT_OPS.get(self.op).placement("cpu")
         self.local = False
         return self
+
+    @property
+    def on_cpu(self) -> bool:
+        """Whether the op's definition places its nodes on the host by default."""
+        return self.op in DEFAULT_OPS and DEFAULT_OPS.get(self.op).default_placement == "cpu"
 
     def global_only(self) -> Kernel:
         self.local = False
