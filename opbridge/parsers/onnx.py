@@ -370,6 +370,18 @@ def parse_graph(g: onnx.GraphProto, opsets: dict[str, int], loader: ExternalData
                        opsets=dict(opsets), source=source)
 
 
+def _check_opset_known(version: int | None, source: str | None) -> None:
+    """Refuse an ai.onnx opset newer than the installed onnx package knows: its schemas (and
+    so the attribute checks and defaults) would silently be those of an older opset."""
+    newest = onnx.defs.onnx_opset_version()
+    if version is not None and version > newest:
+        raise ModelFormatError(
+            f"[onnx] {source or 'model'} imports opset {version} of the default domain (ai.onnx); "
+            f"the installed onnx package ({onnx.__version__}) knows opsets up to {newest}",
+            hint=f"convert the model to opset {newest} or older (onnx.version_converter), or "
+                 "upgrade the onnx package")
+
+
 def parse_model(model: onnx.ModelProto, *, base_dir: str | os.PathLike[str] | None = None,
                 source: str = "") -> OriginGraph:
     """Parse an in-memory ModelProto; ``base_dir`` is where its external data lives."""
@@ -392,6 +404,7 @@ def parse_model(model: onnx.ModelProto, *, base_dir: str | os.PathLike[str] | No
                                    f"(versions {opsets[domain]} and {imp.version})",
                                    hint="import each domain once")
         opsets[domain] = int(imp.version)
+    _check_opset_known(opsets.get(""), source)
     if not model.HasField("graph"):
         raise ModelFormatError(f"[onnx] {source or 'model'} has no graph",
                                hint="is this an ONNX model file?")
