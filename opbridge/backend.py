@@ -63,6 +63,12 @@ class OpbridgeRep(BackendRep):
                     raise
                 self._bind = frozenset(requests)  # converted again in run(), with those bound
 
+    @property
+    def graphs(self) -> list[Graph]:
+        """Every IR graph converted so far (one per distinct set of fed shapes and bound values)."""
+        out = [self.graph] if self.graph is not None else []
+        return out + [g for g, _ in self._graphs.values() if g is not self.graph]
+
     def _convert(self, shapes: Mapping[str, Sequence[int]], bound: Mapping[str, np.ndarray],
                  requests: set[str]) -> Graph:
         g = convert_origin_graph(self.origin, registry=self.registry, input_shapes=shapes,

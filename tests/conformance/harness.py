@@ -13,14 +13,19 @@ import unittest
 import warnings
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
-from opbridge.backend import OpbridgeBackend
+from opbridge.backend import OpbridgeBackend, OpbridgeRep
 from opbridge.errors import UnsupportedOpError
 
+from ..graph_equality import assert_roundtrip
 from .skips import skip_reason
 
 #: The runner's class of node tests and of the real-model tests (light models, offline).
 NODE, REAL = "OnnxBackendNodeModelTest", "OnnxBackendRealModelTest"
+
+#: Whether the round-trip check also compiles both graphs and compares the programs.
+ROUNDTRIP_COMPILE = True
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,32 @@ class Outcome:
     detail: str = ""
 
 
+class _RecordingBackend(OpbridgeBackend):
+    """The backend, keeping the reps it prepares so that a case's graphs can be checked after
+    it ran (every converted graph must come back equal from a ``.obir`` file)."""
+
+    reps: list[OpbridgeRep] = []
+
+    @classmethod
+    def prepare(cls, model: Any, device: str = "CPU", **kwargs: Any) -> OpbridgeRep:
+        rep = super().prepare(model, device, **kwargs)
+        cls.reps.append(rep)
+        return rep
+
+
+def _roundtrip_failure() -> str | None:
+    """Why a graph of the case just run does not survive save -> load, or None."""
+    try:
+        for rep in _RecordingBackend.reps:
+            for g in rep.graphs:
+                assert_roundtrip(g, compile=ROUNDTRIP_COMPILE)
+    except AssertionError as err:
+        return "save -> load: " + " ".join(str(err).split())[:400]
+    finally:
+        _RecordingBackend.reps.clear()
+    return None
+
+
 @cache
 def _test_classes() -> dict[str, type[unittest.TestCase]]:
     import onnx.backend.test
@@ -39,7 +70,7 @@ def _test_classes() -> dict[str, type[unittest.TestCase]]:
     os.environ.setdefault("ONNX_HOME", tempfile.mkdtemp(prefix="opbridge-onnx-home-"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the case generators overflow casts on purpose
-        return dict(onnx.backend.test.BackendTest(OpbridgeBackend, __name__).test_cases)
+        return dict(onnx.backend.test.BackendTest(_RecordingBackend, __name__).test_cases)
 
 
 def case_names(kind: str) -> list[str]:
@@ -56,6 +87,7 @@ def run_case(kind: str, name: str) -> Outcome:
     cls = _test_classes()[kind]
     method = f"{name}_cpu"
     test = cls(method)
+    _RecordingBackend.reps.clear()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -68,4 +100,5 @@ def run_case(kind: str, name: str) -> Outcome:
         return Outcome("failed", "wrong result: " + " ".join(str(err).split())[:400])
     except Exception as err:
         return Outcome("failed", f"{type(err).__name__}: " + " ".join(str(err).split())[:400])
-    return Outcome("passed")
+    failure = _roundtrip_failure()
+    return Outcome("failed", failure) if failure else Outcome("passed")

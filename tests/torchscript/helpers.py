@@ -1,4 +1,5 @@
-"""Export a module, convert the file (no torch in the conversion itself), compare with torch."""
+"""Export a module, convert the file (no torch in the conversion itself), compare with torch;
+every converted graph must also come back equal from a ``.obir`` file."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ..graph_equality import assert_roundtrip
 
 RTOL = 1e-4
 
@@ -29,6 +32,7 @@ def export_and_convert(module: Any, inputs: tuple[Any, ...], mode: str = "trace"
         warnings.simplefilter("ignore")
         path = export_torchscript(module, inputs, Path(d) / "m.ts.json", mode=mode)
         graph = convert(str(path))
+        assert_roundtrip(graph, d)
     with torch.no_grad():
         ref = [t.detach().numpy() for t in _flatten(module(*inputs))]
     return graph, ref
