@@ -9,6 +9,9 @@ Built-in ops and plugin ops are defined the same way, with :func:`define_op`::
         .shape_fn(lambda ctx: ctx.same_as_input(0))
         .compute(lambda x, alpha, beta: x * alpha + beta))
 
+``.placement("cpu")`` declares an op whose nodes run on the host CPU unless a node is placed
+otherwise; every node records its own placement when it is created.
+
 The compute takes the node's inputs positionally (``None`` for an absent optional input,
 the members of a variadic input spread out) and its parameters as keywords, and returns
 an array or a tuple of arrays.
