@@ -122,3 +122,20 @@ def test_shared_caffe_net_round_trips(net: str, tmp_path: Path) -> None:
     assert cli_main(args) == 0
     g = ob.convert(str(prototxt), weights=str(weights), input_shapes=shapes, plugins=plugins)
     assert_roundtrip(g, tmp_path)
+
+
+@requires_shared_models
+def test_ssd_obir_shows_and_compiles_on_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """SSD-VGG300's saved graph (with 0-d constants, and its DetectionOutput on the host) reads
+    back in ``opbridge show`` and ``opbridge compile``."""
+    prototxt = CAFFE / "ssd_vgg300" / "deploy.prototxt"
+    weights, obir, prog = tmp_path / "w.caffemodel", tmp_path / "ssd.obir", tmp_path / "ssd.obprog"
+    assert cli_main(["random-weights", str(prototxt), "-o", str(weights)]) == 0
+    assert cli_main(["convert", str(prototxt), "--weights", str(weights), "-o", str(obir)]) == 0
+    capsys.readouterr()
+    assert cli_main(["show", str(obir)]) == 0
+    shown = capsys.readouterr().out
+    (line,) = [ln for ln in shown.splitlines() if "# detection_out " in ln]
+    assert "runs on the host cpu" in line
+    assert cli_main(["compile", str(obir), "-o", str(prog)]) == 0
+    assert ob.load_program(prog).profile().num_cpu_layers == 1
