@@ -311,6 +311,8 @@ def _node_from_json(nd: dict[str, Any], values: dict[str, Value], add: Any, type
         else:
             attrs[k] = _decode_float(a)
     attrs = opdef.normalize_attrs(attrs, f"node '{nd['name']}' ({op})")
+    # files written before per-axis parameters were always explicit hold None for them
+    opdef.fill_params(attrs, [(v.shape, v.dtype) if v is not None else None for v in ins])
     o = nd["origin"]
     origin = Origin(str(o["framework"]), str(o["op_type"]), str(o["name"]))
     where = check_placement(nd.get("placement", opdef.default_placement),

@@ -45,6 +45,38 @@ def check_placement(where: Any, what: str, error: type[OpbridgeError] = Registry
     return value.lower()
 
 
+TypeAndShape = tuple[Shape, str]
+#: Computes an absent parameter from the node's input (shape, dtype)s; None when it cannot
+#: (an absent input, a symbolic dim), which the shape function then reports.
+FillFn = Callable[[Sequence["TypeAndShape | None"]], Any]
+
+
+def per_spatial_axis(value: int, *, entries: int = 1, input: int = 0) -> FillFn:
+    """A fill for a parameter with ``entries`` values per spatial axis of input ``input``
+    (its rank minus N and C), all ``value``: strides ``per_spatial_axis(1)``, pads
+    ``per_spatial_axis(0, entries=2)``."""
+
+    def fill(inputs: Sequence[TypeAndShape | None]) -> tuple[int, ...] | None:
+        t = inputs[input] if input < len(inputs) else None
+        if t is None or len(t[0]) < 3:
+            return None
+        return (value,) * (entries * (len(t[0]) - 2))
+
+    return fill
+
+
+def spatial_shape_of(input: int) -> FillFn:
+    """A fill taking input ``input``'s spatial shape (a Conv's kernel from its weights)."""
+
+    def fill(inputs: Sequence[TypeAndShape | None]) -> tuple[int, ...] | None:
+        t = inputs[input] if input < len(inputs) else None
+        if t is None or len(t[0]) < 3 or not all(isinstance(d, int) for d in t[0][2:]):
+            return None
+        return tuple(int(d) for d in t[0][2:])
+
+    return fill
+
+
 class _Required:
     def __repr__(self) -> str:
         return "REQUIRED"
@@ -66,6 +98,9 @@ class ParamSpec:
     allowed: tuple[Any, ...] | None = None
     length: int | None = None
     doc: str = ""
+    #: For a parameter whose value depends on the input ranks (one entry per spatial axis):
+    #: computes it when absent, at node creation, so every node holds it explicitly.
+    fill: FillFn | None = None
 
     @property
     def required(self) -> bool:
@@ -195,9 +230,6 @@ class PortSpec:
     doc: str = ""
 
 
-TypeAndShape = tuple[Shape, str]
-
-
 class ShapeContext:
     """What a shape function sees: the node's input shapes/dtypes, constant inputs, attributes."""
 
@@ -324,7 +356,14 @@ class OpDef:
         allowed: Sequence[Any] | None = None,
         length: int | None = None,
         doc: str = "",
+        fill: FillFn | None = None,
     ) -> OpDef:
+        """Declare a parameter. With ``fill`` (e.g. ``per_spatial_axis(1)``) it is computed
+        from the inputs when absent, so it needs no default."""
+        if fill is not None:
+            if default is not REQUIRED:
+                raise RegistryError(f"op {self.name} param '{name}': give a default or a fill, not both")
+            default = None
         if type not in PARAM_TYPES:
             raise RegistryError(
                 f"op {self.name} param '{name}': unknown type {type!r}; use one of {', '.join(PARAM_TYPES)}"
@@ -333,7 +372,7 @@ class OpDef:
             raise RegistryError(f"op {self.name}: param '{name}' declared twice")
         spec = ParamSpec(
             name, type, default, minimum, maximum, tuple(allowed) if allowed is not None else None,
-            length, doc,
+            length, doc, fill,
         )
         if default is not REQUIRED and default is not None:
             spec.default = spec.convert(default, f"op {self.name} default")
@@ -397,6 +436,17 @@ class OpDef:
                 out[name] = spec.default
         return out
 
+    def fill_params(self, attrs: dict[str, Any], inputs: Sequence[TypeAndShape | None]) -> None:
+        """Complete, in place, the normalised ``attrs`` with the parameters that depend on the
+        input ranks (those declared with a ``fill``) and are absent."""
+        for name, spec in self.params.items():
+            if spec.fill is not None and attrs.get(name) is None:
+                attrs[name] = spec.fill(inputs)
+
+    def unfilled_params(self, attrs: dict[str, Any]) -> list[str]:
+        """The parameters declared with a ``fill`` that ``attrs`` leaves absent."""
+        return [n for n, s in self.params.items() if s.fill is not None and attrs.get(n) is None]
+
     def check_input_count(self, n: int, where: str) -> None:
         fixed = [p for p in self.inputs if not p.variadic]
         required = sum(1 for p in fixed if not p.optional)
@@ -420,10 +470,14 @@ class OpDef:
         consts: Sequence[np.ndarray | None] | None = None,
         num_outputs: int | None = None,
     ) -> list[TypeAndShape]:
-        """Run the shape function; returns one (shape, dtype) per output."""
+        """Run the shape function; returns one (shape, dtype) per output.
+
+        ``attrs`` (normalised) is first completed in place with :meth:`fill_params`: every
+        node is created through here, so it holds its per-axis parameters explicitly."""
         where = node_ctx(node_name, self.name)
         if self.shape_function is None:
             raise RegistryError(f"op {self.name} has no shape function (defined at {self.defined_at})")
+        self.fill_params(attrs, inputs)
         ctx = ShapeContext(self, node_name, inputs, attrs, consts, num_outputs)
         try:
             result = self.shape_function(ctx)
@@ -550,6 +604,8 @@ def op_info(opdef: OpDef) -> OpInfo:
             d["allowed"] = list(s.allowed)
         if s.length is not None:
             d["length"] = s.length
+        if s.fill is not None:
+            d["filled"] = "from the inputs when absent"
         params.append(d)
     return OpInfo(
         name=opdef.name,

@@ -163,6 +163,14 @@ def _check_node(graph: Graph, node: Node) -> None:
         if v is None and not spec.optional:
             raise GraphError(f"{where}: input {i} ('{spec.name}') is required but absent")
     node.attrs = opdef.normalize_attrs(node.attrs, where)
+    unfilled = opdef.unfilled_params(node.attrs)
+    if unfilled:
+        # kernels and computes read per-axis parameters as given; GraphBuilder.op fills them
+        raise AttrError(
+            f"{where} param '{unfilled[0]}': absent; {node.op} needs it explicitly "
+            "(one entry per spatial axis)",
+            hint="create nodes with GraphBuilder.op, which fills it from the input shapes",
+        )
     # dtypes against type params: every input bound to one type variable has one dtype
     bound: dict[str, tuple[str, str]] = {}
     for i, v in enumerate(node.inputs):

@@ -2,10 +2,11 @@
 
 Attribute conventions (shared with ``pool.py``): ``pads`` are explicit, all begins then all
 ends (ONNX order), never ``auto_pad`` (the mappers resolve it from static shapes).
-``kernel_shape``, ``strides``, ``dilations`` and ``pads`` may be left ``None``, which means
-what ONNX means when they are absent: the kernel's spatial shape from the weights, stride 1,
-dilation 1, no padding. The mappers always write them out; the shape function checks that
-each has one entry per spatial axis (``pads``: two).
+``kernel_shape``, ``strides``, ``dilations`` and ``pads`` (and ConvTranspose's
+``output_padding``) are filled when the node is created if they are absent, with what ONNX
+means by their absence: the kernel's spatial shape from the weights, stride 1, dilation 1, no
+padding. Every node holds them explicitly (the verifier requires it), so no compute or kernel
+guesses; the shape function checks that each has one entry per spatial axis (``pads``: two).
 
 The kernels are vectorised: Conv is im2col (a strided window view copied once) followed by
 one (grouped, batched) matmul; a conv with one input channel per group (depthwise) sums
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ..opdef import ShapeContext, define_op
+from ..opdef import ShapeContext, define_op, per_spatial_axis, spatial_shape_of
 from ..types import Dim
 from .common import FLOATS
 
@@ -28,7 +29,10 @@ Ints = tuple[int, ...]
 
 
 def _check_len(ctx: ShapeContext, name: str, value: Sequence[int] | None, n: int) -> None:
-    if value is not None and len(value) != n:
+    if value is None:
+        raise ctx.error("absent: it cannot be filled from the inputs", attr=name,
+                        hint="give it explicitly, one entry per spatial axis")
+    if len(value) != n:
         raise ctx.error(
             f"has {len(value)} entries, the input has {n // (2 if name == 'pads' else 1)} "
             f"spatial axes",
@@ -41,12 +45,12 @@ def check_spatial(
     ctx: ShapeContext,
     nsp: int,
     *,
-    kernel: Sequence[int] | None,
-    strides: Sequence[int] | None,
-    dilations: Sequence[int] | None,
-    pads: Sequence[int] | None,
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    pads: Sequence[int],
 ) -> tuple[Ints, Ints, Ints, Ints]:
-    """Validate the spatial attributes (lengths, ranges); returns them with defaults filled."""
+    """Validate the spatial attributes (lengths, ranges); returns them as tuples."""
     if nsp < 1:
         raise ctx.error(
             f"input has rank {nsp + 2}; it needs N, C and at least one spatial axis",
@@ -57,25 +61,9 @@ def check_spatial(
         _check_len(ctx, name, val, n)
     for name, val, low in (("kernel_shape", kernel, 1), ("strides", strides, 1),
                            ("dilations", dilations, 1), ("pads", pads, 0)):
-        if val is not None and any(v < low for v in val):
+        if any(v < low for v in val):
             raise ctx.error(f"= {list(val)}: every entry must be >= {low}", attr=name)
-    return resolve_spatial(nsp, kernel or (1,) * nsp, strides, dilations, pads)
-
-
-def resolve_spatial(
-    nsp: int,
-    kernel: Sequence[int],
-    strides: Sequence[int] | None,
-    dilations: Sequence[int] | None,
-    pads: Sequence[int] | None,
-) -> tuple[Ints, Ints, Ints, Ints]:
-    """The spatial attributes with their ONNX defaults filled in."""
-    return (
-        tuple(kernel),
-        tuple(strides) if strides is not None else (1,) * nsp,
-        tuple(dilations) if dilations is not None else (1,) * nsp,
-        tuple(pads) if pads is not None else (0,) * (2 * nsp),
-    )
+    return tuple(kernel), tuple(strides), tuple(dilations), tuple(pads)
 
 
 def out_size(size: int, k: int, s: int, d: int, pb: int, pe: int, ceil_mode: bool = False) -> int:
@@ -172,12 +160,13 @@ def _window_of_weights(ctx: ShapeContext, w_layout: str) -> Any:
     if len(ws) != len(xs):
         raise ctx.error(f"weights W have rank {len(ws)}, input X has rank {len(xs)}; they must agree",
                         hint=f"W is {w_layout}")
+    wk = _weight_kernel(ctx, ws)  # first: a symbolic W is why a kernel_shape could not be filled
     k, s, d, p = check_spatial(ctx, nsp, kernel=ctx.attr("kernel_shape"), strides=ctx.attr("strides"),
                                dilations=ctx.attr("dilations"), pads=ctx.attr("pads"))
-    if ctx.attr("kernel_shape") is not None and tuple(ws[2:]) != k:
+    if wk != k:
         raise ctx.error(f"= {list(k)} but the weights' spatial shape is {list(ws[2:])}",
                         attr="kernel_shape", hint="drop kernel_shape or make it match W")
-    return xs, ws, nsp, _weight_kernel(ctx, ws), s, d, p
+    return xs, ws, nsp, k, s, d, p
 
 
 def _conv_shape(ctx: ShapeContext, *, with_bias: bool = True) -> Any:
@@ -246,17 +235,15 @@ def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, k
 
 
 def _conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, group: int,
-          kernel_shape: Ints | None, strides: Ints | None, dilations: Ints | None,
-          pads: Ints | None) -> np.ndarray:
-    k, s, d, p = resolve_spatial(x.ndim - 2, w.shape[2:], strides, dilations, pads)
-    return conv_nd(x, w, b, group=group, k=k, s=s, d=d, p=p)
+          kernel_shape: Ints, strides: Ints, dilations: Ints, pads: Ints) -> np.ndarray:
+    return conv_nd(x, w, b, group=group, k=kernel_shape, s=strides, d=dilations, p=pads)
 
 
 _SPATIAL_DOC = {
-    "kernel_shape": "kernel spatial shape; None = taken from W",
-    "strides": "one per spatial axis; None = all 1",
-    "dilations": "one per spatial axis; None = all 1",
-    "pads": "begins then ends, one pair per spatial axis; None = no padding",
+    "kernel_shape": "kernel spatial shape; absent = taken from W",
+    "strides": "one per spatial axis; absent = all 1",
+    "dilations": "one per spatial axis; absent = all 1",
+    "pads": "begins then ends, one pair per spatial axis; absent = no padding",
 }
 
 (
@@ -266,10 +253,10 @@ _SPATIAL_DOC = {
     .input("X", "T").input("W", "T").input("B", "T", optional=True)
     .output("Y", "T")
     .param("group", "int", default=1, minimum=1, doc="number of channel groups")
-    .param("kernel_shape", "ints", default=None, doc=_SPATIAL_DOC["kernel_shape"])
-    .param("strides", "ints", default=None, doc=_SPATIAL_DOC["strides"])
-    .param("dilations", "ints", default=None, doc=_SPATIAL_DOC["dilations"])
-    .param("pads", "ints", default=None, doc=_SPATIAL_DOC["pads"])
+    .param("kernel_shape", "ints", fill=spatial_shape_of(1), doc=_SPATIAL_DOC["kernel_shape"])
+    .param("strides", "ints", fill=per_spatial_axis(1), doc=_SPATIAL_DOC["strides"])
+    .param("dilations", "ints", fill=per_spatial_axis(1), doc=_SPATIAL_DOC["dilations"])
+    .param("pads", "ints", fill=per_spatial_axis(0, entries=2), doc=_SPATIAL_DOC["pads"])
     .type_param("T", FLOATS)
     .shape_fn(_conv_shape)
     .compute(_conv)
@@ -281,7 +268,6 @@ def _convt_shape(ctx: ShapeContext) -> Any:
     xs, ws, nsp, k, s, d, p = _window_of_weights(ctx, "(C, M/group, k1, k2, ...)")
     op = ctx.attr("output_padding")
     _check_len(ctx, "output_padding", op, nsp)
-    op = op or (0,) * nsp
     if any(v < 0 for v in op):
         raise ctx.error(f"= {list(op)}: entries must be >= 0", attr="output_padding")
     group = ctx.attr("group")
@@ -307,11 +293,10 @@ def _convt_shape(ctx: ShapeContext) -> Any:
 
 
 def _conv_transpose(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, group: int,
-                    kernel_shape: Ints | None, strides: Ints | None, dilations: Ints | None,
-                    pads: Ints | None, output_padding: Ints | None) -> np.ndarray:
+                    kernel_shape: Ints, strides: Ints, dilations: Ints, pads: Ints,
+                    output_padding: Ints) -> np.ndarray:
     nsp = x.ndim - 2
-    k, s, d, p = resolve_spatial(nsp, w.shape[2:], strides, dilations, pads)
-    op = output_padding or (0,) * nsp
+    k, s, d, p, op = kernel_shape, strides, dilations, pads, output_padding
     out_dt = x.dtype
     cdt = _compute_dtype(x.dtype)
     n, c = x.shape[:2]
@@ -345,12 +330,13 @@ def _conv_transpose(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *
     .input("X", "T").input("W", "T").input("B", "T", optional=True)
     .output("Y", "T")
     .param("group", "int", default=1, minimum=1, doc="number of channel groups")
-    .param("kernel_shape", "ints", default=None, doc=_SPATIAL_DOC["kernel_shape"])
-    .param("strides", "ints", default=None, doc=_SPATIAL_DOC["strides"])
-    .param("dilations", "ints", default=None, doc=_SPATIAL_DOC["dilations"])
-    .param("pads", "ints", default=None, doc="output crop, begins then ends; None = none")
-    .param("output_padding", "ints", default=None,
-           doc="extra output at the end of each spatial axis; None = all 0")
+    .param("kernel_shape", "ints", fill=spatial_shape_of(1), doc=_SPATIAL_DOC["kernel_shape"])
+    .param("strides", "ints", fill=per_spatial_axis(1), doc=_SPATIAL_DOC["strides"])
+    .param("dilations", "ints", fill=per_spatial_axis(1), doc=_SPATIAL_DOC["dilations"])
+    .param("pads", "ints", fill=per_spatial_axis(0, entries=2),
+           doc="output crop, begins then ends; absent = none")
+    .param("output_padding", "ints", fill=per_spatial_axis(0),
+           doc="extra output at the end of each spatial axis; absent = all 0")
     .type_param("T", FLOATS)
     .shape_fn(_convt_shape)
     .compute(_conv_transpose)
@@ -374,8 +360,7 @@ def _convint_shape(ctx: ShapeContext) -> Any:
 
 def _conv_integer(x: np.ndarray, w: np.ndarray, x_zero_point: np.ndarray | None = None,
                   w_zero_point: np.ndarray | None = None, *, group: int,
-                  kernel_shape: Ints | None, strides: Ints | None, dilations: Ints | None,
-                  pads: Ints | None) -> np.ndarray:
+                  kernel_shape: Ints, strides: Ints, dilations: Ints, pads: Ints) -> np.ndarray:
     # f64 holds every i8/u8 product sum exactly; zero-point subtraction before padding, so
     # the padded positions contribute 0 (as the spec's "(x - x_zero_point) conv ...")
     xf = x.astype(np.float64)
@@ -384,8 +369,8 @@ def _conv_integer(x: np.ndarray, w: np.ndarray, x_zero_point: np.ndarray | None 
     wf = w.astype(np.float64)
     if w_zero_point is not None:
         wf -= w_zero_point.astype(np.float64).reshape((-1,) + (1,) * (w.ndim - 1))
-    k, s, d, p = resolve_spatial(x.ndim - 2, w.shape[2:], strides, dilations, pads)
-    return np.rint(conv_nd(xf, wf, None, group=group, k=k, s=s, d=d, p=p)).astype(np.int32)
+    return np.rint(conv_nd(xf, wf, None, group=group, k=kernel_shape, s=strides, d=dilations,
+                           p=pads)).astype(np.int32)
 
 
 (
@@ -395,10 +380,10 @@ def _conv_integer(x: np.ndarray, w: np.ndarray, x_zero_point: np.ndarray | None 
     .input("X", "T1").input("W", "T2").input("x_zero_point", "T1", optional=True)
     .input("w_zero_point", "T2", optional=True).output("Y", "i32")
     .param("group", "int", default=1, minimum=1, doc="number of channel groups")
-    .param("kernel_shape", "ints", default=None, doc=_SPATIAL_DOC["kernel_shape"])
-    .param("strides", "ints", default=None, doc=_SPATIAL_DOC["strides"])
-    .param("dilations", "ints", default=None, doc=_SPATIAL_DOC["dilations"])
-    .param("pads", "ints", default=None, doc=_SPATIAL_DOC["pads"])
+    .param("kernel_shape", "ints", fill=spatial_shape_of(1), doc=_SPATIAL_DOC["kernel_shape"])
+    .param("strides", "ints", fill=per_spatial_axis(1), doc=_SPATIAL_DOC["strides"])
+    .param("dilations", "ints", fill=per_spatial_axis(1), doc=_SPATIAL_DOC["dilations"])
+    .param("pads", "ints", fill=per_spatial_axis(0, entries=2), doc=_SPATIAL_DOC["pads"])
     .type_param("T1", ("i8", "u8")).type_param("T2", ("i8", "u8"))
     .shape_fn(_convint_shape)
     .compute(_conv_integer)

@@ -1,8 +1,9 @@
 """Pooling: MaxPool, AveragePool, LpPool and their global forms (NC + 1-3 spatial axes).
 
 Same attribute conventions as ``conv.py``: explicit ``pads`` (begins, then ends), no
-``auto_pad``; ``strides``/``dilations``/``pads`` ``None`` mean 1/1/0. ``kernel_shape`` is
-required (pooling has no weights to infer it from).
+``auto_pad``; absent ``strides``/``dilations``/``pads`` are filled with 1/1/0 when the node is
+created, so every node holds them. ``kernel_shape`` is required (pooling has no weights to
+infer it from).
 
 Ceil mode follows the onnx reference and PyTorch: the output length is rounded up, but a
 window that would start inside the end padding is dropped; the part of a window past the
@@ -18,19 +19,16 @@ from typing import Any
 import numpy as np
 
 from ...errors import InterpretError
-from ..opdef import OpDef, ShapeContext, define_op
+from ..opdef import OpDef, ShapeContext, define_op, per_spatial_axis
 from .common import FLOATS
-from .conv import Ints, check_spatial, out_size, pad_spatial, resolve_spatial, spatial_out, taps, windows
+from .conv import Ints, check_spatial, out_size, pad_spatial, spatial_out, taps, windows
 
 
 def _pool_shape(ctx: ShapeContext) -> tuple[list[Any], Ints, Ints, Ints, Ints]:
     xs = ctx.input_shape(0)
     nsp = len(xs) - 2
-    k, s, d, p = check_spatial(
-        ctx, nsp, kernel=ctx.attr("kernel_shape"), strides=ctx.attr("strides"),
-        dilations=ctx.attr("dilations") if "dilations" in ctx.opdef.params else None,
-        pads=ctx.attr("pads"),
-    )
+    k, s, d, p = check_spatial(ctx, nsp, kernel=ctx.attr("kernel_shape"), strides=ctx.attr("strides"),
+                               dilations=ctx.attr("dilations"), pads=ctx.attr("pads"))
     eff = [(k[i] - 1) * d[i] + 1 for i in range(nsp)]
     for i in range(nsp):
         if p[i] >= eff[i] or p[i + nsp] >= eff[i]:
@@ -44,11 +42,11 @@ def _pool_shape(ctx: ShapeContext) -> tuple[list[Any], Ints, Ints, Ints, Ints]:
     return out, k, s, d, p
 
 
-def _geometry(x: np.ndarray, kernel_shape: Ints, strides: Ints | None, dilations: Ints | None,
-              pads: Ints | None, ceil_mode: int) -> tuple[Ints, Ints, Ints, Ints, list[int], list[int]]:
-    """Resolved attributes, output spatial shape, and the extra end padding ceil mode needs."""
+def _geometry(x: np.ndarray, kernel_shape: Ints, strides: Ints, dilations: Ints,
+              pads: Ints, ceil_mode: int) -> tuple[Ints, Ints, Ints, Ints, list[int], list[int]]:
+    """The attributes, output spatial shape, and the extra end padding ceil mode needs."""
     nsp = x.ndim - 2
-    k, s, d, p = resolve_spatial(nsp, kernel_shape, strides, dilations, pads)
+    k, s, d, p = kernel_shape, strides, dilations, pads
     out_sp, extra = [], []
     for i in range(nsp):
         o = out_size(x.shape[2 + i], k[i], s[i], d[i], p[i], p[i + nsp], bool(ceil_mode))
@@ -71,8 +69,8 @@ def _maxpool_shape(ctx: ShapeContext) -> Any:
     return res
 
 
-def _maxpool(x: np.ndarray, *, kernel_shape: Ints, strides: Ints | None, dilations: Ints | None,
-             pads: Ints | None, ceil_mode: int, storage_order: int, output_indices: bool) -> Any:
+def _maxpool(x: np.ndarray, *, kernel_shape: Ints, strides: Ints, dilations: Ints,
+             pads: Ints, ceil_mode: int, storage_order: int, output_indices: bool) -> Any:
     k, s, d, p, out_sp, extra = _geometry(x, kernel_shape, strides, dilations, pads, ceil_mode)
     nsp = len(k)
     xw = x.astype(_work_dtype(x.dtype), copy=False)
@@ -109,9 +107,9 @@ def _sliding_window(op: OpDef) -> OpDef:
     return (
         op
     .param("kernel_shape", "ints", doc="window shape, one per spatial axis")
-    .param("strides", "ints", default=None, doc="one per spatial axis; None = all 1")
-    .param("dilations", "ints", default=None, doc="one per spatial axis; None = all 1")
-    .param("pads", "ints", default=None, doc="begins then ends; None = no padding")
+    .param("strides", "ints", fill=per_spatial_axis(1), doc="one per spatial axis; absent = all 1")
+    .param("dilations", "ints", fill=per_spatial_axis(1), doc="one per spatial axis; absent = all 1")
+    .param("pads", "ints", fill=per_spatial_axis(0, entries=2), doc="begins then ends; absent = no padding")
     .param("ceil_mode", "int", default=0, allowed=(0, 1), doc="round the output size up")
     )
 
@@ -146,8 +144,8 @@ def _window_sum(xp: np.ndarray, k: Ints, s: Ints, d: Ints, out_sp: list[int]) ->
     return acc
 
 
-def _averagepool(x: np.ndarray, *, kernel_shape: Ints, strides: Ints | None,
-                 dilations: Ints | None, pads: Ints | None, ceil_mode: int,
+def _averagepool(x: np.ndarray, *, kernel_shape: Ints, strides: Ints,
+                 dilations: Ints, pads: Ints, ceil_mode: int,
                  count_include_pad: int) -> np.ndarray:
     k, s, d, p, out_sp, extra = _geometry(x, kernel_shape, strides, dilations, pads, ceil_mode)
     nsp = len(k)
@@ -178,8 +176,8 @@ def _averagepool(x: np.ndarray, *, kernel_shape: Ints, strides: Ints | None,
 )
 
 
-def _lppool(x: np.ndarray, *, kernel_shape: Ints, strides: Ints | None, dilations: Ints | None,
-            pads: Ints | None, ceil_mode: int, p: int) -> np.ndarray:
+def _lppool(x: np.ndarray, *, kernel_shape: Ints, strides: Ints, dilations: Ints,
+            pads: Ints, ceil_mode: int, p: int) -> np.ndarray:
     k, s, d, pd, out_sp, extra = _geometry(x, kernel_shape, strides, dilations, pads, ceil_mode)
     wdt = _work_dtype(x.dtype)
     xp = pad_spatial(np.abs(x.astype(wdt, copy=False)) ** p, pd, 0, extra)
@@ -337,7 +335,7 @@ def _maxunpool_shape(ctx: ShapeContext) -> Any:
         raise ctx.error(f"indices I {list(ids)} must have X's shape {list(xs)}")
     nsp = len(xs) - 2
     k, s, _, p = check_spatial(ctx, nsp, kernel=ctx.attr("kernel_shape"), strides=ctx.attr("strides"),
-                               dilations=None, pads=ctx.attr("pads"))
+                               dilations=(1,) * nsp, pads=ctx.attr("pads"))
     out: list[Any] = list(xs[:2])
     for i, size in enumerate(xs[2:]):
         out.append((size - 1) * s[i] + k[i] - p[i] - p[i + nsp] if isinstance(size, int)
@@ -353,10 +351,10 @@ def _maxunpool_shape(ctx: ShapeContext) -> Any:
     return tuple(given), ctx.input_dtype(0)
 
 
-def _maxunpool(x: np.ndarray, indices: np.ndarray, *, kernel_shape: Ints, strides: Ints | None,
-               pads: Ints | None, output_shape: Ints | None) -> np.ndarray:
+def _maxunpool(x: np.ndarray, indices: np.ndarray, *, kernel_shape: Ints, strides: Ints,
+               pads: Ints, output_shape: Ints | None) -> np.ndarray:
     nsp = x.ndim - 2
-    k, s, _, p = resolve_spatial(nsp, kernel_shape, strides, None, pads)
+    k, s, p = kernel_shape, strides, pads
     inferred = x.shape[:2] + tuple((x.shape[2 + i] - 1) * s[i] + k[i] - p[i] - p[i + nsp]
                                    for i in range(nsp))
     y = np.zeros(int(np.prod(inferred)), x.dtype)
@@ -383,8 +381,8 @@ def _maxunpool(x: np.ndarray, indices: np.ndarray, *, kernel_shape: Ints, stride
          "at the start of a larger output_shape (full shape) if one is given")
     .input("X", "T").input("I", "i64").output("output", "T")
     .param("kernel_shape", "ints", doc="window shape, one per spatial axis")
-    .param("strides", "ints", default=None, doc="one per spatial axis; None = all 1")
-    .param("pads", "ints", default=None, doc="begins then ends; None = no padding")
+    .param("strides", "ints", fill=per_spatial_axis(1), doc="one per spatial axis; absent = all 1")
+    .param("pads", "ints", fill=per_spatial_axis(0, entries=2), doc="begins then ends; absent = no padding")
     .param("output_shape", "ints", default=None,
            doc="the full output shape (ONNX's output_shape input); None = the default size")
     .type_param("T", FLOATS + ("i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64"))

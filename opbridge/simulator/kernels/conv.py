@@ -17,11 +17,9 @@ from .registry import register_kernel, static_shape, tile_pads, window_rows
 
 
 def _conv2d_params(node: Node) -> tuple[int, int, int, tuple[int, ...]]:
-    kh = (node.attrs.get("kernel_shape") or static_shape(node.inputs[1])[2:])[0]
-    sh = (node.attrs.get("strides") or (1, 1))[0]
-    dh = (node.attrs.get("dilations") or (1, 1))[0]
-    pads = tuple(node.attrs.get("pads") or (0, 0, 0, 0))
-    return int(kh), int(sh), int(dh), pads
+    # every Conv node holds its per-axis parameters explicitly (the IR fills and verifies them)
+    a = node.attrs
+    return int(a["kernel_shape"][0]), int(a["strides"][0]), int(a["dilations"][0]), tuple(a["pads"])
 
 
 def conv_split(node: Node) -> tuple[str, ...]:
@@ -29,7 +27,7 @@ def conv_split(node: Node) -> tuple[str, ...]:
     computed in chunks of output channels."""
     if len(static_shape(node.inputs[0])) != 4:
         return ()
-    return ("N", "C", "H") if node.attrs.get("group", 1) == 1 else ("N", "H")
+    return ("N", "C", "H") if node.attrs["group"] == 1 else ("N", "H")
 
 
 def conv_rows(node: Node, i: int, lo: int, hi: int) -> tuple[int, int] | None:
@@ -73,7 +71,8 @@ def _padded(x: np.ndarray, pt: int, pl: int, pb: int, pr: int) -> np.ndarray:
 
 
 def conv2d_into(out: np.ndarray, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *,
-                group: int, kernel_shape=None, strides=None, dilations=None, pads=None) -> None:
+                group: int, kernel_shape: tuple[int, ...], strides: tuple[int, ...],
+                dilations: tuple[int, ...], pads: tuple[int, ...]) -> None:
     """Conv on a tile, written into ``out``: im2col by one strided copy per kernel tap, then
     one matmul straight into the output tile.
 
@@ -89,9 +88,9 @@ def conv2d_into(out: np.ndarray, x: np.ndarray, w: np.ndarray, b: np.ndarray | N
         return
     n, c, h, wd = x.shape
     m, _, kh, kw = w.shape
-    sh, sw = strides or (1, 1)
-    dh, dw = dilations or (1, 1)
-    pt, pl, pb, pr = pads or (0, 0, 0, 0)
+    sh, sw = strides
+    dh, dw = dilations
+    pt, pl, pb, pr = pads
     oh = (h + pt + pb - (kh - 1) * dh - 1) // sh + 1
     ow = (wd + pl + pr - (kw - 1) * dw - 1) // sw + 1
     if out.shape != (n, m, oh, ow):

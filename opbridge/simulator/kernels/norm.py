@@ -16,11 +16,11 @@ def _axes_outside(first_axis: int, rank: int) -> tuple[str, ...]:
 def _layernorm_split(node: Node) -> tuple[str, ...]:
     if len(node.outputs) != 1:
         return ()
-    return _axes_outside(node.attrs.get("axis", -1), len(static_shape(node.inputs[0])))
+    return _axes_outside(node.attrs["axis"], len(static_shape(node.inputs[0])))
 
 
 def _lp_split(node: Node) -> tuple[str, ...]:
-    axis = node.attrs.get("axis", -1) % max(1, len(static_shape(node.inputs[0])))
+    axis = node.attrs["axis"] % max(1, len(static_shape(node.inputs[0])))
     return tuple(a for i, a in ((0, "N"), (2, "H"), (3, "W")) if i != axis)
 
 
@@ -36,7 +36,7 @@ def _per_element(ops: float):
 
 register_kernel("BatchNormalization").split("N", "H", "W").cost(_per_element(2.0))
 register_kernel("LRN").split("N", "H", "W").cost(
-    lambda n, s: 2.0 * n.attrs.get("size", 1) * float(__import__("math").prod(s)))
+    lambda n, s: 2.0 * n.attrs["size"] * float(__import__("math").prod(s)))
 register_kernel("LayerNormalization").split_when(_layernorm_split).cost(_per_element(8.0))
 register_kernel("InstanceNormalization").split("N").cost(_per_element(8.0))
 register_kernel("GroupNormalization").split("N").cost(_per_element(8.0))

@@ -22,11 +22,9 @@ from .registry import register_kernel, static_shape, tile_pads, window_rows
 
 
 def _params(node: Node) -> tuple[int, int, int, tuple[int, ...]]:
-    k = node.attrs["kernel_shape"]
-    s = node.attrs.get("strides") or (1,) * len(k)
-    d = node.attrs.get("dilations") or (1,) * len(k)
-    pads = tuple(node.attrs.get("pads") or (0,) * (2 * len(k)))
-    return int(k[0]), int(s[0]), int(d[0]), pads
+    # every pool node holds its per-axis parameters explicitly (the IR fills and verifies them)
+    a = node.attrs
+    return int(a["kernel_shape"][0]), int(a["strides"][0]), int(a["dilations"][0]), tuple(a["pads"])
 
 
 def pool_split(node: Node) -> tuple[str, ...]:

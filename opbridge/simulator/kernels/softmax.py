@@ -8,7 +8,7 @@ from .registry import register_kernel, static_shape
 
 def softmax_split(node: Node) -> tuple[str, ...]:
     rank = len(static_shape(node.inputs[0]))
-    axis = node.attrs.get("axis", -1) % max(rank, 1)
+    axis = node.attrs["axis"] % max(rank, 1)
     return tuple(a for i, a in ((0, "N"), (2, "H"), (3, "W")) if i != axis)
 
 

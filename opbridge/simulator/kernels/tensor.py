@@ -13,7 +13,7 @@ from .registry import register_kernel
 
 def concat_split(node: Node) -> tuple[str, ...]:
     rank = len(node.outputs[0].shape)
-    axis = node.attrs.get("axis", 0) % max(rank, 1)
+    axis = node.attrs["axis"] % max(rank, 1)
     return tuple(a for i, a in ((0, "N"), (2, "H"), (3, "W")) if i != axis)
 
 
