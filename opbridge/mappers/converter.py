@@ -21,6 +21,7 @@ from ..ir.passes.fold import can_fold, evaluate
 from ..ir.types import format_shape, from_numpy_dtype, is_static
 from ..parsers.origin import Framework, OriginGraph, OriginNode, TensorInfo
 from .context import MapContext, error_context
+from .onnx.schema_defaults import with_schema_defaults
 from .registry import (
     DEFAULT_MAPPINGS,
     MappingEntry,
@@ -184,6 +185,7 @@ class Conversion:
                  origin_of: OriginNode | None = None) -> None:
         """Map one origin node; ``origin_of`` is the node its IR nodes name as their origin
         (the user's node when ``node`` comes from expanding it)."""
+        node = with_schema_defaults(node, opset)  # ONNX: defaults from onnx.defs, unknown names refused
         ctx = MapContext(self, node, opset, origin_of)
         where = ctx.error_context(source=self.origin.source or None,
                                   opset=opset if node.framework == Framework.ONNX else None)

@@ -87,7 +87,7 @@ def quantize_linear(node: OriginNode, g: MapContext) -> Any:
     x, scale, zp = g.input(0), g.input(1), g.input(2)
     if x is None or scale is None:
         raise g.error("inputs x and y_scale are required")
-    if "precision" in node.attrs:
+    if node.attrs.get("precision"):  # 0 (its schema default): y_scale's type
         raise g.unsupported("the 'precision' attribute is not supported")
     if zp is not None:
         target = zp.dtype

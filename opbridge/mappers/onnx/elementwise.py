@@ -16,6 +16,7 @@ from ...parsers.origin import Framework, OriginNode
 from ...sites import caller_site
 from ..context import MapContext
 from ..registry import DEFAULT_MAPPINGS, mapping
+from .schema_defaults import holds_schema_default
 
 ONNX = Framework.ONNX
 #: Attributes of opset-1 ops that only hinted at memory reuse; they mean nothing for inference.
@@ -24,10 +25,12 @@ LEGACY_HINTS = ("consumed_inputs",)
 
 def checked_attrs(node: OriginNode, g: MapContext, known: Iterable[str],
                   ignored: Iterable[str] = ()) -> dict[str, Any]:
-    """The node's attributes among ``known``; any other (not ``ignored``) is an error."""
+    """The node's attributes among ``known`` (the mapping's); any other, not ``ignored``, is an
+    error unless it holds its schema default (a newer opset's attribute left at the meaning
+    the mapping implements)."""
     known = tuple(known)
     for name in node.attrs:
-        if name not in known and name not in ignored:
+        if name not in known and name not in ignored and not holds_schema_default(node, g.opset, name):
             takes = ", ".join(known) or "no attributes"
             raise g.error(f"not an attribute of {node.op_type} (opset {g.opset})", attr=name,
                           hint=f"{node.op_type} takes {takes}; remove '{name}' from the node")
