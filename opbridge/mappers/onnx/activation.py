@@ -11,8 +11,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
 from ...ir.graph import Value
 from ...parsers.origin import OriginNode
 from ..context import MapContext
@@ -55,10 +53,6 @@ one_to_one("PRelu", 7, num_inputs=2)
 
 
 # -- Clip ----------------------------------------------------------------------------------
-#: Clip-6's declared defaults (FLT_MAX), which differ from "no bound" only at +-inf.
-FLT_MAX = float(np.finfo(np.float32).max)
-
-
 @mapping(ONNX, "Clip", since_opset=1)
 def clip_v1(node: OriginNode, g: MapContext) -> Any:
     a = checked_attrs(node, g, ("min", "max"), LEGACY_HINTS)
@@ -68,8 +62,9 @@ def clip_v1(node: OriginNode, g: MapContext) -> Any:
 @mapping(ONNX, "Clip", since_opset=6)
 def clip_v6(node: OriginNode, g: MapContext) -> Any:
     checked_attrs(node, g, ("min", "max"))
-    return g.op("Clip", [required_input(g, 0, "input")], min=float(node.get_attr("min", -FLT_MAX)),
-                max=float(node.get_attr("max", FLT_MAX)))
+    # absent bounds are the schema's -FLT_MAX / FLT_MAX, which differ from "no bound" at +-inf
+    return g.op("Clip", [required_input(g, 0, "input")], min=float(node.get_attr("min")),
+                max=float(node.get_attr("max")))
 
 
 def _bound(g: MapContext, i: int, what: str) -> float | Value | None:

@@ -25,7 +25,7 @@ AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
 def auto_pad_of(node: OriginNode, g: MapContext) -> str:
     """The node's auto_pad, checked (bytes or str in the model)."""
-    ap = node.get_attr("auto_pad", "NOTSET")
+    ap = node.get_attr("auto_pad")
     ap = ap.decode() if isinstance(ap, bytes) else str(ap)
     if ap not in AUTO_PADS:
         raise g.error(f"= {ap!r}: must be one of {', '.join(AUTO_PADS)}", attr="auto_pad")
@@ -96,7 +96,7 @@ def _common(node: OriginNode, g: MapContext) -> tuple[Value, Value, Value | None
     k = _kernel(node, g, w)
     s = ints_attr(node, g, "strides", nsp) or (1,) * nsp
     d = ints_attr(node, g, "dilations", nsp) or (1,) * nsp
-    attrs = {"group": int(node.get_attr("group", 1)), "kernel_shape": k, "strides": s,
+    attrs = {"group": int(node.get_attr("group")), "kernel_shape": k, "strides": s,
              "dilations": d}
     return x, w, g.input(2), attrs
 

@@ -77,7 +77,7 @@ def _register(op_type: str, since: int, fn: Any) -> None:
 def legacy_broadcast(node: OriginNode, g: MapContext, a: Value, b: Value) -> Value:
     """ONNX < 7: with broadcast=1, B's dims line up with A's starting at 'axis' (default: the
     trailing dims, as numpy). B is reshaped with trailing 1s so numpy broadcasting agrees."""
-    if not node.get_attr("broadcast", 0) or "axis" not in node.attrs:
+    if not node.get_attr("broadcast") or "axis" not in node.attrs:
         return b
     ra, rb = len(a.shape), len(b.shape)
     axis = int(node.attrs["axis"])

@@ -24,9 +24,9 @@ def _gemm(node: OriginNode, g: MapContext, known: tuple[str, ...], c_optional: b
     checked_attrs(node, g, known)
     a, b = required_input(g, 0, "A"), required_input(g, 1, "B")
     c = g.input(2) if c_optional else required_input(g, 2, "C")
-    return g.op("Gemm", [a, b, c], alpha=float(node.get_attr("alpha", 1.0)),
-                beta=float(node.get_attr("beta", 1.0)), transA=int(node.get_attr("transA", 0)),
-                transB=int(node.get_attr("transB", 0)))
+    return g.op("Gemm", [a, b, c], alpha=float(node.get_attr("alpha")),
+                beta=float(node.get_attr("beta")), transA=int(node.get_attr("transA")),
+                transB=int(node.get_attr("transB")))
 
 
 @mapping(ONNX, "Gemm", since_opset=1)

@@ -30,8 +30,8 @@ def _extra_outputs(node: OriginNode) -> list[int]:
 
 
 def _check_stash_type(node: OriginNode, g: MapContext) -> None:
-    st = int(node.get_attr("stash_type", 1))
-    if st != 1:
+    st = node.attrs.get("stash_type")  # not in GroupNormalization-18
+    if st is not None and int(st) != 1:
         raise g.unsupported(f"attribute 'stash_type' = {st}: statistics are computed in f32 "
                             "(stash_type=1) only")
 
@@ -39,9 +39,10 @@ def _check_stash_type(node: OriginNode, g: MapContext) -> None:
 # -- BatchNormalization ----------------------------------------------------------------------
 def _batchnorm(node: OriginNode, g: MapContext, known: tuple[str, ...]) -> Any:
     checked_attrs(node, g, known, LEGACY_HINTS + ("is_test", "momentum"))
-    if int(node.get_attr("training_mode", 0)):
+    # training_mode exists from opset 14, spatial before 9: absent otherwise
+    if int(node.attrs.get("training_mode") or 0):
         return _batchnorm_training(node, g)
-    if int(node.get_attr("spatial", 1)) != 1:
+    if node.attrs.get("spatial") is not None and int(node.attrs["spatial"]) != 1:
         raise g.unsupported("spatial=0 (per-activation statistics) is not supported")
     extra = _extra_outputs(node)
     if extra:
@@ -49,7 +50,7 @@ def _batchnorm(node: OriginNode, g: MapContext, known: tuple[str, ...]) -> Any:
                             "outputs; only Y is supported", hint="export the model in eval mode")
     ins = [required_input(g, i, what) for i, what in
            enumerate(("X", "scale", "B", "mean", "var"))]
-    return g.op("BatchNormalization", ins, epsilon=float(node.get_attr("epsilon", 1e-5)))
+    return g.op("BatchNormalization", ins, epsilon=float(node.get_attr("epsilon")))
 
 
 def _batchnorm_training(node: OriginNode, g: MapContext) -> Any:
@@ -62,10 +63,10 @@ def _batchnorm_training(node: OriginNode, g: MapContext) -> Any:
     d = g.op("Sub", [x, g.op("ReduceMean", [x], axes=axes, keepdims=1)])
     batch_var = g.op("ReduceMean", [g.op("Mul", [d, d])], axes=axes, keepdims=0)
     y = g.op("BatchNormalization", [x, scale, b, batch_mean, batch_var],
-             epsilon=float(node.get_attr("epsilon", 1e-5)))
+             epsilon=float(node.get_attr("epsilon")))
     if not _extra_outputs(node):
         return y
-    momentum = float(node.get_attr("momentum", 0.9))
+    momentum = float(node.get_attr("momentum"))
     keep = g.constant(momentum, dtype=x.dtype)
     new = g.constant(1.0 - momentum, dtype=x.dtype)
 
@@ -98,7 +99,7 @@ def layernorm(node: OriginNode, g: MapContext) -> Any:
     stats = bool(_extra_outputs(node))
     return g.op("LayerNormalization",
                 [required_input(g, 0, "X"), required_input(g, 1, "Scale"), g.input(2)],
-                axis=int(node.get_attr("axis", -1)), epsilon=float(node.get_attr("epsilon", 1e-5)),
+                axis=int(node.get_attr("axis")), epsilon=float(node.get_attr("epsilon")),
                 output_stats=stats, num_outputs=3 if stats else 1)
 
 
@@ -107,7 +108,7 @@ def layernorm(node: OriginNode, g: MapContext) -> Any:
 def instancenorm(node: OriginNode, g: MapContext) -> Any:
     checked_attrs(node, g, ("epsilon",), LEGACY_HINTS)
     ins = [required_input(g, i, what) for i, what in enumerate(("input", "scale", "B"))]
-    return g.op("InstanceNormalization", ins, epsilon=float(node.get_attr("epsilon", 1e-5)))
+    return g.op("InstanceNormalization", ins, epsilon=float(node.get_attr("epsilon")))
 
 
 def _per_channel(g: MapContext, v: Value, groups: int, channels: int, what: str) -> Value:
@@ -136,7 +137,7 @@ def _groupnorm(node: OriginNode, g: MapContext, per_group: bool) -> Any:
         scale = _per_channel(g, scale, groups, x.shape[1], "scale")
         bias = _per_channel(g, bias, groups, x.shape[1], "bias")
     return g.op("GroupNormalization", [x, scale, bias], num_groups=groups,
-                epsilon=float(node.get_attr("epsilon", 1e-5)))
+                epsilon=float(node.get_attr("epsilon")))
 
 
 @mapping(ONNX, "GroupNormalization", since_opset=18)

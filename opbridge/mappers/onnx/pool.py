@@ -35,7 +35,7 @@ def _window_attrs(node: OriginNode, g: MapContext) -> tuple[Any, dict[str, Any]]
                       hint="give the pooling window, one entry per spatial axis")
     s = ints_attr(node, g, "strides", nsp) or (1,) * nsp
     d = ints_attr(node, g, "dilations", nsp) or (1,) * nsp
-    ceil = int(node.get_attr("ceil_mode", 0))
+    ceil = node.attrs.get("ceil_mode")  # from opset 10 (LpPool 18); before, the IR's floor
     if auto_pad_of(node, g) != "NOTSET":
         ceil = 0  # with auto_pad the output size is fixed (ceil(in / stride) or VALID)
     attrs = {"kernel_shape": k, "strides": s, "dilations": d, "ceil_mode": ceil,
@@ -44,7 +44,7 @@ def _window_attrs(node: OriginNode, g: MapContext) -> tuple[Any, dict[str, Any]]
 
 
 def _int_p(node: OriginNode, g: MapContext) -> int:
-    p = node.get_attr("p", 2)
+    p = node.get_attr("p")
     if float(p) != int(float(p)) or int(float(p)) < 1:
         raise g.unsupported(f"attribute 'p' = {p}: only whole orders >= 1 are supported")
     return int(float(p))
@@ -59,7 +59,8 @@ def _maxpool(node: OriginNode, g: MapContext, known: tuple[str, ...]) -> Any:
     checked_attrs(node, g, known)
     x, attrs = _window_attrs(node, g)
     with_indices = _has_output(node, 1)
-    return g.op("MaxPool", [x], storage_order=int(node.get_attr("storage_order", 0)),
+    # storage_order exists from opset 8; before it, the IR's default (row-major) is the meaning
+    return g.op("MaxPool", [x], storage_order=node.attrs.get("storage_order"),
                 output_indices=with_indices, num_outputs=2 if with_indices else 1, **attrs)
 
 
@@ -82,8 +83,8 @@ def maxpool_v10(node: OriginNode, g: MapContext) -> Any:
 def _avgpool(node: OriginNode, g: MapContext, known: tuple[str, ...]) -> Any:
     checked_attrs(node, g, known)
     x, attrs = _window_attrs(node, g)
-    return g.op("AveragePool", [x], count_include_pad=int(node.get_attr("count_include_pad", 0)),
-                **attrs)
+    # count_include_pad exists from opset 7; before it, pads were not counted (the IR's default)
+    return g.op("AveragePool", [x], count_include_pad=node.attrs.get("count_include_pad"), **attrs)
 
 
 @mapping(ONNX, "AveragePool", since_opset=1)
@@ -175,7 +176,7 @@ def max_roi_pool(node: OriginNode, g: MapContext) -> Any:
         raise g.error(f"= {shape!r}: must be [pooled_h, pooled_w]", attr="pooled_shape")
     return g.op("ROIPooling", [required_input(g, 0, "X"), required_input(g, 1, "rois")],
                 pooled_h=int(shape[0]), pooled_w=int(shape[1]),
-                spatial_scale=float(node.get_attr("spatial_scale", 1.0)))
+                spatial_scale=float(node.get_attr("spatial_scale")))
 
 
 @mapping(ONNX, "MaxUnpool", since_opset=9)

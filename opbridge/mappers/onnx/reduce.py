@@ -31,7 +31,7 @@ def _axes_attr(op: str):  # noqa: ANN202 - a mapping function
         axes = node.get_attr("axes", None)
         return g.op(op, [required_input(g, 0, "data")],
                     axes=() if axes is None else tuple(int(a) for a in axes),
-                    keepdims=int(node.get_attr("keepdims", 1)))
+                    keepdims=int(node.get_attr("keepdims")))
 
     map_reduce_axes_attr.__qualname__ = f"map_{op}_1"
     return map_reduce_axes_attr
@@ -44,8 +44,8 @@ def _axes_input(op: str):  # noqa: ANN202 - a mapping function
         if g.has_input(1):
             axes = tuple(int(a) for a in g.require_const(1, "axes").reshape(-1))
         return g.op(op, [required_input(g, 0, "data")], axes=axes,
-                    keepdims=int(node.get_attr("keepdims", 1)),
-                    noop_with_empty_axes=int(node.get_attr("noop_with_empty_axes", 0)))
+                    keepdims=int(node.get_attr("keepdims")),
+                    noop_with_empty_axes=int(node.get_attr("noop_with_empty_axes")))
 
     map_reduce_axes_input.__qualname__ = f"map_{op}_{AXES_INPUT_SINCE[op]}"
     return map_reduce_axes_input
@@ -60,9 +60,10 @@ for _op, _since in AXES_INPUT_SINCE.items():
 def _arg(op: str, known: tuple[str, ...]):  # noqa: ANN202 - a mapping function
     def map_arg(node: OriginNode, g: MapContext) -> Any:
         checked_attrs(node, g, known)
-        return g.op(op, [required_input(g, 0, "data")], axis=int(node.get_attr("axis", 0)),
-                    keepdims=int(node.get_attr("keepdims", 1)),
-                    select_last_index=int(node.get_attr("select_last_index", 0)))
+        # select_last_index exists from opset 12; before it, the first index (the IR's default)
+        return g.op(op, [required_input(g, 0, "data")], axis=int(node.get_attr("axis")),
+                    keepdims=int(node.get_attr("keepdims")),
+                    select_last_index=node.attrs.get("select_last_index"))
 
     map_arg.__qualname__ = f"map_{op}"
     return map_arg
@@ -81,8 +82,7 @@ def cumsum(node: OriginNode, g: MapContext) -> Any:
     if axis.size != 1:
         raise g.error(f"input 1 (axis) must hold one value, it has shape {list(axis.shape)}")
     return g.op("CumSum", [required_input(g, 0, "x")], axis=int(axis.reshape(())),
-                exclusive=int(node.get_attr("exclusive", 0)),
-                reverse=int(node.get_attr("reverse", 0)))
+                exclusive=int(node.get_attr("exclusive")), reverse=int(node.get_attr("reverse")))
 
 
 # -- TopK ------------------------------------------------------------------------------------
@@ -91,8 +91,9 @@ def _topk(node: OriginNode, g: MapContext, k: Any) -> Any:
     if k_arr.size != 1:
         raise g.error(f"k must be one value, got shape {list(k_arr.shape)}")
     return g.op("TopK", [required_input(g, 0, "X")], k=int(k_arr.reshape(())),
-                axis=int(node.get_attr("axis", -1)), largest=int(node.get_attr("largest", 1)),
-                sorted=int(node.get_attr("sorted", 1)))
+                # largest and sorted exist from opset 11; before, both meant 1 (the IR's defaults)
+                axis=int(node.get_attr("axis")), largest=node.attrs.get("largest"),
+                sorted=node.attrs.get("sorted"))
 
 
 @mapping(ONNX, "TopK", since_opset=1)

@@ -60,21 +60,21 @@ def upsample_v7(node: OriginNode, g: MapContext) -> Any:
     if "scales" not in a:
         raise g.error("required but absent", attr="scales")
     return _legacy(node, g, required_input(g, 0, "X"), tuple(float(s) for s in a["scales"]),
-                   str(a.get("mode", "nearest")))
+                   str(a["mode"]))
 
 
 @mapping(ONNX, "Upsample", since_opset=9)
 def upsample_v9(node: OriginNode, g: MapContext) -> Any:
     a = checked_attrs(node, g, ("mode",))
     return _legacy(node, g, required_input(g, 0, "X"), _floats(g, 1, "scales"),
-                   str(a.get("mode", "nearest")))
+                   str(a["mode"]))
 
 
 @mapping(ONNX, "Resize", since_opset=10)
 def resize_v10(node: OriginNode, g: MapContext) -> Any:
     a = checked_attrs(node, g, ("mode",))
     return _legacy(node, g, required_input(g, 0, "X"), _floats(g, 1, "scales"),
-                   str(a.get("mode", "nearest")))
+                   str(a["mode"]))
 
 
 def _resize(node: OriginNode, g: MapContext, known: tuple[str, ...]) -> Any:

@@ -15,7 +15,7 @@ import copy
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -25,12 +25,19 @@ from ...errors import AttrError
 from ...parsers.origin import Framework, OriginNode
 from ..registry import normalize_domain
 
-
 #: Declared defaults that are not the value an absent attribute means, so they are not filled
 #: (the mapping decides), with the reason.
 NOT_FILLED: dict[tuple[str, str], str] = {
     ("RNN", "activations"): "declared for two directions ([Tanh, Tanh]); a forward or reverse "
                             "RNN takes one per direction, as onnxruntime reads its absence",
+}
+
+
+#: Defaults that the operator's text gives where its schema declares none (since_version
+#: of the schema, attribute) -> value.
+TEXT_DEFAULTS: dict[tuple[str, int, str], Any] = {
+    ("Concat", 1, "axis"): 1,  # "Which axis to concat on. Default value is 1."
+    ("Split", 1, "axis"): 0,  # "Which axis to split on" (0 from Split-2 on, where it is declared)
 }
 
 
@@ -57,7 +64,7 @@ def default_value(attr: AttributeProto) -> Any:
     return value
 
 
-@lru_cache(maxsize=None)
+@cache
 def schema_attrs(op_type: str, domain: str, opset: int) -> SchemaAttrs | None:
     """The attribute names and defaults of ``op_type`` at ``opset``; None without a schema."""
     try:
@@ -66,6 +73,9 @@ def schema_attrs(op_type: str, domain: str, opset: int) -> SchemaAttrs | None:
         return None
     defaults = {name: default_value(a.default_value) for name, a in schema.attributes.items()
                 if a.default_value.name and (op_type, name) not in NOT_FILLED}
+    for (op, since, name), value in TEXT_DEFAULTS.items():
+        if op == op_type and since == schema.since_version and name in schema.attributes:
+            defaults.setdefault(name, value)
     return SchemaAttrs(op_type, schema.since_version, frozenset(schema.attributes), defaults)
 
 

@@ -129,14 +129,14 @@ def tile_v6(node: OriginNode, g: MapContext) -> Any:
 def _shape(node: OriginNode, g: MapContext, attrs: dict[str, Any]) -> Any:
     x = required_input(g, 0, "data")
     if is_static(x.shape):  # known now: a constant, so Shape -> Gather -> Reshape chains fold
-        s, e = shape_range(len(x.shape), int(attrs.get("start", 0)), attrs.get("end"))
+        s, e = shape_range(len(x.shape), int(attrs["start"]), attrs.get("end"))
         return g.constant(np.array(x.shape[s:e], dtype=np.int64))
     return g.op("Shape", [x], **attrs)
 
 
 @mapping(ONNX, "Shape", since_opset=1)
 def shape_v1(node: OriginNode, g: MapContext) -> Any:
-    return _shape(node, g, checked_attrs(node, g, ()))
+    return _shape(node, g, {"start": 0, **checked_attrs(node, g, ())})  # Shape-1: the whole shape
 
 
 @mapping(ONNX, "Shape", since_opset=15)
@@ -179,7 +179,7 @@ def range_v11(node: OriginNode, g: MapContext) -> Any:
 def eye_like(node: OriginNode, g: MapContext) -> Any:
     a = checked_attrs(node, g, ("k", "dtype"))
     x = required_input(g, 0, "input")
-    attrs: dict[str, Any] = {"k": int(a.get("k", 0))}
+    attrs: dict[str, Any] = {"k": int(a["k"])}
     if "dtype" in a:
         attrs["dtype"] = ir_dtype(g, a["dtype"])
     if len(x.shape) == 2 and is_static(x.shape) and numel(x.shape) <= CONST_LIMIT:

@@ -24,7 +24,7 @@ def _flattened(op: str):  # noqa: ANN202 - a mapping function
         checked_attrs(node, g, ("axis",))
         x = required_input(g, 0, "input")
         rank = len(x.shape)
-        axis = int(node.get_attr("axis", 1))
+        axis = int(node.get_attr("axis"))
         if not -rank <= axis < max(rank, 1):
             raise g.error(f"= {axis} is out of range for an input of rank {rank}", attr="axis")
         axis = axis % rank if rank else 0
@@ -44,7 +44,7 @@ def _flattened(op: str):  # noqa: ANN202 - a mapping function
 def _one_axis(op: str):  # noqa: ANN202 - a mapping function
     def map_one_axis(node: OriginNode, g: MapContext) -> Any:
         checked_attrs(node, g, ("axis",))
-        return g.op(op, [required_input(g, 0, "input")], axis=int(node.get_attr("axis", -1)))
+        return g.op(op, [required_input(g, 0, "input")], axis=int(node.get_attr("axis")))
 
     map_one_axis.__qualname__ = f"map_{op}_13"
     return map_one_axis

@@ -30,7 +30,7 @@ def concat_v1(node: OriginNode, g: MapContext) -> Any:
     ins = [required_input(g, i, f"input {i}") for i in range(g.num_inputs)]
     if not ins:
         raise g.error("needs at least one input")
-    return g.op("Concat", ins, axis=int(node.get_attr("axis", 1)))
+    return g.op("Concat", ins, axis=int(node.get_attr("axis")))
 
 
 one_to_one("Concat", 4, attrs=("axis",), num_inputs=-1)
@@ -43,7 +43,7 @@ def _split(node: OriginNode, g: MapContext, split: tuple[int, ...], num_outputs:
     must be equal, as before opset 18)."""
     x = required_input(g, 0, "input")
     rank = len(x.shape)
-    axis = int(node.get_attr("axis", 0))
+    axis = int(node.get_attr("axis"))
     if not -rank <= axis < rank:
         raise g.error(f"= {axis} is out of range for rank {rank}", attr="axis")
     dim = x.shape[axis]
@@ -129,7 +129,7 @@ def pad_v1(node: OriginNode, g: MapContext) -> Any:
     if "paddings" not in a:
         raise g.error("required but absent", attr="paddings")
     return g.op("Pad", [required_input(g, 0, "data")], pads=a["paddings"],
-                mode=a.get("mode", "constant"), value=float(a.get("value", 0.0)))
+                mode=a["mode"], value=float(a["value"]))
 
 
 @mapping(ONNX, "Pad", since_opset=2)
