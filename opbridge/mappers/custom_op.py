@@ -11,7 +11,11 @@
 The mapping is registered as soon as both the framework and the origin op type are known
 (a duplicate raises there, naming both places); later calls refine it. Without a parse
 function, the origin attributes are copied by name. The emitted node takes the origin node's
-inputs, then its framework weights, and has one output per origin output.
+inputs, then its framework weights, and has one output per origin output; ``.num_inputs(n)``
+makes it check that the origin node has exactly ``n`` inputs, all present (``-1``: one or
+more), with an error naming the node. ``.since_opset(v)`` registers from version ``v`` (ONNX),
+so one origin op can map differently per opset range, as a ``@mapping`` can. The built-in
+one-to-one mappings are registered this way.
 """
 
 from __future__ import annotations
@@ -36,8 +40,10 @@ ParseFn = Callable[[OriginNode, "DstOp"], None]
 class DstOp:
     """The IR node being filled by a parse function: ``dst.set_attr(name, value)``."""
 
-    def __init__(self, op_type: str) -> None:
+    def __init__(self, op_type: str, opset: int | None = None) -> None:
         self.op_type = op_type
+        #: The version the model declares for the origin node's domain (None: none declared).
+        self.opset = opset
         self.attrs: dict[str, Any] = {}
 
     def set_attr(self, name: str, value: Any) -> DstOp:
@@ -60,6 +66,7 @@ class CustomOpBuilder:
         self._origin_types: tuple[str, ...] = ()
         self._since = 1
         self._parse_fn: ParseFn | None = None
+        self._num_inputs: int | None = None
         self._entries: list[MappingEntry] = []
         self._placement: str | None = None
 
@@ -75,6 +82,12 @@ class CustomOpBuilder:
     def since_opset(self, version: int) -> CustomOpBuilder:
         self._since = version
         return self._sync()
+
+    def num_inputs(self, n: int) -> CustomOpBuilder:
+        """Require exactly ``n`` origin inputs, all present (``-1``: one or more, all present);
+        without it the origin inputs pass as they are, absent ones as None."""
+        self._num_inputs = n
+        return self
 
     def parse_params_by_operator_fn(self, fn: ParseFn) -> CustomOpBuilder:
         """``fn(src: OriginNode, dst: DstOp)`` sets the IR attributes with ``dst.set_attr``."""
@@ -106,18 +119,37 @@ class CustomOpBuilder:
         return self
 
     def _map(self, node: OriginNode, g: MapContext) -> Any:
-        dst = DstOp(self.ir_op)
+        dst = DstOp(self.ir_op, g.opset)
         if self._parse_fn is not None:
             self._parse_fn(node, dst)
         else:
             dst.attrs.update(node.attrs)
-        inputs = g.inputs() + [g.weight(i) for i in range(g.num_weights)]
+        inputs = self._checked_inputs(g) + [g.weight(i) for i in range(g.num_weights)]
         return g.op(self.ir_op, inputs, num_outputs=len(node.outputs), placement=self._placement,
                     **dst.attrs)
 
+    def _checked_inputs(self, g: MapContext) -> list[Any]:
+        n = self._num_inputs
+        if n is None:
+            return g.inputs()
+        count = g.num_inputs if n < 0 else n
+        if count == 0 or g.num_inputs > count:
+            want = "at least one input" if n < 0 else f"{n} input(s)"
+            raise g.error(f"takes {want}, the node has {g.num_inputs}",
+                          hint="check the node's inputs in the source model")
+        missing = [i for i in range(count) if not g.has_input(i)]
+        if missing:
+            raise g.error(f"input {missing[0]} is required but absent",
+                          hint="connect the input in the source model")
+        return g.inputs()
+
 
 def register_custom_op(ir_op: str, *, override: bool = False,
-                       registry: MappingRegistry | None = None) -> CustomOpBuilder:
-    """Start a one-to-one mapping onto IR op ``ir_op``; chain ``.framework_type(...)`` etc."""
+                       registry: MappingRegistry | None = None,
+                       defined_at: str | None = None) -> CustomOpBuilder:
+    """Start a one-to-one mapping onto IR op ``ir_op``; chain ``.framework_type(...)`` etc.
+
+    ``defined_at`` (``file:line``) is the site listings and duplicate errors name; by default
+    the caller's line (a helper that registers for its caller passes the caller's)."""
     reg = registry if registry is not None else DEFAULT_MAPPINGS
-    return CustomOpBuilder(ir_op, reg, _caller_site(), override)
+    return CustomOpBuilder(ir_op, reg, defined_at or _caller_site(), override)

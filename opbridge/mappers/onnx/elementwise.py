@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from ...errors import AttrError
 from ...ir.graph import Value
 from ...parsers.origin import Framework, OriginNode
 from ...sites import caller_site
 from ..context import MapContext
+from ..custom_op import DstOp, register_custom_op
 from ..registry import DEFAULT_MAPPINGS, mapping
 from .schema_defaults import holds_schema_default
 
@@ -23,18 +25,28 @@ ONNX = Framework.ONNX
 LEGACY_HINTS = ("consumed_inputs",)
 
 
-def checked_attrs(node: OriginNode, g: MapContext, known: Iterable[str],
-                  ignored: Iterable[str] = ()) -> dict[str, Any]:
+def known_attrs(node: OriginNode, opset: int | None, known: Iterable[str],
+                ignored: Iterable[str] = ()) -> dict[str, Any]:
     """The node's attributes among ``known`` (the mapping's); any other, not ``ignored``, is an
-    error unless it holds its schema default (a newer opset's attribute left at the meaning
+    AttrError unless it holds its schema default (a newer opset's attribute left at the meaning
     the mapping implements)."""
     known = tuple(known)
     for name in node.attrs:
-        if name not in known and name not in ignored and not holds_schema_default(node, g.opset, name):
-            takes = ", ".join(known) or "no attributes"
-            raise g.error(f"not an attribute of {node.op_type} (opset {g.opset})", attr=name,
-                          hint=f"{node.op_type} takes {takes}; remove '{name}' from the node")
+        if name in known or name in ignored:
+            continue
+        if opset is not None and holds_schema_default(node, opset, name):
+            continue
+        takes = ", ".join(known) or "no attributes"
+        raise AttrError(f"{node.where} attribute '{name}': not an attribute of {node.op_type} "
+                        f"(opset {opset})",
+                        hint=f"{node.op_type} takes {takes}; remove '{name}' from the node")
     return {k: node.attrs[k] for k in known if k in node.attrs}
+
+
+def checked_attrs(node: OriginNode, g: MapContext, known: Iterable[str],
+                  ignored: Iterable[str] = ()) -> dict[str, Any]:
+    """:func:`known_attrs` at the model's opset."""
+    return known_attrs(node, g.opset, known, ignored)
 
 
 def required_input(g: MapContext, i: int, what: str) -> Value:
@@ -48,23 +60,20 @@ def required_input(g: MapContext, i: int, what: str) -> Value:
 
 def one_to_one(op_type: str, since: int, *, ir_op: str | None = None, attrs: Iterable[str] = (),
                ignored: Iterable[str] = (), num_inputs: int = 1) -> None:
-    """Register a mapping that passes ``num_inputs`` inputs (-1: all) and ``attrs`` unchanged.
+    """Register, through the public ``register_custom_op`` builder, a mapping from ``since``
+    that passes ``num_inputs`` inputs (-1: all, at least one) and ``attrs`` unchanged.
 
-    Absent attributes take the IR op's defaults, which equal ONNX's (a test checks that).
+    Absent attributes have their schema defaults (filled before the mapping runs), which the
+    IR op declares too (a test checks that).
     """
     attrs, ignored = tuple(attrs), tuple(ignored)
 
-    def map_one_to_one(node: OriginNode, g: MapContext) -> Any:
-        a = checked_attrs(node, g, attrs, ignored)
-        n = g.num_inputs if num_inputs < 0 else num_inputs
-        if n == 0 or g.num_inputs > n:
-            want = "at least one input" if num_inputs < 0 else f"{n} input(s)"
-            raise g.error(f"takes {want}, the node has {g.num_inputs}",
-                          hint="check the node's inputs in the source model")
-        ins = [required_input(g, i, f"input {i}") for i in range(n)]
-        return g.op(ir_op or op_type, ins, **a)
+    def parse(src: OriginNode, dst: DstOp) -> None:
+        dst.attrs.update(known_attrs(src, dst.opset, attrs, ignored))
 
-    _register(op_type, since, map_one_to_one)
+    (register_custom_op(ir_op or op_type, defined_at=caller_site(helpers=(one_to_one,)))
+     .framework_type(ONNX).since_opset(since).num_inputs(num_inputs)
+     .parse_params_by_operator_fn(parse).origin_op_type(op_type))
 
 
 def _register(op_type: str, since: int, fn: Any) -> None:
