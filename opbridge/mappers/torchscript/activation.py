@@ -13,15 +13,11 @@ import numpy as np
 
 from ...parsers.origin import OriginNode
 from ..context import MapContext
-from .common import Args, cast, ir_dtype, norm_axis, ts_mapping, with_inplace
+from .common import Args, cast, ir_dtype, norm_axis, one_to_one, ts_mapping, with_inplace
 
-_PLAIN = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "hardswish": "HardSwish",
-          "mish": "Mish", "silu": "Swish", "selu": "Selu"}
-
-
-@ts_mapping(*with_inplace(*_PLAIN))
-def plain(node: OriginNode, g: MapContext) -> Any:
-    return g.op(_PLAIN[node.op_type.rstrip("_")], [Args(node, g).tensor(0)])
+for _kind, _ir_op in (("relu", "Relu"), ("sigmoid", "Sigmoid"), ("tanh", "Tanh"),
+                     ("hardswish", "HardSwish"), ("mish", "Mish"), ("silu", "Swish"), ("selu", "Selu")):
+    one_to_one(_ir_op, *with_inplace(_kind))
 
 
 @ts_mapping(*with_inplace("relu6"))

@@ -10,6 +10,7 @@ as Python values. Only tensors that depend on the graph inputs are real IR tenso
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +19,7 @@ import numpy as np
 from ...ir.graph import Value
 from ...parsers.origin import Framework, OriginNode
 from ..context import MapContext
+from ..custom_op import DstOp, register_custom_op
 from ..registry import mapping
 
 TS = Framework.TORCHSCRIPT
@@ -40,6 +42,20 @@ def ts_mapping(*kinds: str) -> Callable[[MapFn], MapFn]:
         return fn
 
     return deco
+
+
+def one_to_one(ir_op: str, *kinds: str) -> None:
+    """Register ``kinds`` (one tensor argument, nothing else) onto ``ir_op`` with its defaults,
+    through the public ``register_custom_op`` builder, as a plugin would."""
+    frame = sys._getframe(1)  # the line that asked for the mapping, not this helper
+    (register_custom_op(ir_op, defined_at=f"{frame.f_code.co_filename}:{frame.f_lineno}")
+     .framework_type(TS).num_inputs(1).parse_params_by_operator_fn(_no_params)
+     .origin_op_type(*(k if "::" in k else f"aten::{k}" for k in kinds)))
+
+
+def _no_params(src: OriginNode, dst: DstOp) -> None:
+    """The IR op's defaults are the aten op's meaning; the parser's argument records
+    (``args``, ``arg_types``, ``consts``) describe inputs, not parameters."""
 
 
 def with_inplace(*names: str) -> tuple[str, ...]:

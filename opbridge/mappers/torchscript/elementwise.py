@@ -14,7 +14,7 @@ import numpy as np
 from ...ir.graph import Value
 from ...parsers.origin import OriginNode
 from ..context import MapContext
-from .common import Args, as_array, cast, ts_mapping, with_inplace
+from .common import Args, as_array, cast, one_to_one, ts_mapping, with_inplace
 
 _FLOAT_RANK = {"f16": 1, "bf16": 1, "f32": 2, "f64": 3}
 _INT_RANK = {"bool": 0, "u8": 1, "i8": 1, "i16": 2, "i32": 3, "i64": 4}
@@ -245,12 +245,15 @@ def masked_fill(node: OriginNode, g: MapContext) -> Any:
     return g.op("Where", [mask, value, x])
 
 
+#: Unary ops that fold Python numbers or compute integers in f32, as torch does.
 _UNARY = {
     "abs": "Abs", "neg": "Neg", "negative": "Neg", "exp": "Exp", "log": "Log", "sqrt": "Sqrt",
-    "reciprocal": "Reciprocal", "floor": "Floor", "ceil": "Ceil", "round": "Round", "sign": "Sign",
-    "sin": "Sin", "cos": "Cos", "tan": "Tan", "erf": "Erf", "asin": "Asin", "acos": "Acos",
-    "atan": "Atan", "sinh": "Sinh", "cosh": "Cosh",
+    "reciprocal": "Reciprocal", "floor": "Floor", "ceil": "Ceil", "sin": "Sin", "cos": "Cos",
+    "tan": "Tan", "erf": "Erf",
 }
+for _kind, _ir_op in (("round", "Round"), ("sign", "Sign"), ("asin", "Asin"), ("acos", "Acos"),
+                      ("atan", "Atan"), ("sinh", "Sinh"), ("cosh", "Cosh")):
+    one_to_one(_ir_op, *with_inplace(_kind))
 _UNARY_NP = {"abs": np.abs, "neg": np.negative, "negative": np.negative, "floor": np.floor,
              "ceil": np.ceil, "sqrt": np.sqrt}
 
