@@ -46,9 +46,10 @@ def check_placement(where: Any, what: str, error: type[OpbridgeError] = Registry
 
 
 TypeAndShape = tuple[Shape, str]
-#: Computes an absent parameter from the node's input (shape, dtype)s; None when it cannot
-#: (an absent input, a symbolic dim), which the shape function then reports.
-FillFn = Callable[[Sequence["TypeAndShape | None"]], Any]
+#: Computes an absent parameter from the node's input (shape, dtype)s and its other (normalised)
+#: parameters; None when it cannot (an absent input, a symbolic dim), which the shape function
+#: then reports.
+FillFn = Callable[[Sequence["TypeAndShape | None"], dict[str, Any]], Any]
 
 
 def per_spatial_axis(value: int, *, entries: int = 1, input: int = 0) -> FillFn:
@@ -56,7 +57,7 @@ def per_spatial_axis(value: int, *, entries: int = 1, input: int = 0) -> FillFn:
     (its rank minus N and C), all ``value``: strides ``per_spatial_axis(1)``, pads
     ``per_spatial_axis(0, entries=2)``."""
 
-    def fill(inputs: Sequence[TypeAndShape | None]) -> tuple[int, ...] | None:
+    def fill(inputs: Sequence[TypeAndShape | None], attrs: dict[str, Any]) -> tuple[int, ...] | None:
         t = inputs[input] if input < len(inputs) else None
         if t is None or len(t[0]) < 3:
             return None
@@ -65,10 +66,20 @@ def per_spatial_axis(value: int, *, entries: int = 1, input: int = 0) -> FillFn:
     return fill
 
 
+def every_axis(input: int = 0) -> FillFn:
+    """A fill listing every axis of input ``input``, 0 .. rank-1 (Pad's or Resize's axes)."""
+
+    def fill(inputs: Sequence[TypeAndShape | None], attrs: dict[str, Any]) -> tuple[int, ...] | None:
+        t = inputs[input] if input < len(inputs) else None
+        return None if t is None else tuple(range(len(t[0])))
+
+    return fill
+
+
 def spatial_shape_of(input: int) -> FillFn:
     """A fill taking input ``input``'s spatial shape (a Conv's kernel from its weights)."""
 
-    def fill(inputs: Sequence[TypeAndShape | None]) -> tuple[int, ...] | None:
+    def fill(inputs: Sequence[TypeAndShape | None], attrs: dict[str, Any]) -> tuple[int, ...] | None:
         t = inputs[input] if input < len(inputs) else None
         if t is None or len(t[0]) < 3 or not all(isinstance(d, int) for d in t[0][2:]):
             return None
@@ -437,11 +448,12 @@ class OpDef:
         return out
 
     def fill_params(self, attrs: dict[str, Any], inputs: Sequence[TypeAndShape | None]) -> None:
-        """Complete, in place, the normalised ``attrs`` with the parameters that depend on the
-        input ranks (those declared with a ``fill``) and are absent."""
+        """Complete, in place, the normalised ``attrs`` with the parameters declared with a
+        ``fill`` that are absent (None; or empty, which is how older files and mappers wrote
+        "the default" for the ones that were declared with an empty default)."""
         for name, spec in self.params.items():
-            if spec.fill is not None and attrs.get(name) is None:
-                attrs[name] = spec.fill(inputs)
+            if spec.fill is not None and attrs.get(name) in (None, ()):
+                attrs[name] = spec.fill(inputs, attrs)
 
     def unfilled_params(self, attrs: dict[str, Any]) -> list[str]:
         """The parameters declared with a ``fill`` that ``attrs`` leaves absent."""

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..opdef import ShapeContext, define_op
+from ..opdef import ShapeContext, define_op, every_axis
 from .common import NUMERIC
 from .shape import check_axes, static_shape
 
@@ -49,14 +49,14 @@ def resize_plan(shape: Sequence[int], axes: Sequence[int], scales: Sequence[floa
 def _resize_params(ctx: ShapeContext) -> tuple[list[int], list[int], list[float]]:
     shape = static_shape(ctx)
     r = len(shape)
-    axes = check_axes(ctx, ctx.attr("axes") or range(r), r)
+    axes = check_axes(ctx, ctx.attr("axes"), r)
     scales, sizes = ctx.attr("scales"), ctx.attr("sizes")
     if bool(scales) == bool(sizes):
         raise ctx.error("give exactly one of 'scales' and 'sizes'", attr="sizes" if sizes else "scales")
     name, given = ("scales", scales) if scales else ("sizes", sizes)
     if len(given) != len(axes):
         raise ctx.error(f"has {len(given)} entries for {len(axes)} resized axes", attr=name,
-                        hint="one entry per axis in 'axes' (every axis when axes is empty)")
+                        hint="one entry per axis in 'axes' (every axis when axes is absent)")
     if scales and any(s <= 0 for s in scales):
         raise ctx.error(f"{list(scales)} has a scale <= 0", attr="scales")
     for a in axes:
@@ -165,7 +165,7 @@ def _resize(x: np.ndarray, *, mode: str, coordinate_transformation_mode: str, ne
             antialias: int, axes: tuple[int, ...], keep_aspect_ratio_policy: str,
             scales: tuple[float, ...], sizes: tuple[int, ...], roi: tuple[float, ...]) -> np.ndarray:
     r = x.ndim
-    axes_n = [a % r for a in axes] if axes else list(range(r))
+    axes_n = [a % r for a in axes]
     out, factors = resize_plan(x.shape, axes_n, scales, sizes, keep_aspect_ratio_policy)
     crop = coordinate_transformation_mode == "tf_crop_and_resize"
     y = x if mode == "nearest" else x.astype(np.float64)
@@ -203,7 +203,7 @@ def _resize(x: np.ndarray, *, mode: str, coordinate_transformation_mode: str, ne
     .param("exclude_outside", "int", 0, allowed=(0, 1))
     .param("extrapolation_value", "float", 0.0)
     .param("antialias", "int", 0, allowed=(0, 1), doc="linear/cubic: widen the kernel when shrinking")
-    .param("axes", "ints", (), doc="the axes scales/sizes refer to; empty: all")
+    .param("axes", "ints", fill=every_axis(0), doc="the axes scales/sizes refer to; absent: all")
     .param("keep_aspect_ratio_policy", "str", "stretch", allowed=ASPECT_POLICIES)
     .param("scales", "floats", (), doc="one factor per resized axis (ONNX input); or give sizes")
     .param("sizes", "ints", (), minimum=0, doc="one output size per resized axis (ONNX input)")

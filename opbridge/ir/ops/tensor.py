@@ -11,7 +11,7 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 
-from ..opdef import ShapeContext, define_op
+from ..opdef import ShapeContext, define_op, every_axis
 from .common import ALL
 from .shape import INDEX, check_axes, static_shape
 
@@ -111,8 +111,7 @@ def slice_bounds(shape: Sequence[int], starts: Sequence[int], ends: Sequence[int
 
 def _slice_params(ctx: ShapeContext, rank: int) -> tuple[list[int], list[int]]:
     starts, ends = ctx.attr("starts"), ctx.attr("ends")
-    axes = ctx.attr("axes") or tuple(range(len(starts)))
-    steps = ctx.attr("steps") or (1,) * len(starts)
+    axes, steps = ctx.attr("axes"), ctx.attr("steps")
     for name, v in (("ends", ends), ("axes", axes), ("steps", steps)):
         if len(v) != len(starts):
             raise ctx.error(f"has {len(v)} entries, starts has {len(starts)}", attr=name,
@@ -134,8 +133,8 @@ def _slice_shape(ctx: ShapeContext) -> Any:
 
 
 def _slice(x: np.ndarray, starts: tuple, ends: tuple, axes: tuple, steps: tuple) -> np.ndarray:
-    axes = tuple(a % x.ndim for a in (axes or range(len(starts))))
-    return np.array(x[tuple(slice_bounds(x.shape, starts, ends, axes, steps or (1,) * len(axes)))])
+    axes = tuple(a % x.ndim for a in axes)
+    return np.array(x[tuple(slice_bounds(x.shape, starts, ends, axes, steps))])
 
 
 (
@@ -143,8 +142,9 @@ def _slice(x: np.ndarray, starts: tuple, ends: tuple, axes: tuple, steps: tuple)
     .doc("x[starts:ends:steps] on `axes`, with ONNX clamping of out-of-range bounds.")
     .input("x", "T").output("y", "T")
     .param("starts", "ints").param("ends", "ints")
-    .param("axes", "ints", (), doc="empty: 0 .. len(starts)-1")
-    .param("steps", "ints", (), doc="empty: all 1")
+    .param("axes", "ints", fill=lambda ins, a: tuple(range(len(a["starts"]))),
+           doc="absent: 0 .. len(starts)-1")
+    .param("steps", "ints", fill=lambda ins, a: (1,) * len(a["starts"]), doc="absent: all 1")
     .type_param("T", ALL)
     .shape_fn(_slice_shape)
     .compute(_slice)
@@ -164,7 +164,7 @@ def pad_widths(rank: int, pads: Sequence[int], axes: Sequence[int]) -> list[tupl
 def _pad_shape(ctx: ShapeContext) -> Any:
     shape = static_shape(ctx)
     r = len(shape)
-    axes = check_axes(ctx, ctx.attr("axes") or range(r), r)
+    axes = check_axes(ctx, ctx.attr("axes"), r)
     pads, mode = ctx.attr("pads"), ctx.attr("mode")
     if len(pads) != 2 * len(axes):
         raise ctx.error(f"has {len(pads)} entries; it needs 2 per padded axis ({2 * len(axes)})",
@@ -190,7 +190,7 @@ PadMode = Literal["constant", "reflect", "edge", "wrap"]
 def _pad(x: np.ndarray, pads: tuple[int, ...], mode: PadMode, value: float,
          axes: tuple[int, ...]) -> np.ndarray:
     """Pad's compute; ``mode`` is one of the param's ``allowed`` values, checked before this runs."""
-    widths = pad_widths(x.ndim, pads, [a % x.ndim for a in axes or range(x.ndim)])
+    widths = pad_widths(x.ndim, pads, [a % x.ndim for a in axes])
     # negative pads crop first, then the rest pads the cropped tensor (as onnxruntime does)
     x = x[tuple(slice(-min(b, 0), d + min(e, 0)) for d, (b, e) in zip(x.shape, widths))]
     pos = [(max(b, 0), max(e, 0)) for b, e in widths]
@@ -206,7 +206,7 @@ def _pad(x: np.ndarray, pads: tuple[int, ...], mode: PadMode, value: float,
     .param("pads", "ints", doc="[begin per axis..., end per axis...]; negative crops")
     .param("mode", "str", "constant", allowed=get_args(PadMode))
     .param("value", "float", 0.0, doc="fill value of mode constant")
-    .param("axes", "ints", (), doc="the axes pads refers to; empty: all")
+    .param("axes", "ints", fill=every_axis(0), doc="the axes pads refers to; absent: all")
     .type_param("T", ALL)
     .shape_fn(_pad_shape)
     .compute(_pad)

@@ -107,3 +107,36 @@ def test_old_obir_with_none_per_axis_params_loads_filled(tmp_path):
     attrs = loaded.nodes[0].attrs
     assert (attrs["kernel_shape"], attrs["strides"], attrs["dilations"], attrs["pads"]) == \
         ((3, 3), (1, 1), (1, 1), (1, 1, 1, 1))
+
+
+#: Parameters with one entry per sliced / padded / resized axis are filled too.
+AXIS_CASES = [
+    ("Slice", (3, 4, 5), {"starts": (1, 0), "ends": (3, 2)}, {"axes": (0, 1), "steps": (1, 1)}),
+    ("Pad", (2, 3), {"pads": (1, 0, 0, 2)}, {"axes": (0, 1)}),
+    ("Resize", (1, 1, 2, 2), {"scales": (1.0, 1.0, 2.0, 2.0)}, {"axes": (0, 1, 2, 3)}),
+]
+
+
+@pytest.mark.parametrize("op, shape, given, filled", AXIS_CASES, ids=[c[0] for c in AXIS_CASES])
+def test_builder_fills_per_axis_lists(op, shape, given, filled):
+    b = ob.GraphBuilder("g")
+    b.output(b.op(op, [b.input("x", "f32", shape)], **given))
+    node = b.build().nodes[0]
+    assert {k: node.attrs[k] for k in filled} == filled
+
+
+def test_old_obir_with_empty_slice_axes_loads_filled(tmp_path):
+    b = ob.GraphBuilder("g")
+    b.output(b.op("Slice", [b.input("x", "f32", (3, 4))], starts=(1,), ends=(3,)))
+    path = tmp_path / "old.obir"
+    ir_io.save(b.build(), path)
+
+    def as_written_before(doc):  # "empty: the default" was how axes and steps were stored
+        for nd in doc["nodes"]:
+            nd["attrs"]["axes"], nd["attrs"]["steps"] = [], []
+
+    _rewrite_graph_json(path, as_written_before)
+    g = ob.load(path)
+    assert (g.nodes[0].attrs["axes"], g.nodes[0].attrs["steps"]) == ((0,), (1,))
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(ob.interpret(g, {"x": x})[g.outputs[0].name], x[1:3])
