@@ -180,7 +180,4 @@ def cast_v6(node: OriginNode, g: MapContext) -> Any:
     return g.op("Cast", [required_input(g, 0, "input")], to=ir_dtype(g, node.get_attr("to")))
 
 
-@mapping(ONNX, "CastLike", since_opset=15)
-def castlike(node: OriginNode, g: MapContext) -> Any:
-    checked_attrs(node, g, (), FLOAT8_ONLY)
-    return g.op("CastLike", [required_input(g, 0, "input"), required_input(g, 1, "target_type")])
+one_to_one("CastLike", 15, ignored=FLOAT8_ONLY, num_inputs=2)

@@ -104,11 +104,7 @@ def layernorm(node: OriginNode, g: MapContext) -> Any:
 
 
 # -- InstanceNormalization / GroupNormalization ---------------------------------------------
-@mapping(ONNX, "InstanceNormalization", since_opset=1)
-def instancenorm(node: OriginNode, g: MapContext) -> Any:
-    checked_attrs(node, g, ("epsilon",), LEGACY_HINTS)
-    ins = [required_input(g, i, what) for i, what in enumerate(("input", "scale", "B"))]
-    return g.op("InstanceNormalization", ins, epsilon=float(node.get_attr("epsilon")))
+one_to_one("InstanceNormalization", 1, attrs=("epsilon",), ignored=LEGACY_HINTS, num_inputs=3)
 
 
 def _per_channel(g: MapContext, v: Value, groups: int, channels: int, what: str) -> Value:

@@ -18,7 +18,7 @@ from ...parsers.origin import Framework, OriginNode
 from ..context import MapContext
 from ..registry import mapping
 from .conv import auto_pad_of, ints_attr, resolve_pads
-from .elementwise import checked_attrs, required_input
+from .elementwise import checked_attrs, one_to_one, required_input
 
 ONNX = Framework.ONNX
 _WINDOW = ("auto_pad", "kernel_shape", "pads", "strides")
@@ -125,16 +125,8 @@ def lppool_v18(node: OriginNode, g: MapContext) -> Any:
 
 
 # -- global pools ----------------------------------------------------------------------------
-@mapping(ONNX, "GlobalAveragePool", since_opset=1)
-def global_avgpool(node: OriginNode, g: MapContext) -> Any:
-    checked_attrs(node, g, ())
-    return g.op("GlobalAveragePool", [required_input(g, 0, "X")])
-
-
-@mapping(ONNX, "GlobalMaxPool", since_opset=1)
-def global_maxpool(node: OriginNode, g: MapContext) -> Any:
-    checked_attrs(node, g, ())
-    return g.op("GlobalMaxPool", [required_input(g, 0, "X")])
+one_to_one("GlobalAveragePool", 1)
+one_to_one("GlobalMaxPool", 1)
 
 
 @mapping(ONNX, "GlobalLpPool", since_opset=1)
