@@ -617,7 +617,7 @@ def op_info(opdef: OpDef) -> OpInfo:
         if s.length is not None:
             d["length"] = s.length
         if s.fill is not None:
-            d["filled"] = "from the inputs when absent"
+            d["filled"] = "filled at node creation when absent"
         params.append(d)
     return OpInfo(
         name=opdef.name,

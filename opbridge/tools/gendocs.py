@@ -89,6 +89,8 @@ def _param(d: dict[str, Any]) -> str:
     s = f"`{d['name']}`: {d['type']}"
     if d["required"]:
         s += " (required)"
+    elif "filled" in d:
+        s += f" ({d['filled']})"
     else:
         s += f" = `{d['default']!r}`"
     extra = []
