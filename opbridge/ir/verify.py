@@ -167,9 +167,9 @@ def _check_node(graph: Graph, node: Node) -> None:
     if unfilled:
         # kernels and computes read per-axis parameters as given; GraphBuilder.op fills them
         raise AttrError(
-            f"{where} param '{unfilled[0]}': absent; {node.op} needs it explicitly "
-            "(one entry per spatial axis)",
-            hint="create nodes with GraphBuilder.op, which fills it from the input shapes",
+            f"{where} param '{unfilled[0]}': absent; {node.op} needs this per-axis parameter "
+            "explicitly",
+            hint="create nodes with GraphBuilder.op, which fills it from the inputs",
         )
     # dtypes against type params: every input bound to one type variable has one dtype
     bound: dict[str, tuple[str, str]] = {}

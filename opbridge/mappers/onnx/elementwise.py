@@ -15,7 +15,7 @@ from ...errors import AttrError
 from ...ir.graph import Value
 from ...parsers.origin import Framework, OriginNode
 from ...sites import caller_site
-from ..context import MapContext
+from ..context import MapContext, error_context
 from ..custom_op import DstOp, register_custom_op
 from ..registry import DEFAULT_MAPPINGS, mapping
 from .schema_defaults import holds_schema_default
@@ -37,9 +37,9 @@ def known_attrs(node: OriginNode, opset: int | None, known: Iterable[str],
         if opset is not None and holds_schema_default(node, opset, name):
             continue
         takes = ", ".join(known) or "no attributes"
-        raise AttrError(f"{node.where} attribute '{name}': not an attribute of {node.op_type} "
-                        f"(opset {opset})",
-                        hint=f"{node.op_type} takes {takes}; remove '{name}' from the node")
+        raise AttrError(f"not an attribute of {node.op_type} (opset {opset})",
+                        hint=f"{node.op_type} takes {takes}; remove '{name}' from the node",
+                        **error_context(node, attribute=name, opset=opset))
     return {k: node.attrs[k] for k in known if k in node.attrs}
 
 

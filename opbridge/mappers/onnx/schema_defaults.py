@@ -23,6 +23,7 @@ from onnx import AttributeProto, defs, helper, numpy_helper
 
 from ...errors import AttrError
 from ...parsers.origin import Framework, OriginNode
+from ..context import error_context
 from ..registry import normalize_domain
 
 #: Declared defaults that are not the value an absent attribute means, so they are not filled
@@ -92,8 +93,9 @@ def with_schema_defaults(node: OriginNode, opset: int | None) -> OriginNode:
     if unknown:
         takes = ", ".join(sorted(info.names)) or "no attributes"
         raise AttrError(
-            f"{node.where} attribute '{unknown[0]}': not an attribute of {node.op_type} (opset {opset})",
+            f"not an attribute of {node.op_type} (opset {opset})",
             hint=f"{node.op_type} takes {takes}; remove '{unknown[0]}' from the node",
+            **error_context(node, attribute=unknown[0], opset=opset),
         )
     missing = {k: v for k, v in info.defaults.items() if k not in given}
     if not missing and len(given) == len(node.attrs):

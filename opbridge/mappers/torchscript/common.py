@@ -10,7 +10,6 @@ as Python values. Only tensors that depend on the graph inputs are real IR tenso
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +17,7 @@ import numpy as np
 
 from ...ir.graph import Value
 from ...parsers.origin import Framework, OriginNode
+from ...sites import caller_site
 from ..context import MapContext
 from ..custom_op import DstOp, register_custom_op
 from ..registry import mapping
@@ -47,8 +47,7 @@ def ts_mapping(*kinds: str) -> Callable[[MapFn], MapFn]:
 def one_to_one(ir_op: str, *kinds: str) -> None:
     """Register ``kinds`` (one tensor argument, nothing else) onto ``ir_op`` with its defaults,
     through the public ``register_custom_op`` builder, as a plugin would."""
-    frame = sys._getframe(1)  # the line that asked for the mapping, not this helper
-    (register_custom_op(ir_op, defined_at=f"{frame.f_code.co_filename}:{frame.f_lineno}")
+    (register_custom_op(ir_op, defined_at=caller_site(helpers=(one_to_one,)))
      .framework_type(TS).num_inputs(1).parse_params_by_operator_fn(_no_params)
      .origin_op_type(*(k if "::" in k else f"aten::{k}" for k in kinds)))
 
