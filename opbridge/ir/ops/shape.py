@@ -190,8 +190,6 @@ def _unsqueeze(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
 def _perm(ctx: ShapeContext) -> list[int]:
     r = ctx.input_rank(0)
     perm = ctx.attr("perm")
-    if not perm:
-        return list(range(r))[::-1]
     if sorted(perm) != list(range(r)):
         raise ctx.error(f"{list(perm)} is not a permutation of 0..{r - 1}", attr="perm",
                         hint=f"give each of the {r} axes exactly once")
@@ -200,12 +198,13 @@ def _perm(ctx: ShapeContext) -> list[int]:
 
 (
     define_op("Transpose")
-    .doc("Permute the dims; `perm` empty reverses them.")
+    .doc("Permute the dims; `perm` absent reverses them.")
     .input("x", "T").output("y", "T")
-    .param("perm", "ints", (), doc="empty: reverse the dims")
+    .param("perm", "ints", fill=lambda ins, a: None if ins[0] is None else tuple(range(len(ins[0][0])))[::-1],
+           doc="absent: reverse the dims")
     .type_param("T", ALL)
     .shape_fn(lambda ctx: (tuple(ctx.input_shape(0)[p] for p in _perm(ctx)), ctx.input_dtype(0)))
-    .compute(lambda x, perm: np.transpose(x, perm or None))
+    .compute(lambda x, perm: np.transpose(x, perm))
 )
 
 
