@@ -109,8 +109,8 @@ class ParamSpec:
     allowed: tuple[Any, ...] | None = None
     length: int | None = None
     doc: str = ""
-    #: For a parameter whose value depends on the input ranks (one entry per spatial axis):
-    #: computes it when absent, at node creation, so every node holds it explicitly.
+    #: For a parameter with one entry per axis (strides, pads, a Slice's axes), whose default
+    #: depends on the inputs: computes it when absent, at node creation, so every node holds it.
     fill: FillFn | None = None
 
     @property
