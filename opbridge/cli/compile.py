@@ -64,9 +64,9 @@ def run(args: argparse.Namespace) -> int:
         f"wrote {args.output}: {prog}\n"
         f"  target {target.name}: {target.lanes} lanes x {target.lmem_bytes_per_lane // 1024} KiB "
         f"local memory\n"
-        f"  DDR: weights {ddr['weights_bytes'] / 2**20:.1f} MiB, activations peak "
-        f"{ddr['activation_peak_bytes'] / 2**20:.2f} MiB (no reuse: "
-        f"{ddr['activation_no_reuse_bytes'] / 2**20:.2f} MiB)\n"
+        f"  DDR: weights {ddr.weights_bytes / 2**20:.1f} MiB, activations peak "
+        f"{ddr.activation_peak_bytes / 2**20:.2f} MiB (no reuse: "
+        f"{ddr.activation_no_reuse_bytes / 2**20:.2f} MiB)\n"
         f"  load {t1 - t0:.2f} s, compile {t2 - t1:.2f} s\n"
     )
     return 0

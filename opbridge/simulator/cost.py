@@ -23,6 +23,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..ir.io import atomic_write
+from .program import (
+    Compute,
+    GlobalOp,
+    GlobalUnit,
+    GroupUnit,
+    HostOp,
+    HostUnit,
+    Instruction,
+    Load,
+    Store,
+    StreamUnit,
+    Unit,
+)
 
 if TYPE_CHECKING:
     from .program import Program
@@ -107,126 +120,140 @@ class _Tracker:
         return float(max(self.write[s].max(), self.read[s].max()))
 
 
+#: (memory tracker, chunk span) pairs an instruction reads or writes
+Access = list[tuple[_Tracker, slice]]
+
+
+@dataclass
+class _Step:
+    """One instruction as the scheduler sees it: its engines, duration and memory accesses."""
+
+    engines: tuple[str, ...]
+    dur: float
+    reads: Access
+    writes: Access
+    name: str
+
+
+class _Scheduler:
+    """Issues instructions in program order on their engines (see the module doc)."""
+
+    def __init__(self, prog: Program) -> None:
+        t = prog.target
+        self.target = t
+        self.bw = t.ddr_bandwidth_gbps * 1e9
+        self.lat = t.gdma_latency_us * 1e-6
+        self.tensors = prog.ddr.tensors
+        self.lm = _Tracker(t.lmem_bytes_per_lane, LMEM_CHUNK)
+        self.dd = _Tracker(prog.ddr.total_bytes, DDR_CHUNK)
+        self.free = dict.fromkeys(ENGINES, 0.0)
+        self.nodes = {n.name: n for n in prog.graph.nodes}
+        self.events: list[dict[str, Any]] = []
+        self.tid = {e: i + 1 for i, e in enumerate(ENGINES)}
+
+    def ddr_span(self, name: str) -> slice:
+        d = self.tensors[name]
+        return self.dd.span(d.addr, d.addr + d.nbytes)
+
+    def step(self, ins: Instruction) -> _Step:
+        match ins:
+            case Load():
+                return _Step(("gdma",), self.lat + ins.bytes / self.bw, [(self.dd, self.ddr_span(ins.tensor))],
+                             [(self.lm, self.lm.span(ins.lmem, ins.lmem + ins.lane_bytes))],
+                             f"load {ins.tensor}")
+            case Store():
+                return _Step(("gdma",), self.lat + ins.bytes / self.bw,
+                             [(self.lm, self.lm.span(ins.lmem, ins.lmem + ins.lane_bytes))],
+                             [(self.dd, self.ddr_span(ins.tensor))], f"store {ins.tensor}")
+            case Compute():
+                return self._compute(ins)
+            case GlobalOp() | HostOp():
+                return self._whole(ins)
+        raise TypeError(f"not an instruction: {ins!r}")
+
+    def _compute(self, ins: Compute) -> _Step:
+        node = self.nodes[ins.node]
+        dur = ins.flops / (self.target.peak_flops(node.outputs[0].dtype) * ins.eff)
+        reads: Access = [(self.lm, self.lm.span(a.lmem, a.lmem + a.lane_bytes))
+                         for v, a in zip(node.inputs, ins.ins) if a is not None and v is not None]
+        o = ins.out
+        writes: Access = [(self.lm, self.lm.span(o.lmem, o.lmem + o.lane_bytes))]
+        return _Step(("tpu",), dur, reads, writes, f"{node.op} {node.name} tile {ins.tile}")
+
+    def _whole(self, ins: GlobalOp | HostOp) -> _Step:
+        """A global layer holds GDMA and the lanes for the longer of its traffic and compute;
+        a host op runs on the CPU and reads and writes DDR."""
+        node = self.nodes[ins.node]
+        reads: Access = [(self.dd, self.ddr_span(v.name)) for v in node.inputs
+                         if v is not None and v.name in self.tensors]
+        writes: Access = [(self.dd, self.ddr_span(v.name)) for v in node.outputs]
+        if isinstance(ins, HostOp):
+            dur = ins.flops / (self.target.host_gflops * 1e9) + ins.bytes / self.bw
+            return _Step(("host",), dur, reads, writes, f"{node.op} {node.name}")
+        dur = self.lat + max(ins.bytes / self.bw, self.compute_time(ins))
+        return _Step(("gdma", "tpu"), dur, reads, writes, f"{node.op} {node.name}")
+
+    def compute_time(self, ins: GlobalOp) -> float:
+        node = self.nodes[ins.node]
+        dtype = node.outputs[0].dtype if node.outputs else "f32"
+        return ins.flops / (self.target.peak_flops(dtype) * ins.eff)
+
+    def issue(self, ins: Instruction, ui: int, busy: dict[str, float]) -> tuple[float, float]:
+        """Schedule one instruction of unit ``ui``: it starts when its engines are free and
+        its data is ready; returns its (start, end) and adds its time to ``busy``."""
+        st = self.step(ins)
+        start = max([self.free[e] for e in st.engines] + [m.ready_read(s) for m, s in st.reads]
+                    + [m.ready_write(s) for m, s in st.writes])
+        end = start + st.dur
+        for e in st.engines:
+            self.free[e] = end
+            busy[e] += st.dur
+        for m, s in st.reads:
+            m.read[s] = np.maximum(m.read[s], end)
+        for m, s in st.writes:
+            m.write[s] = end
+        for e in st.engines:
+            self.events.append({"name": st.name, "cat": ins.TAG, "ph": "X", "pid": 1, "tid": self.tid[e],
+                                "ts": start * 1e6, "dur": st.dur * 1e6, "args": {"unit": ui}})
+        return start, end
+
+    def unit(self, prog: Program, ui: int, u: Unit) -> UnitProfile:
+        """Schedule a unit's instructions; its profile."""
+        lo_i, hi_i = u.instrs
+        busy = dict.fromkeys(ENGINES, 0.0)
+        first, last = float("inf"), 0.0
+        unit_instrs = prog.instrs[lo_i:hi_i]
+        for ins in unit_instrs:
+            start, end = self.issue(ins, ui, busy)
+            first, last = min(first, start), max(last, end)
+        t_start = first if first != float("inf") else last
+        gbytes = sum(i.bytes for i in unit_instrs if isinstance(i, (Load, Store, GlobalOp)))
+        flops = sum(i.flops for i in unit_instrs if isinstance(i, (Compute, GlobalOp, HostOp)))
+        return UnitProfile(
+            index=ui, kind=u.CATEGORY, ops=[self.nodes[n].op for n in u.nodes],
+            tiles=u.tiles if isinstance(u, (GroupUnit, StreamUnit)) else 1,
+            lmem_bytes=u.lmem_peak if isinstance(u, (GroupUnit, StreamUnit)) else 0,
+            gdma_bytes=int(gbytes), flops=flops, est_ms=(last - t_start) * 1e3,
+            start_ms=t_start * 1e3, end_ms=last * 1e3, bound=self.bound(u, unit_instrs, busy))
+
+    def bound(self, u: Unit, unit_instrs: list[Instruction], busy: dict[str, float]) -> str:
+        """Which engine limits a unit: the host, DDR traffic ("memory") or the lanes."""
+        if isinstance(u, HostUnit):
+            return "host"
+        if isinstance(u, GlobalUnit):
+            (ins,) = unit_instrs
+            assert isinstance(ins, GlobalOp)
+            return "memory" if ins.bytes / self.bw >= self.compute_time(ins) else "compute"
+        return "memory" if busy["gdma"] >= busy["tpu"] else "compute"
+
+
 def profile(prog: Program) -> Profile:
     """Schedule the program's instructions on the target's engines; see the module doc."""
-    t = prog.target
-    bw = t.ddr_bandwidth_gbps * 1e9
-    lat = t.gdma_latency_us * 1e-6
-    tensors = prog.ddr["tensors"]
-    lm = _Tracker(t.lmem_bytes_per_lane, LMEM_CHUNK)
-    dd = _Tracker(int(prog.ddr["total_bytes"]), DDR_CHUNK)
-    free = dict.fromkeys(ENGINES, 0.0)
-    nodes = {n.name: n for n in prog.graph.nodes}
-    events: list[dict[str, Any]] = []
-    busy: list[dict[str, float]] = []
-    span_of: list[tuple[float, float]] = []
-    tid = {e: i + 1 for i, e in enumerate(ENGINES)}
-
-    def ddr_span(name: str) -> slice:
-        d = tensors[name]
-        return dd.span(d["addr"], d["addr"] + d["nbytes"])
-
-    def peak(dtype: str) -> float:
-        return t.peak_flops(dtype)
-
-    for ui, u in enumerate(prog.units):
-        lo_i, hi_i = u["instrs"]
-        ub = dict.fromkeys(ENGINES, 0.0)
-        first, last = float("inf"), 0.0
-        for ins in prog.instrs[lo_i:hi_i]:
-            op = ins["op"]
-            if op in ("load", "store"):
-                eng = ["gdma"]
-                dur = lat + ins["bytes"] / bw
-                lane = ins.get("lane_bytes")
-                if lane is None:
-                    shp = ins["tile_shape"]
-                    from .memory import activation_lane_bytes
-
-                    lane = activation_lane_bytes(t, shp, tensors[ins["tensor"]]["dtype"])
-                ls = lm.span(ins["lmem"], ins["lmem"] + lane)
-                ds = ddr_span(ins["tensor"])
-                if op == "load":
-                    start = max(free["gdma"], dd.ready_read(ds), lm.ready_write(ls))
-                    reads, writes = [(dd, ds)], [(lm, ls)]
-                else:
-                    start = max(free["gdma"], lm.ready_read(ls), dd.ready_write(ds))
-                    reads, writes = [(lm, ls)], [(dd, ds)]
-                name = f"{op} {ins['tensor']}"
-            elif op == "compute":
-                eng = ["tpu"]
-                node = nodes[ins["node"]]
-                dur = ins["flops"] / (peak(node.outputs[0].dtype) * ins["eff"])
-                reads, writes = [], []
-                for v, a in zip(node.inputs, ins["ins"]):
-                    if a is None or v is None:
-                        continue
-                    from .memory import activation_lane_bytes, constant_lane_bytes
-
-                    lb = (constant_lane_bytes(t, a["shape"], v.dtype) if a.get("const")
-                          else activation_lane_bytes(t, a["shape"], v.dtype))
-                    reads.append((lm, lm.span(a["lmem"], a["lmem"] + lb)))
-                o = ins["out"]
-                writes.append((lm, lm.span(o["lmem"], o["lmem"] + ins["lane_bytes"])))
-                start = max([free["tpu"]] + [m.ready_read(s) for m, s in reads]
-                            + [m.ready_write(s) for m, s in writes])
-                name = f"{node.op} {node.name} tile {ins['t']}"
-            else:
-                node = nodes[ins["node"]]
-                reads = [(dd, ddr_span(v.name)) for v in node.inputs if v is not None and v.name in tensors]
-                writes = [(dd, ddr_span(v.name)) for v in node.outputs]
-                if op == "host":
-                    eng = ["host"]
-                    dur = ins["flops"] / (t.host_gflops * 1e9) + ins["bytes"] / bw
-                else:
-                    eng = ["gdma", "tpu"]
-                    dtype = node.outputs[0].dtype if node.outputs else "f32"
-                    dur = lat + max(ins["bytes"] / bw, ins["flops"] / (peak(dtype) * ins["eff"]))
-                start = max([free[e] for e in eng] + [m.ready_read(s) for m, s in reads]
-                            + [m.ready_write(s) for m, s in writes])
-                name = f"{node.op} {node.name}"
-            end = start + dur
-            for e in eng:
-                free[e] = end
-                ub[e] += dur
-            for m, s in reads:
-                m.read[s] = np.maximum(m.read[s], end)
-            for m, s in writes:
-                m.write[s] = end
-            first, last = min(first, start), max(last, end)
-            for e in eng:
-                events.append({"name": name, "cat": op, "ph": "X", "pid": 1, "tid": tid[e],
-                               "ts": start * 1e6, "dur": dur * 1e6, "args": {"unit": ui}})
-        busy.append(ub)
-        span_of.append((first if first != float("inf") else last, last))
-
-    units: list[UnitProfile] = []
-    for ui, u in enumerate(prog.units):
-        lo_i, hi_i = u["instrs"]
-        unit_instrs = prog.instrs[lo_i:hi_i]
-        gbytes = sum(i["bytes"] for i in unit_instrs if i["op"] in ("load", "store", "global"))
-        flops = sum(i.get("flops", 0.0) for i in unit_instrs)
-        engines = busy[ui]
-        if u["kind"] == "host":
-            bound = "host"
-        elif u["kind"] == "global" and u.get("streamed") and "alloc" in u:
-            bound = "memory" if engines["gdma"] >= engines["tpu"] else "compute"
-        elif u["kind"] == "global":
-            dtype = nodes[u["nodes"][0]].outputs[0].dtype
-            comp = flops / (peak(dtype) * unit_instrs[0]["eff"])
-            bound = "memory" if unit_instrs[0]["bytes"] / bw >= comp else "compute"
-        else:
-            bound = "memory" if engines["gdma"] >= engines["tpu"] else "compute"
-        t_start, t_end = span_of[ui]
-        units.append(UnitProfile(
-            index=ui, kind=u["kind"], ops=[nodes[n].op for n in u["nodes"]],
-            tiles=u.get("tiles", 1), lmem_bytes=u.get("lmem_peak", 0), gdma_bytes=int(gbytes),
-            flops=flops, est_ms=(t_end - t_start) * 1e3, start_ms=t_start * 1e3,
-            end_ms=t_end * 1e3, bound=bound))
-    total = max(free.values())
+    sched = _Scheduler(prog)
+    units = [sched.unit(prog, ui, u) for ui, u in enumerate(prog.units)]
     groups = [x for x in units if x.kind == "group"]
     return Profile(
-        est_latency_ms=total * 1e3,
+        est_latency_ms=max(sched.free.values()) * 1e3,
         gdma_bytes=sum(x.gdma_bytes for x in units if x.kind != "host"),
         lmem_peak_bytes=max((x.lmem_bytes for x in units), default=0),
         num_layer_groups=len(groups),
@@ -236,8 +263,8 @@ def profile(prog: Program) -> Profile:
         groups=groups,
         units=units,
         flops=sum(x.flops for x in units),
-        ddr_peak_bytes=int(prog.ddr["activation_peak_bytes"]),
-        ddr_no_reuse_bytes=int(prog.ddr["activation_no_reuse_bytes"]),
-        weights_bytes=int(prog.ddr["weights_bytes"]),
-        events=events,
+        ddr_peak_bytes=prog.ddr.activation_peak_bytes,
+        ddr_no_reuse_bytes=prog.ddr.activation_no_reuse_bytes,
+        weights_bytes=prog.ddr.weights_bytes,
+        events=sched.events,
     )

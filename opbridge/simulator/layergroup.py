@@ -14,18 +14,15 @@ on its own becomes a global layer.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..errors import SimulatorError
-from ..ir.graph import Node, Value
+from ..ir.graph import Value
 from .kernels.registry import static_shape
 from .lower import Lowered
 from .memory import Buffer, activation_lane_bytes, constant_lane_bytes, plan
+from .rows import Rows, clip, row_fn
 from .target import Target
-
-Rows = tuple[int, int]
 
 #: Largest ratio of computed to needed elements (halo rows recomputed by several tiles).
 MAX_REDUNDANCY = 1.15
@@ -75,25 +72,7 @@ def _merge(a: Rows | None, b: Rows) -> Rows:
     return a if b[0] >= b[1] else (min(a[0], b[0]), max(a[1], b[1]))
 
 
-def row_fn(ln: Lowered, i: int, v: Value) -> Callable[[int, int], Rows]:
-    """``fn(lo, hi) -> (lo, hi)``: the rows of input ``i`` that output rows [lo, hi) need
-    (the kernel's ``input_slice``; else row to row for an input of the output's height, and
-    the whole input otherwise)."""
-    node = ln.node
-    hv = static_shape(v)[2]
-    k = ln.kernel
-    if k is not None and k.input_slice_fn is not None:
-        def sliced(lo: int, hi: int) -> Rows:
-            s = k.hint("input_slice", node, i, lo, hi)
-            return (0, hv) if s is None else (int(s[0]), int(s[1]))
-
-        return sliced
-    if hv == static_shape(node.outputs[0])[2]:
-        return lambda lo, hi: (lo, hi)
-    return lambda lo, hi: (0, hv)
-
-
-class _Group:
+class GroupCandidate:
     """The static structure of a candidate group, shared by every tiling tried on it."""
 
     def __init__(self, nodes: list[Lowered], graph_outputs: set[str]) -> None:
@@ -166,7 +145,7 @@ class _Group:
                     nd: list[tuple[Rows, Rows] | None] = [None] * n_in
                     for i, vname, hv, row_of in ins:
                         s = row_of(r[0], r[1])
-                        c = (min(max(s[0], 0), hv), max(min(s[1], hv), 0))
+                        c = clip(s, hv)
                         nd[i] = (s, c)
                         req[vname] = _merge(req.get(vname), c)
                     needs[name] = nd
@@ -313,53 +292,3 @@ class _Group:
             else:
                 lo = mid
         return found
-
-
-def form_groups(
-    lowered: list[Lowered], target: Target, graph_outputs: set[str]
-) -> list[Any]:
-    """Split the node sequence into layer groups and single (global or host) nodes, in order.
-
-    A group is a contiguous run of the topological order, so it is convex: no path leaves it
-    and comes back.
-    """
-    from .stream import plan_stream
-
-    units: list[Any] = []
-    cur: list[Lowered] = []
-    cur_plan: GroupPlan | None = None
-
-    def close() -> None:
-        nonlocal cur, cur_plan
-        if cur and cur_plan is not None:
-            final = _Group(cur, graph_outputs).best(target, double=True)
-            units.append(final if final is not None else cur_plan)
-        cur, cur_plan = [], None
-
-    for ln in lowered:
-        if not ln.local:
-            close()
-            units.append(ln)
-            continue
-        n = static_shape(ln.node.outputs[0])[0]
-        if cur and len(cur) < MAX_GROUP_NODES and static_shape(cur[0].node.outputs[0])[0] == n:
-            assert cur_plan is not None
-            g = _Group(cur + [ln], graph_outputs)
-            p = g.best(target, start=(cur_plan.n_per, cur_plan.k))
-            if p is not None and p.redundancy <= MAX_REDUNDANCY:
-                cur.append(ln)
-                cur_plan = p
-                continue
-        close()
-        p = _Group([ln], graph_outputs).best(target)
-        if p is None:
-            # fits no tile on its own: a global layer, streamed in chunks where it can be
-            units.append(plan_stream(ln, target) or ln)
-        else:
-            cur, cur_plan = [ln], p
-    close()
-    return units
-
-
-def node_of(unit: GroupPlan | Lowered) -> Node | None:
-    return unit.node if isinstance(unit, Lowered) else None

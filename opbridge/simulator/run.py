@@ -26,10 +26,23 @@ from ..ir.interpret import check_feeds
 from ..ir.types import to_numpy_dtype
 from .kernels import DEFAULT_KERNELS
 from .memory import activation_lane_bytes, constant_lane_bytes
+from .program import (
+    RECOMPILE_HINT,
+    Compute,
+    GlobalOp,
+    GroupUnit,
+    HostOp,
+    Instruction,
+    Load,
+    Store,
+)
 from .target import itemsize
 
 if TYPE_CHECKING:
-    from .program import Program
+    from .program import DdrTensor, Program, Unit
+
+#: A prepared instruction: ("copy", dst, src) or (kind, fn, args, attrs, outs, node).
+Step = tuple[Any, ...]
 
 
 class Executor:
@@ -45,7 +58,7 @@ class Executor:
             raise ModelFormatError(
                 f"program '{prog.graph.name}': its memory plan or units are malformed: "
                 f"{type(err).__name__}: {err}",
-                hint="recompile the model: opbridge compile MODEL -o OUT.obprog") from None
+                hint=RECOMPILE_HINT) from None
 
     def _build(self, prog: Program) -> None:
         self.prog = prog
@@ -53,17 +66,17 @@ class Executor:
         self.lanes = t.lanes
         self.budget = t.lmem_bytes_per_lane
         ddr = prog.ddr
-        self.ddr = np.zeros(int(ddr["total_bytes"]), np.uint8)
+        self.ddr = np.zeros(ddr.total_bytes, np.uint8)
         self.lmem = np.zeros(t.lanes * t.lmem_bytes_per_lane, np.uint8)
-        self.act_start = int(ddr["weights_bytes"])
+        self.act_start = ddr.weights_bytes
         self.nodes = {n.name: n for n in prog.graph.nodes}
         self.views: dict[str, np.ndarray] = {}
-        for name, d in ddr["tensors"].items():
+        for name, d in ddr.tensors.items():
             self.views[name] = self._ddr_view(name, d)
         for name, c in prog.graph.constants.items():
             if name in self.views:
                 self.views[name][...] = c.data
-        self.steps = []
+        self.steps: list[Step] = []
         for idx, ins in enumerate(prog.instrs):
             try:
                 self.steps.append(self._prepare(ins))
@@ -71,22 +84,23 @@ class Executor:
                 raise
             except (KeyError, IndexError, TypeError, ValueError) as err:
                 raise ModelFormatError(
-                    f"program '{prog.graph.name}': instruction {idx} ({ins.get('op')!r}) is "
-                    f"malformed: {type(err).__name__}: {err}",
-                    hint="recompile the model: opbridge compile MODEL -o OUT.obprog") from None
+                    f"program '{prog.graph.name}': instruction {idx} ({ins.TAG}) is "
+                    f"malformed: {type(err).__name__}: {err}", hint=RECOMPILE_HINT) from None
         #: per unit: its last step and the tensors it leaves in DDR (for keep_intermediates)
-        self.unit_ends: list[tuple[int, list[str]]] = []
-        for u in prog.units:
-            names = u["outputs"] if u["kind"] == "group" else [
-                v.name for n in u["nodes"] for v in self.nodes[n].outputs]
-            self.unit_ends.append((u["instrs"][1], names))
+        self.unit_ends = [(u.instrs[1], self._ddr_outputs(u)) for u in prog.units]
+
+    def _ddr_outputs(self, u: Unit) -> list[str]:
+        """The tensors a unit leaves in DDR: a group's stored outputs, else its node's outputs."""
+        if isinstance(u, GroupUnit):
+            return list(u.outputs)
+        return [v.name for n in u.nodes for v in self.nodes[n].outputs]
 
     # -- views ---------------------------------------------------------------------------
-    def _ddr_view(self, name: str, d: dict[str, Any]) -> np.ndarray:
-        dt = to_numpy_dtype(d["dtype"])
-        shape = tuple(d["shape"])
+    def _ddr_view(self, name: str, d: DdrTensor) -> np.ndarray:
+        dt = to_numpy_dtype(d.dtype)
+        shape = tuple(d.shape)
         n = math.prod(shape) * dt.itemsize
-        a = int(d["addr"])
+        a = d.addr
         if a < 0 or a + n > self.ddr.size:
             raise SimulatorError(f"tensor '{name}' at DDR {a} + {n} bytes lies outside the DDR")
         return self.ddr[a:a + n].view(dt).reshape(shape)
@@ -123,59 +137,79 @@ class Executor:
         return fn, False
 
     @staticmethod
-    def _copy(dst: np.ndarray, src: np.ndarray, ins: dict[str, Any]) -> tuple[Any, ...]:
+    def _copy(dst: np.ndarray, src: np.ndarray, ins: Load | Store) -> Step:
         """A GDMA step; both sides must be the same slice shape."""
         if dst.shape != src.shape:
             raise ModelFormatError(
-                f"{ins['op']} of '{ins['tensor']}': slice {list(src.shape)} does not match "
-                f"{list(dst.shape)}", hint="recompile the model: opbridge compile MODEL -o OUT.obprog")
+                f"{ins.TAG} of '{ins.tensor}': slice {list(src.shape)} does not match "
+                f"{list(dst.shape)}", hint=RECOMPILE_HINT)
         return ("copy", dst, src)
 
-    def _prepare(self, ins: dict[str, Any]) -> tuple[Any, ...]:
-        op = ins["op"]
-        if op == "load":
-            src = self.views[ins["tensor"]]
-            if ins.get("sel") is not None:  # a slice of a constant along one axis
-                axis, lo, hi = ins["sel"]
-                src = src[(slice(None),) * axis + (slice(lo, hi),)]
-            if ins["n"] is not None:
-                c = slice(*ins["c"]) if ins.get("c") is not None else slice(None)
-                src = src[ins["n"][0]:ins["n"][1], c, ins["h"][0]:ins["h"][1], :]
-            dtype = self.prog.ddr["tensors"][ins["tensor"]]["dtype"]
-            dst = self._lmem_view(ins["lmem"], list(src.shape), dtype, f"load of '{ins['tensor']}'",
-                                  bool(ins.get("const")))
-            return self._copy(dst, src, ins)
-        if op == "store":
-            dtype = self.prog.ddr["tensors"][ins["tensor"]]["dtype"]
-            tile = self._lmem_view(ins["lmem"], ins["tile_shape"], dtype, f"store of '{ins['tensor']}'")
-            h0 = ins["tile_h0"]
-            s0, s1 = ins["h"]
-            src = tile[:, :, s0 - h0:s1 - h0, :]
-            c = slice(*ins["c"]) if ins.get("c") is not None else slice(None)
-            dst = self.views[ins["tensor"]][ins["n"][0]:ins["n"][1], c, s0:s1, :]
-            return self._copy(dst, src, ins)
-        node = self.nodes[ins["node"]]
+    def _prepare(self, ins: Instruction) -> Step:
+        """The prepared step of one instruction, by its kind."""
+        match ins:
+            case Load():
+                return self._prepare_load(ins)
+            case Store():
+                return self._prepare_store(ins)
+            case Compute():
+                return self._prepare_compute(ins)
+            case GlobalOp() | HostOp():
+                return self._prepare_whole(ins.node)
+        raise TypeError(f"not an instruction: {ins!r}")
+
+    def _prepare_load(self, ins: Load) -> Step:
+        src = self.views[ins.tensor]
+        if ins.sel is not None:  # a slice of a constant along one axis
+            axis, lo, hi = ins.sel
+            src = src[(slice(None),) * axis + (slice(lo, hi),)]
+        if ins.n is not None:
+            if ins.h is None:
+                raise ModelFormatError(f"load of '{ins.tensor}' gives batch items but no rows",
+                                       hint=RECOMPILE_HINT)
+            c = slice(*ins.c) if ins.c is not None else slice(None)
+            src = src[ins.n[0]:ins.n[1], c, ins.h[0]:ins.h[1], :]
+        dtype = self.prog.ddr.tensors[ins.tensor].dtype
+        dst = self._lmem_view(ins.lmem, list(src.shape), dtype, f"load of '{ins.tensor}'", ins.const)
+        return self._copy(dst, src, ins)
+
+    def _prepare_store(self, ins: Store) -> Step:
+        dtype = self.prog.ddr.tensors[ins.tensor].dtype
+        tile = self._lmem_view(ins.lmem, list(ins.tile_shape), dtype, f"store of '{ins.tensor}'")
+        h0 = ins.tile_h0
+        s0, s1 = ins.h
+        src = tile[:, :, s0 - h0:s1 - h0, :]
+        c = slice(*ins.c) if ins.c is not None else slice(None)
+        dst = self.views[ins.tensor][ins.n[0]:ins.n[1], c, s0:s1, :]
+        return self._copy(dst, src, ins)
+
+    def _prepare_compute(self, ins: Compute) -> Step:
+        node = self.nodes[ins.node]
         fn, into = self._fn(node.name, into=len(node.outputs) == 1)
         attrs = dict(node.attrs)
-        if op == "compute":
-            attrs.update({k: tuple(v) if isinstance(v, list) else v for k, v in ins["attrs"].items()})
-            args: list[np.ndarray | None] = []
-            for v, a in zip(node.inputs, ins["ins"]):
-                if a is None or v is None:
-                    args.append(None)
-                    continue
-                view = self._lmem_view(a["lmem"], a["shape"], v.dtype, node.where, bool(a.get("const")))
-                if a.get("n") is not None:
-                    view = view[a["n"][0]:a["n"][1]]
-                if a["h"] is not None:
-                    view = view[:, :, a["h"][0]:a["h"][1], :]
-                args.append(view)
-            o = ins["out"]
-            out = self._lmem_view(o["lmem"], o["shape"], node.outputs[0].dtype, node.where)
-            return ("into" if into else "compute", fn, args, attrs, [out], node)
+        attrs.update({k: tuple(v) if isinstance(v, list) else v for k, v in ins.attrs.items()})
+        args: list[np.ndarray | None] = []
+        for v, a in zip(node.inputs, ins.ins):
+            if a is None or v is None:
+                args.append(None)
+                continue
+            view = self._lmem_view(a.lmem, list(a.shape), v.dtype, node.where, a.const)
+            if a.n is not None:
+                view = view[a.n[0]:a.n[1]]
+            if a.h is not None:
+                view = view[:, :, a.h[0]:a.h[1], :]
+            args.append(view)
+        o = ins.out
+        out = self._lmem_view(o.lmem, list(o.shape), node.outputs[0].dtype, node.where)
+        return ("into" if into else "compute", fn, args, attrs, [out], node)
+
+    def _prepare_whole(self, node_name: str) -> Step:
+        """A global layer or host op: the node on whole tensors in DDR."""
+        node = self.nodes[node_name]
+        fn, into = self._fn(node.name, into=len(node.outputs) == 1)
         args = [self.views[v.name] if v is not None else None for v in node.inputs]
         outs = [self.views[v.name] for v in node.outputs]
-        return ("into" if into else "compute", fn, args, attrs, outs, node)
+        return ("into" if into else "compute", fn, args, dict(node.attrs), outs, node)
 
     # -- running -------------------------------------------------------------------------
     def run(self, feeds: Mapping[str, Any], *, keep_intermediates: bool = False

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 from ..ir.graph import Value
 from .kernels.registry import static_shape
-from .layergroup import Rows, row_fn
 from .lower import Lowered
 from .memory import Buffer, activation_lane_bytes, constant_lane_bytes, plan
+from .rows import Rows, clip, row_fn
 from .target import Target
 
 
@@ -85,7 +85,7 @@ def _fit(ln: Lowered, target: Target, n_per: int, n_chunks: int, k: int) -> Stre
             for i, fn in fns.items():
                 hv = static_shape(node.inputs[i])[2]
                 s = fn(lo, hi)
-                needs[i] = (s, (min(max(s[0], 0), hv), max(min(s[1], hv), 0)))
+                needs[i] = (s, clip(s, hv))
             tiles.append(RowTile((n0, min(n, n0 + n_per)), (lo, hi), needs))
     plan_ = StreamPlan(ln, n_per, chunks, tiles)
     buffers = []

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from opbridge.simulator import Program
-from opbridge.simulator.memory import activation_lane_bytes, constant_lane_bytes
+import opbridge as ob
+from opbridge.simulator import Compute, GroupUnit, Load, Program, Store, StreamUnit
 
 COSINE_MIN = 0.99999
 REL_ERR_MAX = 1e-3
@@ -23,41 +25,83 @@ def assert_close(got: np.ndarray, want: np.ndarray, what: str = "") -> None:
     assert cos >= COSINE_MIN and rel <= REL_ERR_MAX, f"{what}: cosine {cos:.8f}, max rel err {rel:.2e}"
 
 
-def audit_local_memory(prog: Program) -> int:
-    """Check every tile against its group's allocation and the lane's budget; returns the
-    number of tile accesses checked."""
+#: Bytes per element, written out here rather than taken from the simulator under audit.
+ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8, "i8": 1, "u8": 1, "i16": 2, "u16": 2,
+            "i32": 4, "u32": 4, "i64": 8, "u64": 8, "bool": 1}
+
+
+def lane_bytes(target: ob.Target, shape, dtype: str, const: bool = False) -> int:
+    """Per-lane footprint, derived from DESIGN.md independently of ``simulator.memory``: an
+    (N, C, H, W) tile takes ``N * ceil(C / lanes) * align(H * W, EU) * bytes`` in every lane,
+    with ``EU = eu_bytes / bytes``; a constant held whole (docs/obprog.md) is spread over the
+    lanes by its first axis, ``ceil(d0 / lanes) * align(d1 * d2 * ..., EU) * bytes``, except a
+    (1, C, H, W) constant, which takes the activation layout."""
+    size = ITEMSIZE[dtype]
+    eu = target.eu_bytes // size
+    shape = tuple(int(d) for d in shape)
+    if const and not (len(shape) == 4 and shape[0] == 1):
+        d0, rest = (shape[0], int(np.prod(shape[1:]))) if shape else (1, 1)
+        return math.ceil(d0 / target.lanes) * (math.ceil(rest / eu) * eu) * size
+    n, c, h, w = shape
+    return n * math.ceil(c / target.lanes) * (math.ceil(h * w / eu) * eu) * size
+
+
+def _moved_shape(prog: Program, ins: Load) -> tuple[int, ...]:
+    """The shape a load brings into local memory, from the DDR tensor and the ranges."""
+    shape = list(prog.graph.values()[ins.tensor].shape)
+    if ins.sel is not None:
+        axis, lo, hi = ins.sel
+        shape[axis] = hi - lo
+    if ins.n is not None:
+        shape[0] = ins.n[1] - ins.n[0]
+        shape[2] = ins.h[1] - ins.h[0]
+        if ins.c is not None:
+            shape[1] = ins.c[1] - ins.c[0]
+    return tuple(shape)
+
+
+def _accesses(prog: Program, ins) -> list[tuple[str, int, int, int]]:
+    """(buffer, per-lane address, lane bytes derived here, lane bytes the program records)
+    of every local-memory access of one instruction."""
     t = prog.target
-    budget = t.lmem_bytes_per_lane
+    if isinstance(ins, Load):
+        dtype = prog.graph.values()[ins.tensor].dtype
+        return [(ins.buf, ins.lmem, lane_bytes(t, _moved_shape(prog, ins), dtype, ins.const), ins.lane_bytes)]
+    if isinstance(ins, Store):
+        dtype = prog.graph.values()[ins.tensor].dtype
+        return [(ins.buf, ins.lmem, lane_bytes(t, ins.tile_shape, dtype), ins.lane_bytes)]
+    if not isinstance(ins, Compute):
+        return []
+    node = prog.graph.node(ins.node)
+    o = ins.out
+    out = [(o.buf, o.lmem, lane_bytes(t, o.shape, node.outputs[0].dtype), o.lane_bytes)]
+    for v, a in zip(node.inputs, ins.ins):
+        if a is not None:
+            out.append((a.buf, a.lmem, lane_bytes(t, a.shape, v.dtype, a.const), a.lane_bytes))
+    return out
+
+
+def audit_local_memory(prog: Program) -> int:
+    """Check every tile against its group's allocation and the lane's budget, with lane
+    footprints derived here (:func:`lane_bytes`); returns the number of accesses checked."""
+    budget = prog.target.lmem_bytes_per_lane
     checked = 0
-    for g in (u for u in prog.units if "alloc" in u):  # layer groups and streamed layers
-        alloc = g["alloc"]
+    for g in (u for u in prog.units if isinstance(u, (GroupUnit, StreamUnit))):
         # buffers live at the same time never share bytes
-        items = list(alloc.items())
-        for i, (ka, (a0, asz, af, al)) in enumerate(items):
-            assert 0 <= a0 and a0 + asz <= budget, f"{ka} at {a0}+{asz} exceeds {budget}"
-            for kb, (b0, bsz, bf, bl) in items[i + 1:]:
-                if af <= bl and bf <= al:
-                    assert a0 + asz <= b0 or b0 + bsz <= a0, f"{ka} and {kb} overlap while both live"
-        lo, hi = g["instrs"]
+        items = list(g.alloc.items())
+        for i, (ka, a) in enumerate(items):
+            assert 0 <= a.addr and a.addr + a.size <= budget, f"{ka} at {a.addr}+{a.size} exceeds {budget}"
+            for kb, b in items[i + 1:]:
+                if a.first <= b.last and b.first <= a.last:
+                    assert a.addr + a.size <= b.addr or b.addr + b.size <= a.addr, \
+                        f"{ka} and {kb} overlap while both live"
+        lo, hi = g.instrs
         for ins in prog.instrs[lo:hi]:
-            accesses = []
-            if ins["op"] == "load":
-                accesses.append((ins.get("buf", ins["tensor"]), ins["lmem"], ins["lane_bytes"]))
-            elif ins["op"] == "compute":
-                node = prog.graph.node(ins["node"])
-                o = ins["out"]
-                accesses.append((o.get("buf", o["tensor"]), o["lmem"],
-                                 activation_lane_bytes(t, o["shape"], node.outputs[0].dtype)))
-                for v, a in zip(node.inputs, ins["ins"]):
-                    if a is None:
-                        continue
-                    lb = (constant_lane_bytes(t, a["shape"], v.dtype) if a.get("const")
-                          else activation_lane_bytes(t, a["shape"], v.dtype))
-                    accesses.append((a.get("buf", a["tensor"]), a["lmem"], lb))
-            for key, addr, lane_bytes in accesses:
-                a0, asz, _, _ = alloc[key]
-                assert addr == a0, f"{key}: tile at {addr}, allocated at {a0}"
-                assert lane_bytes <= asz, f"{key}: tile needs {lane_bytes} B/lane, has {asz}"
-                assert addr + lane_bytes <= budget
+            for key, addr, derived, recorded in _accesses(prog, ins):
+                a = g.alloc[key]
+                assert recorded == derived, f"{key}: the program records {recorded} B/lane, the layout gives {derived}"
+                assert addr == a.addr, f"{key}: tile at {addr}, allocated at {a.addr}"
+                assert derived <= a.size, f"{key}: tile needs {derived} B/lane, has {a.size}"
+                assert addr + derived <= budget
                 checked += 1
     return checked

@@ -66,7 +66,7 @@ class _SmallTarget:
 
     def __call__(self, graph: ob.Graph, target: Any = "bm1684", **kw: Any) -> ob.Program:
         prog = sim.compile(graph, ob.Target.preset("bm1684", lmem_bytes_per_lane=self.lmem), **kw)
-        self.tiled = self.tiled or any(u["kind"] == "group" and u["tiles"] > 1 for u in prog.units)
+        self.tiled = self.tiled or any(g.tiles > 1 for g in prog.groups)
         return prog
 
 

@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import opbridge as ob
-from opbridge.simulator import DEFAULT_KERNELS
+from opbridge.simulator import DEFAULT_KERNELS, GroupUnit
 
 from .helpers import assert_close, audit_local_memory
 
@@ -52,7 +52,7 @@ def foo_kernel():
 
 def _kind_of(prog: ob.Program, op: str) -> str:
     name = next(n.name for n in prog.graph.nodes if n.op == op)
-    return next(u["kind"] for u in prog.units if name in u["nodes"])
+    return next(u.CATEGORY for u in prog.units if name in u.nodes)
 
 
 def _check(prog: ob.Program, g: ob.Graph) -> None:
@@ -81,10 +81,10 @@ def test_imply_type_cpu_runs_on_host(graph):
 def test_with_hints_joins_a_layer_group(graph, foo_kernel, lmem_kib):
     prog = ob.compile(graph, ob.Target.preset("bm1684", lmem_bytes_per_lane=lmem_kib * KIB))
     assert _kind_of(prog, "FooScale") == "group"
-    group = next(u for u in prog.groups if any(prog.graph.node(n).op == "FooScale" for n in u["nodes"]))
-    assert "Conv" in [prog.graph.node(n).op for n in group["nodes"]]
+    group = next(u for u in prog.groups if any(prog.graph.node(n).op == "FooScale" for n in u.nodes))
+    assert "Conv" in [prog.graph.node(n).op for n in group.nodes]
     if lmem_kib == 2:
-        assert group["tiles"] > 1
+        assert group.tiles > 1
     _check(prog, graph)
 
 
@@ -140,7 +140,7 @@ def test_input_slice_halo_hint():
         g = b.build()
         prog = ob.compile(g, ob.Target.preset("bm1684", lmem_bytes_per_lane=256))
         assert prog.num_tiles > len(prog.groups)
-        assert all(u["kind"] == "group" for u in prog.units)
+        assert all(isinstance(u, GroupUnit) for u in prog.units)
         feeds = {"x": np.random.default_rng(2).standard_normal((2, 4, 20, 5)).astype(np.float32)}
         want = _box3(_box3(feeds["x"], pad_top=1, pad_bottom=1), pad_top=1, pad_bottom=1)
         assert_close(next(iter(prog.run(feeds).values())), np.maximum(want, 0))

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import opbridge as ob
+from opbridge.simulator import GlobalUnit, Store
 
 from .helpers import audit_local_memory
 
@@ -39,7 +40,7 @@ def test_multi_output_node_runs_as_global_layer():
     g = b.build()
     feeds = {"x": np.random.default_rng(0).standard_normal((1, 8, 6, 6)).astype(np.float32)}
     prog = ob.compile(g, "bm1684")
-    assert any(u["kind"] == "global" and u["op"] == "Split" for u in prog.units)
+    assert any(isinstance(u, GlobalUnit) and u.op == "Split" for u in prog.units)
     _run_both(g, feeds)
 
 
@@ -71,7 +72,7 @@ def test_unused_result_is_not_stored():
     b.output(b.op("Relu", [x]))
     g = b.build()
     prog = ob.compile(g, "bm1684")
-    assert all(i["op"] != "store" or i["tensor"] != "sigmoid_1" for i in prog.instrs)
+    assert all(not isinstance(i, Store) or i.tensor != "sigmoid_1" for i in prog.instrs)
     _run_both(g, {"x": np.random.default_rng(3).standard_normal((1, 4, 8, 8)).astype(np.float32)})
 
 

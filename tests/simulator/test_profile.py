@@ -22,7 +22,7 @@ def test_fields(tiled):
     p = tiled.profile()
     assert p.est_latency_ms > 0 and p.gdma_bytes > 0
     assert p.num_layer_groups == len(tiled.groups) == len(p.groups)
-    assert p.num_tiles == sum(g["tiles"] for g in tiled.groups) > p.num_layer_groups
+    assert p.num_tiles == sum(g.tiles for g in tiled.groups) > p.num_layer_groups
     assert 0 < p.lmem_peak_bytes <= 4096
     assert p.num_cpu_layers == 0
     for g in p.groups:
@@ -53,7 +53,7 @@ def test_engines_overlap():
     estimate is below the sum of every instruction's time."""
     g = _pointwise_chain()
     prog = ob.compile(g, ob.Target.preset("bm1684", lmem_bytes_per_lane=16384))
-    assert prog.groups[0]["double_buffered"] and prog.groups[0]["tiles"] > 2
+    assert prog.groups[0].double_buffered and prog.groups[0].tiles > 2
     x = {"x": np.random.default_rng(1).standard_normal((1, 32, 64, 64)).astype(np.float32)}
     assert_close(prog.run(x)["add_3"], ob.interpret(g, x)["add_3"])
     audit_local_memory(prog)

@@ -9,8 +9,20 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 import opbridge as ob
+from opbridge.simulator import (
+    Compute,
+    GlobalOp,
+    GlobalUnit,
+    GroupUnit,
+    HostOp,
+    HostUnit,
+    Load,
+    Store,
+    StreamUnit,
+)
+from opbridge.simulator.program import INSTRUCTIONS, UNITS, DdrPlan
 
-from .test_run import residual_block
+from .test_run import KIB, residual_block
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +51,7 @@ def test_file_is_safetensors_with_json_metadata(prog, tmp_path):
     with safe_open(str(path), framework="numpy") as f:
         meta = f.metadata()
         keys = set(f.keys())
-    assert meta["format"] == "opbridge.obprog" and meta["format_version"] == "1"
+    assert meta["format"] == "opbridge.obprog" and meta["format_version"] == "2"
     doc = json.loads(meta["program"])
     assert set(doc) == {"target", "units", "ddr", "instructions"}
     assert keys == set(prog.graph.constants)
@@ -117,3 +129,126 @@ def test_tampered_instruction_is_an_error_not_a_crash(prog, tmp_path, field, val
     x = {"x": np.zeros((1, 32, 30, 30), np.float32)}
     with pytest.raises(ob.OpbridgeError):
         ob.load_program(bad).run(x)
+
+
+def test_old_format_version_asks_to_recompile(prog, tmp_path):
+    """A version-1 file (the untyped instruction dicts) is refused before its JSON is read,
+    with the command that re-compiles it."""
+    good = tmp_path / "good.obprog"
+    prog.save(good)
+    old = tmp_path / "old.obprog"
+    doc = prog.to_json()
+    for ins in doc["instructions"]:  # the version-1 spelling of a few fields
+        if "group" in ins:
+            ins["g"], ins["t"] = ins.pop("group"), ins.pop("tile")
+    _rewrite(good, old, format_version="1", program=json.dumps(doc))
+    with pytest.raises(ob.ModelFormatError, match=r"old\.obprog.*format version 1.*older opbridge") as err:
+        ob.load_program(old)
+    assert "opbridge compile MODEL -o OUT.obprog" in str(err.value)
+
+
+def _all_kinds_program() -> ob.Program:
+    """Layer groups, streamed convolutions (1 KiB lanes), a global layer and a host op."""
+    b = ob.GraphBuilder("all_kinds")
+    x = b.input("x", "f32", (1, 32, 10, 12))
+    rng = np.random.default_rng(5)
+    w = (rng.standard_normal((256, 32, 3, 3)) * 0.05).astype(np.float32)
+    y = b.op("Conv", [x, b.constant("w", w)], pads=(1, 1, 1, 1))
+    y = b.op("Relu", [y])
+    y = b.op("Sigmoid", [y])
+    b.output(b.op("Flatten", [y], axis=1))
+    g = b.build()
+    return ob.compile(g, ob.Target.preset("bm1684", lmem_bytes_per_lane=2 * KIB),
+                      placement=lambda n: "cpu" if n.op == "Sigmoid" else None)
+
+
+def test_every_kind_round_trips_through_json(tmp_path):
+    prog = _all_kinds_program()
+    unit_kinds = {type(u) for u in prog.units}
+    assert {StreamUnit, HostUnit} <= unit_kinds and (GroupUnit in unit_kinds or GlobalUnit in unit_kinds)
+    assert {Load, Store, Compute, HostOp} <= {type(i) for i in prog.instrs}
+    for ins in prog.instrs:
+        assert INSTRUCTIONS[ins.TAG].from_json(json.loads(json.dumps(ins.to_json())), "x") == ins
+    for u in prog.units:
+        assert UNITS[u.TAG].from_json(json.loads(json.dumps(u.to_json())), "x") == u
+    assert DdrPlan.from_json(json.loads(json.dumps(prog.ddr.to_json())), "x") == prog.ddr
+    path = tmp_path / "k.obprog"
+    prog.save(path)
+    back = ob.load_program(path)
+    assert back.units == prog.units and back.instrs == prog.instrs and back.ddr == prog.ddr
+    x = {"x": np.random.default_rng(0).standard_normal((1, 32, 10, 12)).astype(np.float32)}
+    want = ob.interpret(prog.graph, x)
+    for k, v in back.run(x).items():
+        np.testing.assert_allclose(v, want[k], rtol=1e-4, atol=1e-5)
+
+
+def test_global_op_round_trips():
+    ins = GlobalOp(node="n", bytes=10, flops=2.5, eff=0.5)
+    assert GlobalOp.from_json(ins.to_json(), "x") == ins
+    assert ins.to_json() == {"op": "global", "node": "n", "bytes": 10, "flops": 2.5, "eff": 0.5}
+
+
+def _first(doc, part, tag):
+    key = "op" if part == "instructions" else "kind"
+    return next(i for i, d in enumerate(doc[part]) if d[key] == tag)
+
+
+@pytest.mark.parametrize("part,tag,change,match", [
+    ("instructions", "store", {"tile_h0": None}, r"instruction \d+ \(store\) field 'tile_h0': expected an integer"),
+    ("instructions", "store", {"h": [1, 2, 3]}, r"\(store\) field 'h': expected a list of 2"),
+    ("instructions", "load", {"bytes": "12"}, r"\(load\) field 'bytes': expected an integer"),
+    ("instructions", "load", {"const": 1}, r"\(load\) field 'const': expected true or false"),
+    ("instructions", "compute", {"flops": float("nan")}, r"\(compute\) field 'flops': expected a finite number"),
+    ("instructions", "compute", {"out": {"tensor": "y"}}, r"\(compute\) field 'out': missing field 'buf'"),
+    ("instructions", "compute", {"lane_bytes": 64}, r"\(compute\): unknown field 'lane_bytes'"),
+    ("units", "group", {"alloc": {"x": [0, 1, 2]}}, r"unit 0 \(group\) field 'alloc'\['x'\]: expected a list of 4"),
+    ("units", "group", {"kind": "layer"}, r"unit 0: unknown kind 'layer'"),
+], ids=["store.tile_h0=null", "store.h=3", "load.bytes=str", "load.const=int", "compute.flops=nan",
+        "compute.out=partial", "compute.extra-field", "group.alloc=short", "unit.kind=unknown"])
+def test_strict_schema_names_file_and_field(prog, tmp_path, part, tag, change, match):
+    good = tmp_path / "good.obprog"
+    prog.save(good)
+    doc = prog.to_json()
+    i = _first(doc, part, tag)
+    doc[part][i] = dict(doc[part][i], **change)
+    bad = tmp_path / "bad.obprog"
+    _rewrite(good, bad, program=json.dumps(doc))
+    with pytest.raises(ob.ModelFormatError, match=r"bad\.obprog.*" + match):
+        ob.load_program(bad)
+
+
+@pytest.mark.parametrize("drop", ["tile_h0", "lane_bytes"])
+def test_missing_field_is_an_error_not_recomputed(prog, tmp_path, drop):
+    good = tmp_path / "good.obprog"
+    prog.save(good)
+    doc = prog.to_json()
+    i = _first(doc, "instructions", "store")
+    del doc["instructions"][i][drop]
+    bad = tmp_path / "bad.obprog"
+    _rewrite(good, bad, program=json.dumps(doc))
+    with pytest.raises(ob.ModelFormatError, match=rf"bad\.obprog.*\(store\): missing field '{drop}'"):
+        ob.load_program(bad)
+
+
+@pytest.mark.parametrize("span,match", [
+    (lambda lo, hi: [lo, hi - 1], r"the units cover \d+ of \d+ instructions"),
+    (lambda lo, hi: [lo + 1, hi], r"unit 0 covers instructions \[1, \d+\), not the next ones from 0"),
+    (lambda lo, hi: [lo, hi + 1], r"unit 0 covers instructions"),
+], ids=["short", "gap", "past-the-end"])
+def test_units_must_cover_the_instructions_in_order(prog, tmp_path, span, match):
+    good = tmp_path / "good.obprog"
+    prog.save(good)
+    doc = prog.to_json()
+    doc["units"][0]["instrs"] = span(*doc["units"][0]["instrs"])
+    bad = tmp_path / "bad.obprog"
+    _rewrite(good, bad, program=json.dumps(doc))
+    with pytest.raises(ob.ModelFormatError, match=match):
+        ob.load_program(bad)
+
+
+def test_unit_subscript_is_deprecated(prog):
+    g = prog.groups[0]
+    with pytest.warns(DeprecationWarning, match=r"unit\.tiles"):
+        assert g["tiles"] == g.tiles
+    with pytest.warns(DeprecationWarning):
+        assert g["kind"] == "group"

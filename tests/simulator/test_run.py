@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import opbridge as ob
+from opbridge.simulator import StreamUnit
 
 from .helpers import assert_close, audit_local_memory
 
@@ -121,8 +122,8 @@ def test_group_splits_then_streams_when_nothing_fits():
     g = residual_block()
     feeds = _feeds(g)
     prog = ob.compile(g, ob.Target.preset("bm1684", lmem_bytes_per_lane=1 * KIB))
-    streamed = [u for u in prog.units if u["kind"] == "global"]
-    assert streamed and all(u["streamed"] for u in streamed)
+    streamed = [u for u in prog.units if u.CATEGORY == "global"]
+    assert streamed and all(isinstance(u, StreamUnit) or u.fits_no_tile for u in streamed)
     assert prog.groups
     ref = ob.interpret(g, feeds)
     out = prog.run(feeds)
@@ -143,9 +144,9 @@ def test_conv_with_too_many_weights_streams_output_channel_chunks():
     b.output(b.op("Relu", [y]))
     g = b.build()
     prog = ob.compile(g, ob.Target.preset("bm1684", lmem_bytes_per_lane=2 * KIB))
-    conv = next(u for u in prog.units if u["nodes"] == ["conv_1"])
-    assert conv["kind"] == "global" and conv["streamed"]
-    assert conv["chunks"] == 4 and conv["lmem_peak"] <= 2 * KIB
+    conv = next(u for u in prog.units if u.nodes == ("conv_1",))
+    assert isinstance(conv, StreamUnit)
+    assert conv.chunks == 4 and conv.lmem_peak <= 2 * KIB
     feeds = _feeds(g)
     ref = ob.interpret(g, feeds)
     out = prog.run(feeds)
@@ -171,7 +172,7 @@ def test_ddr_plan_reuses_memory():
     g = conv_pool_chain()
     prog = ob.compile(g, ob.Target.preset("bm1684", lmem_bytes_per_lane=1 * KIB))
     d = prog.ddr
-    assert d["activation_peak_bytes"] < d["activation_no_reuse_bytes"]
+    assert d.activation_peak_bytes < d.activation_no_reuse_bytes
     # tensors live at the same time never share DDR bytes: checked by running with
     # intermediates kept and comparing every one with the interpreter
     feeds = _feeds(g)

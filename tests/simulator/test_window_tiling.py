@@ -17,6 +17,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import opbridge as ob
+from opbridge.simulator import StreamUnit
 
 from ..conftest import requires_ort
 from .helpers import assert_close, audit_local_memory
@@ -48,10 +49,10 @@ def _check(model: onnx.ModelProto, lmem: int = LMEM, row_tiled: bool = True,
     want = sess.run(None, {"x": x})[0]
     g = ob.convert(model)
     prog = ob.compile(g, ob.Target.preset("bm1684", lmem_bytes_per_lane=lmem))
-    groups = [u for u in prog.units if u["kind"] == "group"]
+    groups = prog.groups
     assert groups, "the window op should be a local layer in a layer group"
     if row_tiled:
-        assert any(u["k"] > 1 for u in groups), "the input should not fit the lane uncut"
+        assert any(u.k > 1 for u in groups), "the input should not fit the lane uncut"
     assert_close(prog.run({"x": x})["y"], want, "simulator vs onnxruntime")
     audit_local_memory(prog)
     return prog
@@ -179,7 +180,7 @@ def test_conv_pool_conv_chain_tiled(ceil):
     ]
     inits = [onnx.numpy_helper.from_array(w1, "w1"), onnx.numpy_helper.from_array(w2, "w2")]
     prog = _check(_model(nodes, inits), lmem=2 * LMEM)
-    assert any(len(u["nodes"]) >= 3 for u in prog.units if u["kind"] == "group")
+    assert any(len(u.nodes) >= 3 for u in prog.groups)
 
 
 @pytest.mark.parametrize("geometry", [
@@ -197,9 +198,9 @@ def test_streamed_conv_in_channel_chunks(geometry):
                             dilations=[d, d], pads=list(pads))
     model = _model([node], [onnx.numpy_helper.from_array(w, "w")], shape)
     prog = ob.compile(ob.convert(model), ob.Target.preset("bm1684", lmem_bytes_per_lane=LMEM))
-    streamed = [u for u in prog.units if u["kind"] == "global" and u.get("chunks")]
+    streamed = [u for u in prog.units if isinstance(u, StreamUnit)]
     # chunks of at most 8 channels: the tap-by-tap tile kernel
-    assert streamed and streamed[0]["chunks"] >= 8
+    assert streamed and streamed[0].chunks >= 8
     import onnxruntime as ort
 
     x = rng.standard_normal(shape).astype(np.float32)
