@@ -12,7 +12,8 @@ from __future__ import annotations
 from .compiler import compile  # noqa: A004 - the public name DESIGN.md gives it
 from .cost import Profile, UnitProfile
 from .kernels import DEFAULT_KERNELS, Kernel, KernelRegistry, register_kernel, tile_pads, window_rows
-from .program import (
+from .program import Program, load_program
+from .schema import (
     Alloc,
     Compute,
     DdrPlan,
@@ -24,10 +25,8 @@ from .program import (
     HostUnit,
     Load,
     Operand,
-    Program,
     Store,
     StreamUnit,
-    load_program,
 )
 from .target import PRESETS, Target
 

@@ -13,7 +13,9 @@ from .layergroup import GroupPlan, Tile
 from .lower import CPU, Lowered, Placement, lower
 from .memory import Buffer, activation_lane_bytes, align, constant_lane_bytes, plan
 from .partition import PlannedUnit, partition
-from .program import (
+from .program import Program
+from .rows import Rows, row_fn
+from .schema import (
     Alloc,
     Compute,
     DdrPlan,
@@ -26,12 +28,10 @@ from .program import (
     Instruction,
     Load,
     Operand,
-    Program,
     Store,
     StreamUnit,
     Unit,
 )
-from .rows import Rows, row_fn
 from .stream import RowTile, StreamPlan, sliced_shape
 from .target import Target, itemsize, resolve_target
 

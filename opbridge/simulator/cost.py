@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..ir.io import atomic_write
-from .program import (
+from .schema import (
     Compute,
     GlobalOp,
     GlobalUnit,

@@ -26,7 +26,7 @@ from ..ir.interpret import check_feeds
 from ..ir.types import to_numpy_dtype
 from .kernels import DEFAULT_KERNELS
 from .memory import activation_lane_bytes, constant_lane_bytes
-from .program import (
+from .schema import (
     RECOMPILE_HINT,
     Compute,
     GlobalOp,
@@ -39,7 +39,8 @@ from .program import (
 from .target import itemsize
 
 if TYPE_CHECKING:
-    from .program import DdrTensor, Program, Unit
+    from .program import Program
+    from .schema import DdrTensor, Unit
 
 #: A prepared instruction: ("copy", dst, src) or (kind, fn, args, attrs, outs, node).
 Step = tuple[Any, ...]

@@ -117,7 +117,8 @@ def safetensors_mutants(seed_path: Path, json_keys: tuple[str, ...], n: int, see
             elif r < 0.9:
                 _mutate_tensors(tensors, rng)
             else:
-                meta[rng.choice(["format", "format_version"])] = rng.choice(["", "0", "-1", "2", "x", "1e9"])
+                # versions below, at and above both formats' current ones, and non-numbers
+                meta[rng.choice(["format", "format_version"])] = rng.choice(["", "1", "-1", "2", "x", "3"])
         for key, doc in docs.items():
             try:
                 meta[key] = json.dumps(doc)
