@@ -194,6 +194,7 @@ def _check_program(prog: Program, where: str) -> None:
             raise ModelFormatError(f"{where}: instruction {i} names unknown node {ins.node!r}")
         if isinstance(ins, (Load, Store)) and ins.tensor not in tensors:
             raise ModelFormatError(f"{where}: instruction {i} names unknown tensor {ins.tensor!r}")
+        _check_costs(ins, prog.target.lmem_bytes_per_lane, f"{where}: instruction {i} ({ins.TAG})")
     end = 0
     for i, u in enumerate(prog.units):
         unknown = [n for n in u.nodes if n not in nodes]
@@ -206,6 +207,21 @@ def _check_program(prog: Program, where: str) -> None:
         end = hi
     if end != len(prog.instrs):
         raise ModelFormatError(f"{where}: the units cover {end} of {len(prog.instrs)} instructions")
+
+
+def _check_costs(ins: Instruction, lane: int, where: str) -> None:
+    """The figures the cost model divides by and the local ranges it tracks are sane."""
+    if isinstance(ins, (Compute, GlobalOp, HostOp)) and not (ins.flops >= 0 and 0 < ins.eff <= 1):
+        raise ModelFormatError(f"{where}: flops {ins.flops} / efficiency {ins.eff} out of range")
+    if isinstance(ins, (Load, Store, GlobalOp, HostOp)) and ins.bytes < 0:
+        raise ModelFormatError(f"{where}: negative byte count {ins.bytes}")
+    local: list[Any] = [ins] if isinstance(ins, (Load, Store)) else []
+    if isinstance(ins, Compute):
+        local = [ins.out, *(a for a in ins.ins if a is not None)]
+    for a in local:
+        if a.lmem < 0 or a.lane_bytes < 0 or a.lmem + a.lane_bytes > lane:
+            raise ModelFormatError(f"{where}: local range [{a.lmem}, {a.lmem + a.lane_bytes}) of "
+                                   f"'{a.tensor}' lies outside the lane's {lane} bytes")
 
 
 def _check_ddr(prog: Program, where: str) -> None:

@@ -72,8 +72,15 @@ def test_fuzz_obir_structured(seed_files):
     assert not failures, _report(failures)
 
 
+def _load_run_profile(path):
+    """What a user does with a program file: load it, run it, profile it."""
+    prog = ob.load_program(path)
+    prog.run({"x": X})
+    prog.profile()
+
+
 def test_fuzz_obprog_structured(seed_files):
-    failures = run_json_structured(lambda p: ob.load_program(p).run({"x": X}), seed_files / "seed.obprog",
+    failures = run_json_structured(_load_run_profile, seed_files / "seed.obprog",
                                    ("graph", "program"), ".obprog", seed_files, CASES, seed=23)
     assert not failures, _report(failures)
 

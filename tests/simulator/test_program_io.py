@@ -203,8 +203,12 @@ def _first(doc, part, tag):
     ("instructions", "compute", {"lane_bytes": 64}, r"\(compute\): unknown field 'lane_bytes'"),
     ("units", "group", {"alloc": {"x": [0, 1, 2]}}, r"unit 0 \(group\) field 'alloc'\['x'\]: expected a list of 4"),
     ("units", "group", {"kind": "layer"}, r"unit 0: unknown kind 'layer'"),
+    ("instructions", "compute", {"eff": 0}, r"\(compute\): flops .* efficiency 0.0 out of range"),
+    ("instructions", "load", {"lane_bytes": 10**9}, r"\(load\): local range .* outside the lane"),
+    ("instructions", "load", {"bytes": -1}, r"\(load\): negative byte count"),
 ], ids=["store.tile_h0=null", "store.h=3", "load.bytes=str", "load.const=int", "compute.flops=nan",
-        "compute.out=partial", "compute.extra-field", "group.alloc=short", "unit.kind=unknown"])
+        "compute.out=partial", "compute.extra-field", "group.alloc=short", "unit.kind=unknown",
+        "compute.eff=0", "load.lane_bytes=huge", "load.bytes=-1"])
 def test_strict_schema_names_file_and_field(prog, tmp_path, part, tag, change, match):
     good = tmp_path / "good.obprog"
     prog.save(good)
