@@ -6,9 +6,9 @@ each stored output asks for its next rows, each node computes the hull of the ro
 consumers need, and its kernel says which input rows that takes (the halo of a window).
 Every tensor's largest tile then gets a per-lane footprint (``memory.activation_lane_bytes``)
 and a local address from a lifetime-based allocator; the tiling fits when the allocator's
-peak is within the lane's local memory. The group grows node by node while a tiling fits
-and the recomputed halo rows stay under :data:`MAX_REDUNDANCY`; a node that fits no tiling
-on its own becomes a global layer.
+peak is within the lane's local memory. ``partition.py`` grows a group node by node while
+a tiling fits and the recomputed halo rows stay under :data:`MAX_REDUNDANCY`, and decides
+what becomes of a node that fits no tiling on its own.
 """
 
 from __future__ import annotations

@@ -33,6 +33,8 @@ class _Record:
     #: the JSON key that says which class a document is (``op`` / ``kind``), and its value
     TAG_KEY: ClassVar[str] = ""
     TAG: ClassVar[str] = ""
+    #: field names of format version 1, where they differ
+    _V1_NAMES: ClassVar[dict[str, str]] = {"g": "group", "t": "tile"}
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {self.TAG_KEY: self.TAG} if self.TAG_KEY else {}
@@ -55,6 +57,20 @@ class _Record:
         hints = _hints(cls)
         return cls(**{n: _decode(hints[n], doc[n], f"{where} field '{n}'") for n in names})
 
+    def __getitem__(self, key: str) -> Any:
+        """The dict spelling of format version 1 (``unit["tiles"]``, ``prog.ddr["total_bytes"]``),
+        kept working for old scripts, with a warning; values come back as JSON values."""
+        name = self._V1_NAMES.get(key, key)
+        use = f"isinstance(x, {type(self).__name__})" if key == self.TAG_KEY else f".{name}"
+        warnings.warn(f"opbridge programs are typed: use {use} instead of [{key!r}]",
+                      DeprecationWarning, stacklevel=2)
+        if key == self.TAG_KEY:
+            return self._v1_tag()
+        return _encode(getattr(self, name))
+
+    def _v1_tag(self) -> str:
+        return self.TAG
+
 
 class _Unit(_Record):
     """Shared by the unit kinds: every unit names its nodes and its instruction range."""
@@ -65,13 +81,8 @@ class _Unit(_Record):
     nodes: tuple[str, ...]
     instrs: Range
 
-    def __getitem__(self, key: str) -> Any:
-        """The version-1 dict spelling ``unit["tiles"]``, kept working for old scripts."""
-        warnings.warn(f"program units are typed: use unit.{key} instead of unit[{key!r}]",
-                      DeprecationWarning, stacklevel=2)
-        if key == "kind":
-            return self.CATEGORY
-        return _encode(getattr(self, key))
+    def _v1_tag(self) -> str:
+        return self.CATEGORY
 
 
 # -- instructions -----------------------------------------------------------------------

@@ -250,9 +250,17 @@ def test_units_must_cover_the_instructions_in_order(prog, tmp_path, span, match)
         ob.load_program(bad)
 
 
-def test_unit_subscript_is_deprecated(prog):
+def test_dict_spelling_is_deprecated(prog):
+    """Scripts written against format version 1's dicts keep working, with a warning."""
     g = prog.groups[0]
-    with pytest.warns(DeprecationWarning, match=r"unit\.tiles"):
+    with pytest.warns(DeprecationWarning, match=r"use \.tiles instead of \['tiles'\]"):
         assert g["tiles"] == g.tiles
     with pytest.warns(DeprecationWarning):
         assert g["kind"] == "group"
+    with pytest.warns(DeprecationWarning):
+        assert prog.ddr["total_bytes"] == prog.ddr.total_bytes
+    load = next(i for i in prog.instrs if isinstance(i, Load))
+    with pytest.warns(DeprecationWarning, match=r"use \.group instead of \['g'\]"):
+        assert load["g"] == load.group == 0
+    with pytest.warns(DeprecationWarning, match=r"use isinstance\(x, Load\) instead of \['op'\]"):
+        assert load["op"] == "load"
