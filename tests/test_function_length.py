@@ -23,14 +23,7 @@ PACKAGE = Path(opbridge.__file__).resolve().parent
 ROOT = PACKAGE.parent
 
 #: "path::qualname" -> why it is still over the limit.
-ALLOWED: dict[str, str] = {
-    "opbridge/simulator/cost.py::profile": (
-        "the cost model's per-instruction walk; being split with the typed Program schema"
-    ),
-    "opbridge/simulator/compiler.py::_group_instrs": (
-        "a layer group's instruction emission; being split with the typed Program schema"
-    ),
-}
+ALLOWED: dict[str, str] = {}
 
 
 def _functions(tree: ast.AST, prefix: str = "") -> Iterator[tuple[str, int]]:
