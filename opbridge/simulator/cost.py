@@ -111,7 +111,10 @@ class _Tracker:
         self.read = np.zeros(n)
 
     def span(self, lo: int, hi: int) -> slice:
-        return slice(lo // self.chunk, max(lo // self.chunk + 1, -(-hi // self.chunk)))
+        """The chunks of bytes [lo, hi): at least one (an empty range at the very end of the
+        memory counts as its last chunk)."""
+        first = min(lo // self.chunk, len(self.write) - 1)
+        return slice(first, max(first + 1, -(-hi // self.chunk)))
 
     def ready_read(self, s: slice) -> float:
         return float(self.write[s].max())
