@@ -14,7 +14,7 @@ import math
 import types
 import typing
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Union
 
@@ -44,18 +44,30 @@ class _Record:
 
     @classmethod
     def from_json(cls, doc: Any, where: str) -> Any:
+        """Read a document of this class strictly; errors are ModelFormatErrors at ``where``."""
+        try:
+            return cls._read(doc)
+        except _Bad as err:
+            raise ModelFormatError(f"{where}{''.join(reversed(err.path))}: {err.what}") from None
+
+    @classmethod
+    def _read(cls, doc: Any) -> Any:
         if not isinstance(doc, dict):
-            raise _bad(where, "a JSON object", doc)
-        names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
-        allowed = set(names) | ({cls.TAG_KEY} if cls.TAG_KEY else set())
-        unknown = sorted(str(k) for k in doc if k not in allowed)
-        if unknown:
-            raise ModelFormatError(f"{where}: unknown field '{unknown[0]}'")
-        missing = [n for n in names if n not in doc]
-        if missing:
-            raise ModelFormatError(f"{where}: missing field '{missing[0]}'")
-        hints = _hints(cls)
-        return cls(**{n: _decode(hints[n], doc[n], f"{where} field '{n}'") for n in names})
+            raise _Bad.expected("a JSON object", doc)
+        fields = _fields(cls)
+        for k in doc:
+            if k not in fields and k != cls.TAG_KEY:
+                raise _Bad(f"unknown field '{k}'")
+        values = {}
+        for name, read in fields.items():
+            if name not in doc:
+                raise _Bad(f"missing field '{name}'")
+            try:
+                values[name] = read(doc[name])
+            except _Bad as err:
+                err.path.append(f" field '{name}'")
+                raise
+        return cls(**values)
 
     def __getitem__(self, key: str) -> Any:
         """The dict spelling of format version 1 (``unit["tiles"]``, ``prog.ddr["total_bytes"]``),
@@ -309,71 +321,119 @@ def _encode(x: Any) -> Any:
     return x
 
 
-_HINTS: dict[type, dict[str, Any]] = {}
+class _Bad(Exception):
+    """A field that does not fit the schema; ``path`` grows (innermost first) on the way out."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
+        self.path: list[str] = []
+
+    @classmethod
+    def expected(cls, want: str, got: Any) -> _Bad:
+        text = repr(got)
+        return cls(f"expected {want}, got {text[:60]}{'...' if len(text) > 60 else ''}")
 
 
-def _hints(cls: type) -> dict[str, Any]:
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
-    return _HINTS[cls]
+_FIELDS: dict[type, dict[str, Callable[[Any], Any]]] = {}
 
 
-def _bad(where: str, want: str, got: Any) -> ModelFormatError:
-    text = repr(got)
-    return ModelFormatError(f"{where}: expected {want}, got {text[:60]}{'...' if len(text) > 60 else ''}")
+def _fields(cls: type) -> dict[str, Callable[[Any], Any]]:
+    """Field name -> its reader, of a record class (built once per class)."""
+    if cls not in _FIELDS:
+        hints = typing.get_type_hints(cls)
+        _FIELDS[cls] = {f.name: _reader(hints[f.name]) for f in dataclasses.fields(cls)}
+    return _FIELDS[cls]
 
 
-def _decode(tp: Any, v: Any, where: str) -> Any:
-    """``v`` (decoded JSON) as a value of type ``tp``, or a ModelFormatError at ``where``."""
-    origin = typing.get_origin(tp)
-    if tp is Any:
-        return v
+def _scalar(ok: Callable[[Any], bool], want: str, conv: Callable[[Any], Any] = lambda v: v
+            ) -> Callable[[Any], Any]:
+    def read(v: Any) -> Any:
+        if not ok(v):
+            raise _Bad.expected(want, v)
+        return conv(v)
+
+    return read
+
+
+_SCALARS: dict[Any, Callable[[Any], Any]] = {
+    int: _scalar(lambda v: type(v) is int, "an integer"),  # bool is not an integer here
+    str: _scalar(lambda v: isinstance(v, str), "a string"),
+    bool: _scalar(lambda v: isinstance(v, bool), "true or false"),
+    float: _scalar(lambda v: type(v) in (int, float) and math.isfinite(v), "a finite number", float),
+    Any: lambda v: v,
+}
+
+
+def _reader(tp: Any) -> Callable[[Any], Any]:
+    """The function that reads decoded JSON as a value of type ``tp`` (or raises _Bad)."""
+    if tp in _SCALARS:
+        return _SCALARS[tp]
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (Union, types.UnionType):
-        if v is None:
-            if type(None) in typing.get_args(tp):
-                return None
-            raise _bad(where, "a value", v)
-        (inner,) = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _decode(inner, v, where)
-    if tp is bool:
-        if not isinstance(v, bool):
-            raise _bad(where, "true or false", v)
-        return v
-    if tp is int:
-        if not isinstance(v, int) or isinstance(v, bool):
-            raise _bad(where, "an integer", v)
-        return v
-    if tp is float:
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
-            raise _bad(where, "a finite number", v)
-        return float(v)
-    if tp is str:
-        if not isinstance(v, str):
-            raise _bad(where, "a string", v)
-        return v
+        (inner,) = [a for a in args if a is not type(None)]  # every union of the schema is "X | None"
+        inner_read = _reader(inner)
+        return lambda v: None if v is None else inner_read(v)
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return _list_reader(_reader(args[0]))
     if origin is tuple:
-        return _decode_tuple(typing.get_args(tp), v, where)
+        return _tuple_reader([_reader(a) for a in args])
     if origin is dict:
-        if not isinstance(v, dict):
-            raise _bad(where, "a JSON object", v)
-        vt = typing.get_args(tp)[1]
-        return {k: _decode(vt, x, f"{where}['{k}']") for k, x in v.items()}
+        return _dict_reader(_reader(args[1]))
     if tp is Alloc:
-        vals = _decode_tuple((int, int, int, int), v, where)
-        return Alloc(*vals)
+        read4 = _tuple_reader([_SCALARS[int]] * 4)
+        return lambda v: Alloc(*read4(v))
     if isinstance(tp, type) and issubclass(tp, _Record):
-        return tp.from_json(v, where)
+        return tp._read
     raise TypeError(f"no JSON reader for {tp!r}")  # a schema bug, not a file problem
 
 
-def _decode_tuple(args: tuple[Any, ...], v: Any, where: str) -> tuple[Any, ...]:
-    if not isinstance(v, list):
-        raise _bad(where, "a list", v)
-    if len(args) == 2 and args[1] is Ellipsis:
-        return tuple(_decode(args[0], x, f"{where}[{i}]") for i, x in enumerate(v))
-    if len(v) != len(args):
-        raise _bad(where, f"a list of {len(args)}", v)
-    return tuple(_decode(a, x, f"{where}[{i}]") for i, (a, x) in enumerate(zip(args, v)))
+def _item(read: Callable[[Any], Any], v: Any, step: str) -> Any:
+    try:
+        return read(v)
+    except _Bad as err:
+        err.path.append(step)
+        raise
+
+
+def _all_int(v: list[Any]) -> bool:
+    """The common case of shapes and ranges, checked in one pass."""
+    return all(type(x) is int for x in v)
+
+
+def _list_reader(read: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    ints = read is _SCALARS[int]
+
+    def list_of(v: Any) -> tuple[Any, ...]:
+        if not isinstance(v, list):
+            raise _Bad.expected("a list", v)
+        if ints and _all_int(v):
+            return tuple(v)
+        return tuple(_item(read, x, f"[{i}]") for i, x in enumerate(v))
+
+    return list_of
+
+
+def _tuple_reader(reads: list[Callable[[Any], Any]]) -> Callable[[Any], Any]:
+    ints = all(r is _SCALARS[int] for r in reads)
+
+    def fixed(v: Any) -> tuple[Any, ...]:
+        if not isinstance(v, list) or len(v) != len(reads):
+            raise _Bad.expected(f"a list of {len(reads)}", v)
+        if ints and _all_int(v):
+            return tuple(v)
+        return tuple(_item(r, x, f"[{i}]") for i, (r, x) in enumerate(zip(reads, v)))
+
+    return fixed
+
+
+def _dict_reader(read: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def mapping(v: Any) -> dict[str, Any]:
+        if not isinstance(v, dict):
+            raise _Bad.expected("a JSON object", v)
+        return {k: _item(read, x, f"['{k}']") for k, x in v.items()}
+
+    return mapping
 
 
 def read_tagged(table: Mapping[str, type[_Record]], key: str, doc: Any, where: str) -> Any:
@@ -387,5 +447,5 @@ def read_tagged(table: Mapping[str, type[_Record]], key: str, doc: Any, where: s
 
 def read_list(doc: Any, where: str) -> list[Any]:
     if not isinstance(doc, list):
-        raise _bad(where, "a list", doc)
+        raise ModelFormatError(f"{where}: {_Bad.expected('a list', doc).what}")
     return doc
