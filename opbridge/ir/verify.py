@@ -92,12 +92,12 @@ def _check_order(graph: Graph) -> None:
         for v in n.outputs:
             producers[id(v)] = n
     for n in graph.nodes:
-        for i, v in enumerate(n.inputs):
-            if v is None or id(v) in defined:
+        for i, inp in enumerate(n.inputs):
+            if inp is None or id(inp) in defined:
                 continue
-            if id(v) not in producers:
+            if id(inp) not in producers:
                 raise GraphError(
-                    f"{n.where}: input {i} '{v.name}' is not defined in the graph",
+                    f"{n.where}: input {i} '{inp.name}' is not defined in the graph",
                     hint="make it a graph input, a constant, or the output of a node",
                 )
             cycle = _find_cycle(graph)
@@ -107,7 +107,7 @@ def _check_order(graph: Graph) -> None:
                     hint="a dataflow graph must be acyclic",
                 )
             raise GraphError(
-                f"{n.where}: input {i} '{v.name}' is used before the node that defines it",
+                f"{n.where}: input {i} '{inp.name}' is used before the node that defines it",
                 hint="nodes must be in topological order",
             )
         for v in n.outputs:

@@ -2,7 +2,7 @@
 
 Tests whose op has no mapping yet are skipped automatically with the pre-flight's message
 (see test_onnx_backend.py); entries here are for tests that convert but cannot pass for a
-stated cause. Op-family engineers add entries for their ops, each with its reason.
+stated cause, each with its reason.
 """
 
 from __future__ import annotations

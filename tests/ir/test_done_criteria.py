@@ -1,4 +1,4 @@
-"""The issue's acceptance checks: a Conv(strides, pads) + Relu graph built by hand round-trips
+"""A Conv(strides, pads) + Relu graph built by hand round-trips
 through .obir and interprets to what a naive loop convolution computes; group=0 is rejected."""
 
 from __future__ import annotations
