@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import datetime
 import importlib.util
 import os
+import subprocess
 import zlib
 from pathlib import Path
 
@@ -27,17 +29,52 @@ requires_shared_models = pytest.mark.skipif(
 )
 
 
-#: Slow tests (marked ``slow``) run as a fixed sample of one in SLOW_SAMPLE unless
-#: OPBRIDGE_FULL_TESTS=1; the sample is chosen by a hash of the test id, so it is the same on
-#: every machine and every run, and over the suite's slow groups it covers each kind of case.
+#: Slow tests (marked ``slow``) run as a sample of one in SLOW_SAMPLE unless OPBRIDGE_FULL_TESTS=1.
+#: The sample is picked by a hash of the test id mixed with a seed that changes with every commit
+#: (``git rev-parse HEAD``; the date outside a git checkout), so the same commit always runs the
+#: same sample (on every machine, in every xdist worker) and successive commits rotate through
+#: every slow test. OPBRIDGE_SLOW_SEED=<seed from the pytest header> replays a run's sample.
 SLOW_SAMPLE = int(os.environ.get("OPBRIDGE_SLOW_SAMPLE", "3") or 3)
 
 
+def _slow_seed() -> str:
+    seed = os.environ.get("OPBRIDGE_SLOW_SEED")
+    if seed:
+        return seed
+    try:
+        r = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        r = None
+    if r is not None and r.returncode == 0 and r.stdout.strip():
+        return r.stdout.strip()[:12]
+    return datetime.date.today().isoformat()
+
+
+def _full_run() -> bool:
+    return os.environ.get("OPBRIDGE_FULL_TESTS") == "1" or SLOW_SAMPLE <= 1
+
+
+SLOW_SEED = _slow_seed()
+
+
+def in_slow_sample(nodeid: str, seed: str = SLOW_SEED, sample: int = SLOW_SAMPLE) -> bool:
+    """Whether the slow test ``nodeid`` runs in the sample picked by ``seed``."""
+    return zlib.crc32(f"{seed}:{nodeid}".encode()) % sample == 0
+
+
+def pytest_report_header(config):
+    if _full_run():
+        return "slow tests: all (OPBRIDGE_FULL_TESTS=1)"
+    return (f"slow tests: the 1-in-{SLOW_SAMPLE} sample of seed {SLOW_SEED} "
+            "(OPBRIDGE_SLOW_SEED replays it; OPBRIDGE_FULL_TESTS=1 runs all)")
+
+
 def pytest_collection_modifyitems(config, items):
-    if os.environ.get("OPBRIDGE_FULL_TESTS") == "1" or SLOW_SAMPLE <= 1:
+    if _full_run():
         return
-    reason = (f"slow test outside the fixed 1-in-{SLOW_SAMPLE} CI sample; "
+    reason = (f"slow test outside this commit's 1-in-{SLOW_SAMPLE} sample (seed {SLOW_SEED}); "
               "run every slow test with OPBRIDGE_FULL_TESTS=1")
     for item in items:
-        if item.get_closest_marker("slow") and zlib.crc32(item.nodeid.encode()) % SLOW_SAMPLE:
+        if item.get_closest_marker("slow") and not in_slow_sample(item.nodeid):
             item.add_marker(pytest.mark.skip(reason=reason))
