@@ -27,9 +27,14 @@ def _randomized(m: Any) -> Any:
 
 
 def _cases() -> dict[str, tuple[Any, tuple[int, ...]]]:
+    import torch
     import torch.nn.functional as F  # noqa: N812
     from torch import nn
 
+    aten = torch.ops.aten
+    ln_w, ln_b = torch.rand(8) + 0.5, torch.randn(8)
+    # The "=eps" cases use an eps (0.5) that moves every output by several percent on inputs of
+    # variance ~4, so a mapping that drops the model's eps for the default fails them.
     return {
         "batch_norm2d": (nn.BatchNorm2d(4), (2, 4, 5, 5)),
         "batch_norm2d=eps": (nn.BatchNorm2d(4, eps=1e-2), (2, 4, 5, 5)),
@@ -40,12 +45,22 @@ def _cases() -> dict[str, tuple[Any, tuple[int, ...]]]:
         "layer_norm=two-dims": (nn.LayerNorm((5, 8)), (2, 5, 8)),
         "layer_norm=no-affine": (nn.LayerNorm(8, elementwise_affine=False), (2, 5, 8)),
         "layer_norm=no-bias": (nn.LayerNorm(8, bias=False), (2, 5, 8)),
+        "layer_norm=eps": (nn.LayerNorm(8, eps=0.5), (2, 5, 8)),
+        "layer_norm=functional,eps": (lambda x: F.layer_norm(x, (5, 8), eps=0.5), (2, 5, 8)),
+        "native_layer_norm=eps": (lambda x: aten.native_layer_norm(x, [8], ln_w, ln_b, 0.5)[0],
+                                  (2, 5, 8)),
+        "native_layer_norm=no-affine,eps": (
+            lambda x: aten.native_layer_norm(x, [5, 8], None, None, 0.5)[0], (2, 5, 8)),
         "group_norm": (nn.GroupNorm(2, 6), (2, 6, 4, 4)),
         "group_norm=no-affine": (nn.GroupNorm(3, 6, affine=False), (2, 6, 4, 4)),
+        "group_norm=eps": (nn.GroupNorm(2, 6, eps=0.5), (2, 6, 4, 4)),
         "instance_norm=absent": (nn.InstanceNorm2d(3), (2, 3, 5, 5)),
         "instance_norm=affine": (nn.InstanceNorm2d(3, affine=True), (2, 3, 5, 5)),
         "instance_norm=running-stats": (nn.InstanceNorm2d(3, track_running_stats=True), (2, 3, 5, 5)),
         "instance_norm1d": (nn.InstanceNorm1d(3, affine=True), (2, 3, 9)),
+        "instance_norm=eps": (nn.InstanceNorm2d(3, eps=0.5, affine=True), (2, 3, 5, 5)),
+        "instance_norm=running-stats,eps": (
+            nn.InstanceNorm2d(3, eps=0.5, track_running_stats=True), (2, 3, 5, 5)),
         "normalize=absent": (lambda x: F.normalize(x), (2, 6, 3)),
         "normalize=p1,dim-1": (lambda x: F.normalize(x, p=1.0, dim=-1), (2, 6, 3)),
         "norm=fro": (lambda x: x.norm(dim=1, keepdim=True), (2, 6, 3)),
