@@ -113,6 +113,51 @@ def test_proposal_rois(tmp_path: Path) -> None:
         assert iou.max() <= 0.7 + 1e-6
 
 
+#: py-faster-rcnn's generate_anchors() for base 16, ratios (0.5, 1, 2), scales (8, 16, 32), as
+#: printed in its lib/rpn/generate_anchors.py; row 3 is ratio 1, scale 8.
+PUBLISHED_ANCHOR_3 = (-56.0, -56.0, 71.0, 71.0)
+
+
+def bbox_transform_inv(box: tuple[float, ...], delta: tuple[float, ...]) -> list[float]:
+    """py-faster-rcnn's lib/fast_rcnn/bbox_transform.py, written out for one box: pixel-inclusive
+    widths (+1), centre x1 + w/2, and no -1 on x2 (that came later, in Detectron)."""
+    x1, y1, x2, y2 = box
+    dx, dy, dw, dh = delta
+    w, h = x2 - x1 + 1.0, y2 - y1 + 1.0
+    cx, cy = x1 + 0.5 * w, y1 + 0.5 * h
+    pcx, pcy = dx * w + cx, dy * h + cy
+    pw, ph = float(np.exp(dw)) * w, float(np.exp(dh)) * h
+    return [pcx - 0.5 * pw, pcy - 0.5 * ph, pcx + 0.5 * pw, pcy + 0.5 * ph]
+
+
+@pytest.mark.parametrize("delta", [(0.0, 0.0, 0.0, 0.0), (0.1, 0.2, 0.3, -0.1)],
+                         ids=["deltas=zero", "deltas=shift-and-scale"])
+def test_proposal_decodes_one_anchor_like_py_faster_rcnn(tmp_path: Path, delta: tuple[float, ...]) -> None:
+    """One anchor (cell row 4, column 5, anchor 3) scores highest, so it is the first roi; its
+    box is the published anchor, shifted by the cell's stride offset and decoded independently."""
+    shapes = {"prob": (1, 18, 6, 7), "deltas": (1, 36, 6, 7), "im_info": (1, 3)}
+    head = "".join(f'input: "{n}"\ninput_shape {{ {" ".join(f"dim: {d}" for d in s)} }}\n'
+                   for n, s in shapes.items())
+    p = tmp_path / "rpn.prototxt"
+    p.write_text(head + '''layer { name: "proposal" type: "Python" bottom: "prob" bottom: "deltas"
+  bottom: "im_info" top: "rois"
+  python_param { module: "rpn.proposal_layer" layer: "ProposalLayer" param_str: "'feat_stride': 16" } }
+''')
+    g = convert(p, plugins=[PROPOSAL])
+    row, col, a = 4, 5, 3
+    prob = np.full(shapes["prob"], 0.1, np.float32)
+    prob[0, 9 + a, row, col] = 0.9          # foreground scores are channels A.. 2A-1
+    deltas = np.zeros(shapes["deltas"], np.float32)
+    deltas[0, 4 * a:4 * a + 4, row, col] = delta
+    feeds = {"prob": prob, "deltas": deltas, "im_info": np.array([[300, 300, 1.0]], np.float32)}
+    rois = ob.interpret(g, feeds)["rois"]
+    sx, sy = 16.0 * col, 16.0 * row
+    x1, y1, x2, y2 = PUBLISHED_ANCHOR_3
+    want = bbox_transform_inv((x1 + sx, y1 + sy, x2 + sx, y2 + sy), delta)
+    assert all(0 <= v <= 299 for v in want), "the case must not be clipped"
+    np.testing.assert_allclose(rois[0], [0.0, *want], rtol=1e-5, atol=1e-3)
+
+
 def test_unknown_python_layer_is_reported(tmp_path: Path) -> None:
     p = tmp_path / "py.prototxt"
     p.write_text('input: "x" input_shape { dim: 1 dim: 2 }\n'
