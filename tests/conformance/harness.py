@@ -2,7 +2,8 @@
 
 Each case is one method of a unittest class the ONNX runner builds; we call it directly and
 classify the outcome: passed, failed, skipped by the skip table, or skipped because the
-pre-flight found an op (or a case of an op) opbridge does not support yet.
+pre-flight found an op (or a case of an op) opbridge does not support yet, which must then be
+on the committed list of expected-unsupported cases (expected_unsupported.py, with reasons).
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ from opbridge.backend import OpbridgeBackend, OpbridgeRep
 from opbridge.errors import UnsupportedOpError
 
 from ..graph_equality import assert_roundtrip
+from .expected_unsupported import EXPECTED_UNSUPPORTED
 from .skips import skip_reason
+
+_LIST = "tests/conformance/expected_unsupported.py"
 
 #: The runner's class of node tests and of the real-model tests (light models, offline).
 NODE, REAL = "OnnxBackendNodeModelTest", "OnnxBackendRealModelTest"
@@ -30,7 +34,8 @@ ROUNDTRIP_COMPILE = True
 
 @dataclass(frozen=True)
 class Outcome:
-    """What one case did: ``status`` is passed, failed or skipped; ``detail`` says why."""
+    """What one case did: ``status`` is passed, failed, skipped or (unchecked runs only)
+    unsupported; ``detail`` says why."""
 
     status: str
     detail: str = ""
@@ -80,7 +85,24 @@ def case_names(kind: str) -> list[str]:
 
 
 def run_case(kind: str, name: str) -> Outcome:
-    """Run one case (``name`` without the device suffix) and classify the result."""
+    """Run one case (``name`` without the device suffix) and classify the result, holding an
+    "unsupported" outcome to the committed list (expected_unsupported.py): a case refused that
+    is not on it fails (a mapping that starts refusing a case is a loss, not a skip), and a
+    listed case that now passes fails too, until its entry goes (else it could regress unseen)."""
+    out = run_case_unchecked(kind, name)
+    listed = EXPECTED_UNSUPPORTED.get(name)
+    if out.status == "unsupported":
+        if listed is None:
+            return Outcome("failed", f"newly unsupported (not in {_LIST}): {out.detail}")
+        return Outcome("skipped", f"expected unsupported: {listed}")
+    if listed is not None and out.status == "passed":
+        return Outcome("failed", f"passes now: remove its entry from {_LIST} ({listed})")
+    return out
+
+
+def run_case_unchecked(kind: str, name: str) -> Outcome:
+    """Run one case and classify the result: passed, failed, skipped (skip table or runner),
+    or unsupported (the pre-flight refused an op or a case of one; ``detail`` says which)."""
     reason = skip_reason(name)
     if reason is not None:
         return Outcome("skipped", f"skip table: {reason}")
@@ -95,7 +117,7 @@ def run_case(kind: str, name: str) -> Outcome:
     except unittest.SkipTest as err:
         return Outcome("skipped", f"runner: {err}")
     except UnsupportedOpError as err:
-        return Outcome("skipped", "unsupported: " + str(err.message).strip().splitlines()[-1].strip())
+        return Outcome("unsupported", str(err.message).strip().splitlines()[-1].strip())
     except AssertionError as err:
         return Outcome("failed", "wrong result: " + " ".join(str(err).split())[:400])
     except Exception as err:

@@ -1,8 +1,8 @@
 """Conformance tests opbridge skips on purpose: test-name regex (searched, any case) -> the reason.
 
-Tests whose op has no mapping yet are skipped automatically with the pre-flight's message
-(see test_onnx_backend.py); entries here are for tests that convert but cannot pass for a
-stated cause, each with its reason.
+Tests the pre-flight refuses (an op or a case with no mapping yet) are listed, with reasons, in
+expected_unsupported.py; entries here are for tests that convert but cannot pass for a stated
+cause, each with its reason.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The official ONNX conformance suite (node tests and real models) through opbridge.backend.
 
 Each case is its own test: it passes, fails, or skips with a reason (the skip table in
-skips.py, or the pre-flight's "unsupported" message for ops not mapped yet). ``test_floor``
+skips.py, or its entry in expected_unsupported.py for a case the pre-flight refuses; a refused
+case not listed there fails, as does a listed case that passes). ``test_floor``
 checks that at least FLOOR node tests and REAL_FLOOR real models pass; floors only go up.
 
 The whole suite runs by default (about 20 s for the 1884 node tests and 20 s for the 9 light
