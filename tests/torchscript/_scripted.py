@@ -36,3 +36,23 @@ class ShapeCode(torch.nn.Module):
         first, second = pair
         z = torch.zeros(len(s), dtype=x.dtype)
         return first.sum(1, keepdim=True) + second[:, :1] + z[:1] + float(w)
+
+
+class BoolShapeLogic(torch.nn.Module):
+    """Scripted conditions on sizes (``and``, ``or``, ``not``): folded while converting."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        square = x.size(-1) == x.size(-2)
+        batched = x.dim() == 4 or x.size(0) > 1
+        if square and batched and not x.size(1) == 0:
+            return x.transpose(-1, -2) * 3.0
+        return x
+
+
+class TupleOutputs(torch.nn.Module):
+    """A tuple built, indexed and returned: TupleConstruct / TupleIndex / TupleUnpack."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        parts = (x + 1.0, x * 2.0, x - 3.0)
+        a, b, c = parts
+        return parts[1] + c, a.to(torch.float32) * int(x.size(0))
