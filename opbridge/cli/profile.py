@@ -22,6 +22,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--trace", metavar="trace.json",
                    help="write the timeline (Chrome trace-event JSON, one track per engine)")
     p.add_argument("--json", action="store_true", help="print the profile as JSON instead")
+    p.add_argument("--html", metavar="P.html",
+                   help="also write the profile as one self-contained HTML page: figures, timeline "
+                   "per engine, units, and the graph coloured by layer group")
     add_plugin_option(p)
     p.set_defaults(func=run)
 
@@ -34,6 +37,16 @@ def _ops(ops: list[str]) -> str:
     return ", ".join(f"{op} x{n}" if n > 1 else op for op, n in counts.items())
 
 
+def _write_html(prog: Any, path: str) -> None:
+    from pathlib import Path
+
+    from ..ir.io import atomic_write
+    from ..validate.html import profile_html
+
+    page = profile_html(prog)
+    atomic_write(path, lambda tmp: Path(tmp).write_text(page, encoding="utf-8"))
+
+
 def run(args: argparse.Namespace) -> int:
     from ..plugins_loader import load_plugins
     from ..simulator import load_program
@@ -43,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
     p = prog.profile()
     if args.trace:
         p.write_trace(args.trace)
+    if args.html:
+        _write_html(prog, args.html)
     if args.json:
         sys.stdout.write(json.dumps(p.to_dict(), indent=2) + "\n")
         return 0
@@ -67,4 +82,6 @@ def run(args: argparse.Namespace) -> int:
         f"(no reuse {p.ddr_no_reuse_bytes / 2**20:.2f} MiB), weights {p.weights_bytes / 2**20:.1f} MiB")
     if args.trace:
         con.print(f"wrote {args.trace} (open it in chrome://tracing or ui.perfetto.dev)")
+    if args.html:
+        con.print(f"wrote {args.html} (a self-contained page: open it in any browser)")
     return 0

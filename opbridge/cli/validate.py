@@ -47,6 +47,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--no-origin", action="store_true",
                    help="do not run the origin framework (the interpreter becomes the reference)")
     p.add_argument("--report", metavar="R.json", help="write the report as JSON")
+    p.add_argument("--html", metavar="R.html",
+                   help="write the report as one self-contained HTML page (works offline): summary, "
+                   "cosine/SQNR chart per layer, sortable table, graph diagram, profile timeline")
     p.add_argument("--debug", dest="dump", nargs="?", const="", default=None, metavar="FILE.npz",
                    help="dump every node's inputs and outputs to FILE.npz (default "
                    "MODEL_debug.npz; same as OPBRIDGE_DEBUG=1)")
@@ -93,4 +96,7 @@ def run(args: argparse.Namespace) -> int:
     if args.report:
         report.write_json(args.report)
         console.print(f"report written to {args.report}", highlight=False)
+    if args.html:
+        report.write_html(args.html)
+        console.print(f"HTML report written to {args.html}", highlight=False)
     return EXIT_OK if report.passed else EXIT_FAILED

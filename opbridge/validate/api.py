@@ -291,7 +291,8 @@ def build_report(
             matched += hit
             if hit and norm is not None:
                 notes.append(f"'{v.name}' ({node.op}) {norm[1]}")
-    report = Report(model, framework, [r.runner for r in runs], tolerance, rows, notes=notes)
+    report = Report(model, framework, [r.runner for r in runs], tolerance, rows, notes=notes,
+                    graph=graph, program=next((r.extra["program"] for r in runs if "program" in r.extra), None))
     if ref.runner != "interpreter":
         report.notes.append(f"matched {matched} of {len(ref.tensors)} {ref.runner} tensors by name")
     return report

@@ -98,6 +98,10 @@ class Report:
     notes: list[str] = field(default_factory=list)
     #: runners that failed (a simulator that cannot compile or run the model); each fails the report
     errors: list[str] = field(default_factory=list)
+    #: the converted Graph and the compiled Program validation ran, when kept (for the HTML
+    #: report's diagram and profile; not part of the JSON)
+    graph: Any = field(default=None, repr=False, compare=False)
+    program: Any = field(default=None, repr=False, compare=False)
 
     @property
     def reference(self) -> str:
@@ -155,6 +159,16 @@ class Report:
 
     def write_json(self, path: str | os.PathLike[str]) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n")
+
+    def write_html(self, path: str | os.PathLike[str]) -> None:
+        """Write the report as one self-contained HTML page (works offline): summary, a chart per
+        layer, the sortable and filterable table, the graph diagram and, when the model was
+        compiled, the profile's timeline."""
+        from ..ir.io import atomic_write
+        from .html import report_html
+
+        page = report_html(self)
+        atomic_write(path, lambda tmp: Path(tmp).write_text(page, encoding="utf-8"))
 
     def print(self, console: Any = None, *, max_rows: int = 40) -> None:
         """Print the table, the notes and the summary with rich (colours when the terminal allows)."""
