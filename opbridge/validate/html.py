@@ -104,7 +104,7 @@ def _summary(report: Report) -> str:
     facts += [(f"input {k}", v) for k, v in report.inputs.items()]
     out = [f'<header><h1>opbridge validate <span class="model">{esc(report.model)}</span></h1>',
            f'<p class="verdict {verdict.lower()}" id="verdict">{verdict}</p>',
-           f'<p class="summary">{esc(report.summary())}</p>']
+           f'<p class="summary">{esc(report.summary().split("; first divergence:")[0])}</p>']
     if fd is not None:
         out.append(f'<p class="first" id="first-divergence">First divergence: <a href="#row-first">'
                    f'{esc(fd)}</a></p>')

@@ -264,6 +264,7 @@ def timeline_svg(events: Iterable[Mapping[str, Any]], engines: Sequence[str], to
     y = 4 + len(engines) * lane_h
     for k in range(6):
         x = left + pw * k / 5
-        out.append(f'<text x="{x:.1f}" y="{y + 14}" class="tick mid">{total * k / 5 / 1000:.3g} ms</text>')
+        anchor = "start" if k == 0 else ("end" if k == 5 else "mid")
+        out.append(f'<text x="{x:.1f}" y="{y + 14}" class="tick {anchor}">{total * k / 5 / 1000:.3g} ms</text>')
     out.append("</svg>")
     return "".join(out)
