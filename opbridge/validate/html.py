@@ -216,19 +216,24 @@ def _diagram(graph: Graph, report: Report | None, program: Any, prof: Any) -> st
         origin = n.origin.name if n.origin is not None and n.origin.name else n.name
         nodes.append(DiagramNode(n.name, n.op, tuple(v.name for v in n.inputs if v is not None), outs,
                                  st, unit, kind, f"origin '{origin}'" if origin != n.name else "", origin))
-    by_unit = program is not None
+    cls = "by-status" if report is not None else "by-unit"
+    return f'{_diagram_controls(report, program)}<div class="scroll {cls}" id="graph-box">{diagram_svg(nodes)}</div>'
+
+
+def _diagram_controls(report: Report | None, program: Any) -> str:
+    """The colour switch (when there is both a comparison and a program) and the legend."""
+    host = '<span class="sw host"></span>host (CPU) layer'
+    if report is None:
+        return f'<p class="legend">Nodes coloured by program unit, as in the units table; {host}.</p>'
     toggle = ""
-    if by_unit:
-        pick = ("" if report is not None else " checked", " checked" if report is not None else "")
+    if program is not None:
         toggle = ('<div class="controls">colour by: <label><input type="radio" name="colour" '
-                  f'value="status"{pick[1]}> comparison status</label> <label><input type="radio" '
-                  f'name="colour" value="unit"{pick[0]}> program unit (layer group)</label></div>')
-    legend = ('<p class="legend"><span class="sw st-pass"></span>passed <span class="sw st-fail">'
-              '</span>out of tolerance <span class="sw st-first"></span>first divergence '
-              '<span class="sw st-none"></span>not compared <span class="sw host"></span>host '
-              '(CPU) layer; click a node to filter the table</p>')
-    cls = "by-unit" if by_unit and report is None else "by-status"
-    return (f'{toggle}{legend}<div class="scroll {cls}" id="graph-box">{diagram_svg(nodes)}</div>')
+                  'value="status" checked> comparison status</label> <label><input type="radio" '
+                  'name="colour" value="unit"> program unit (layer group, as in the units table)'
+                  '</label></div>')
+    return (f'{toggle}<p class="legend"><span class="sw st-pass"></span>passed <span class="sw st-fail">'
+            '</span>out of tolerance <span class="sw st-first"></span>first divergence '
+            f'<span class="sw st-none"></span>not compared {host}; click a node to filter the table</p>')
 
 
 # -- profile -----------------------------------------------------------------------------

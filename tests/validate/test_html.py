@@ -281,3 +281,15 @@ def _custom_model():
     g = helper.make_graph(nodes, "custom", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 16, 16])], [w])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+
+
+@requires_ort
+def test_report_without_simulator_has_no_profile(tmp_path):
+    report = ob.validate(str(leaky_onnx(tmp_path / "leaky_net.onnx")), target=None)
+    assert report.program is None and report.graph is not None
+    report.write_html(tmp_path / "r.html")
+    doc = parse((tmp_path / "r.html").read_text(encoding="utf-8"))
+    assert not doc.find(id="timeline-svg") and not doc.find(id="profile") and not doc.find("input", type="radio")
+    assert len(doc.by_id("graph-svg").find("g", cls="node")) == 4
+    assert "profile" not in data_block(doc)
+    assert len(layer_rows(doc)) == len(report.rows) == 4

@@ -161,7 +161,28 @@ def test_profile_page_renders_host_lane(browser, tmp_path):
         assert host is not None and all(b is not None and b["width"] > 0 for b in bars)
         assert sum(1 for b in bars if b and abs(b["y"] - host["y"]) < 1) == 1  # the BarShift
         assert loaded.page.locator("#graph-svg g.node.host").count() == 1
-        loaded.page.check('input[name="colour"][value="status"]')
-        assert "by-status" in (loaded.page.get_attribute("#graph-box", "class") or "")
+        # no comparison here: nodes take their unit's colour, the one of its swatch in the table
+        fill = loaded.page.eval_on_selector('#graph-svg g.node[data-node="bar"] rect.box',
+                                            "e => getComputedStyle(e).fill")
+        swatch = loaded.page.eval_on_selector_all(
+            "#unit-table tbody tr", "rows => rows.filter(r => r.cells[1].textContent === 'host')"
+            ".map(r => getComputedStyle(r.querySelector('.sw')).backgroundColor)")
+        assert swatch == [fill]
     finally:
         loaded.page.close()
+
+
+def test_colour_switch_shows_program_units(failing):
+    loaded, _ = failing
+    page = loaded.page
+    sel = '#graph-svg g.node[data-node="leaky"] rect.box'
+    by_status = page.eval_on_selector(sel, "e => getComputedStyle(e).fill")
+    page.check('input[name="colour"][value="unit"]')
+    by_unit = page.eval_on_selector(sel, "e => getComputedStyle(e).fill")
+    unit = page.get_attribute('#graph-svg g.node[data-node="leaky"]', "data-unit")
+    swatch = page.eval_on_selector_all(
+        "#unit-table tbody tr", f"rows => rows.filter(r => r.cells[0].getAttribute('data-v') === '{unit}')"
+        ".map(r => getComputedStyle(r.querySelector('.sw')).backgroundColor)")
+    assert by_unit != by_status and swatch == [by_unit]
+    page.check('input[name="colour"][value="status"]')
+    assert page.eval_on_selector(sel, "e => getComputedStyle(e).fill") == by_status
