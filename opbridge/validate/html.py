@@ -22,9 +22,8 @@ if TYPE_CHECKING:
     from ..ir.graph import Graph
     from .report import Report, Row
 
-#: the profile's engines, in the order of the Chrome trace's tracks (tid 1, 2, 3)
-ENGINES = ("gdma", "tpu", "host")
-_ENGINE_LABELS = ("GDMA", "compute", "host")
+#: what the timeline calls the cost model's engines
+_ENGINE_LABELS = {"gdma": "GDMA", "tpu": "compute", "host": "host"}
 
 
 def _asset(name: str) -> str:
@@ -240,6 +239,9 @@ def _diagram_controls(report: Report | None, program: Any) -> str:
 
 
 def _profile_body(program: Any, prof: Any) -> str:
+    from ..simulator.cost import ENGINES  # the trace's tracks: tid i + 1 is ENGINES[i]
+
+    lanes = [_ENGINE_LABELS.get(e, e) for e in ENGINES]
     figures = (f"estimated latency {prof.est_latency_ms:.3f} ms; GDMA {prof.gdma_bytes / 2**20:.2f} MiB; "
                f"local memory peak {prof.lmem_peak_bytes / 1024:.1f} KiB/lane; {prof.num_layer_groups} "
                f"layer groups, {prof.num_tiles} tiles, {prof.num_global_layers} global layers, "
@@ -257,7 +259,7 @@ def _profile_body(program: Any, prof: Any) -> str:
             f'<h3>Timeline per engine</h3><p class="legend">GDMA: transfers between DDR and local '
             f'memory; compute: the TPU lanes; host: ops on the CPU. Bars are coloured by program unit '
             f'(as in the table below); hover for the instruction.</p><div class="scroll">'
-            f"{timeline_svg(prof.events, _ENGINE_LABELS, prof.est_latency_ms * 1000)}</div>"
+            f"{timeline_svg(prof.events, lanes, prof.est_latency_ms * 1000)}</div>"
             f'<h3>Units</h3><table class="sortable" id="unit-table"><thead><tr>{head}</tr></thead>'
             f"<tbody>{rows}</tbody></table>")
 
