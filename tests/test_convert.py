@@ -222,7 +222,7 @@ layer { name: "fc" type: "InnerProduct" bottom: "pool1" top: "fc" inner_product_
 
 
 def _batch10_net(tmp_path: Path) -> tuple[Path, Path]:
-    from opbridge.caffe_random_weights import write_random_weights
+    from opbridge.tools.caffe_weights import write_random_weights
 
     proto, model = tmp_path / "deploy.prototxt", tmp_path / "deploy.caffemodel"
     proto.write_text(BATCH10)

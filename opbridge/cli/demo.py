@@ -132,7 +132,7 @@ def _prepare_weights(m: DemoModel, out: Path, seed: int, input_shapes: dict[str,
     """A Caffe model without weights gets random ones with a fixed seed."""
     if m.framework != "caffe" or m.weights is not None:
         return
-    from ..caffe_random_weights import write_random_weights
+    from ..tools.caffe_weights import write_random_weights
 
     path = out / f"{m.name}.caffemodel"
     if write_random_weights(m.path, path, seed=seed, input_shapes=input_shapes):  # type: ignore[arg-type]

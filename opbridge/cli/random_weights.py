@@ -15,11 +15,13 @@ def add_parser(sub: Any) -> None:
         description="Write a caffemodel whose blobs have the shapes the prototxt's layers need, "
         "filled with random values that keep activations finite (He-style scaling, BatchNorm "
         "with positive variance and a scale factor), so a net can be tested without its "
-        "real weights. Other Caffe readers (OpenCV's) load the file.",
+        "real weights. The shapes are those the layers' mappings read, so a plugin's layers "
+        "(--plugin) take part like built-in ones. The same seed gives the same bytes. Other "
+        "Caffe readers (OpenCV's) load the file.",
     )
     p.add_argument("prototxt", help="a deploy prototxt")
     p.add_argument("-o", "--output", required=True, metavar="OUT.caffemodel")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="random seed, >= 0 (default 0)")
     add_input_shape_option(p)
     add_plugin_option(p)
     p.set_defaults(func=run)
@@ -28,8 +30,8 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from ..caffe_random_weights import write_random_weights
     from ..plugins_loader import load_plugins
+    from ..tools.caffe_weights import write_random_weights
 
     load_plugins(args.plugin)
     written = write_random_weights(args.prototxt, args.output, seed=args.seed,

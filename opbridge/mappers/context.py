@@ -18,6 +18,7 @@ import numpy as np
 from ..errors import AttrError, MappingError, OpbridgeError, UnsupportedOpError
 from ..ir.graph import Value
 from ..parsers.origin import Framework, OriginGraph, OriginNode
+from .weights import check_kind, current_provider, fit_weight, make_request, missing_weight
 
 if TYPE_CHECKING:
     from .converter import Conversion
@@ -45,6 +46,8 @@ class MapContext:
         self.created: set[int] = set()
         #: How many IR ops this mapping has emitted (the first is named after the node).
         self.emitted = 0
+        #: Weights the provider gave this node: index -> (array, its Value once made).
+        self._provided: dict[int, tuple[np.ndarray, Value | None]] = {}
 
     @property
     def framework(self) -> Framework:
@@ -93,20 +96,56 @@ class MapContext:
     # -- framework weights (Caffe blobs and the like) ----------------------------------------
     @property
     def num_weights(self) -> int:
+        """How many framework weights the model has for this node."""
         return len(self.node.weights)
 
-    def weight_array(self, i: int) -> np.ndarray:
-        if not 0 <= i < len(self.node.weights):
-            raise MappingError(
-                f"weight {i} asked for, the node has {len(self.node.weights)}",
-                hint="check the model's weights file matches its definition", **self.error_context(),
-            )
-        return self._conv.tensor_array(self.node.weights[i], self.node)
+    def has_weight(self, i: int) -> bool:
+        """Whether weight i can be had: the model has it, or a weight provider gives it."""
+        return 0 <= i < len(self.node.weights) or (i >= 0 and current_provider() is not None)
 
-    def weight(self, i: int) -> Value:
-        """The i-th framework weight as a constant Value (created once, named after the weight)."""
-        self.weight_array(i)
-        return self._conv.value_of(self.node.weights[i], self.node)
+    def weight_array(self, i: int, shape: Sequence[int] | None = None, *, kind: str = "bias",
+                     fan_in: int | None = None) -> np.ndarray:
+        """The i-th framework weight (a Caffe blob) as an array.
+
+        ``shape`` is the shape the mapping expects: a weight of another shape is a ShapeError
+        naming the node (a legacy Caffe 4-D blob whose dims match once its leading ones are
+        dropped is reshaped, as Caffe does). A weight the model lacks comes from the weight
+        provider of the conversion (``opbridge random-weights``), which ``kind`` (one of
+        ``opbridge.mappers.weights.WEIGHT_KINDS``) and ``fan_in`` tell what values suit.
+        """
+        where = self.error_context()
+        check_kind(kind, where)
+        exp = None if shape is None else tuple(int(d) for d in shape)
+        if 0 <= i < len(self.node.weights):
+            arr = self._conv.tensor_array(self.node.weights[i], self.node)
+            return arr if exp is None else fit_weight(self.node, i, arr, exp, where)
+        if i in self._provided:
+            return self._provided[i][0]
+        provider = current_provider()
+        if provider is None or exp is None or i < 0:
+            raise missing_weight(self.node, i, exp, where)
+        arr = np.asarray(provider(make_request(self.node, i, exp, kind, fan_in)))
+        if arr.shape != exp:
+            raise MappingError(f"the weight provider gave weight {i} shape {tuple(arr.shape)}, "
+                               f"the mapping asked for {exp}", **where)
+        self._provided[i] = (arr, None)
+        return arr
+
+    def weight(self, i: int, shape: Sequence[int] | None = None, *, kind: str = "bias",
+               fan_in: int | None = None) -> Value:
+        """The i-th framework weight as a constant Value (created once, named after the
+        weight); ``shape``, ``kind`` and ``fan_in`` as for :meth:`weight_array`."""
+        arr = self.weight_array(i, shape, kind=kind, fan_in=fan_in)
+        if 0 <= i < len(self.node.weights):
+            name = self.node.weights[i]
+            if arr.shape == self._conv.tensor_array(name, self.node).shape:
+                return self._conv.value_of(name, self.node)
+            return self.constant(arr)
+        provided, value = self._provided[i]
+        if value is None:
+            value = self.constant(provided, name=f"{self.node.name}/blob{i}")
+            self._provided[i] = (provided, value)
+        return value
 
     # -- emitting ---------------------------------------------------------------------------
     def op(self, op_type: str, inputs: Sequence[Value | None], *, num_outputs: int | None = None,

@@ -1,1 +1,2 @@
-"""Developer tools run as ``python -m opbridge.tools.<tool>`` (documentation generators)."""
+"""Tools built on the public API: the documentation generator (``python -m
+opbridge.tools.gendocs``) and Caffe random weights (:mod:`opbridge.tools.caffe_weights`)."""

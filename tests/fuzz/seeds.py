@@ -45,7 +45,7 @@ def write_onnx(tmp: Path) -> Path:
 
 
 def write_caffe(tmp: Path) -> tuple[Path, Path]:
-    from opbridge.caffe_random_weights import write_random_weights
+    from opbridge.tools.caffe_weights import write_random_weights
 
     proto = tmp / "seed.prototxt"
     proto.write_bytes(PROTOTXT)

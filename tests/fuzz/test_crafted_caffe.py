@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import opbridge as ob
-from opbridge.caffe_random_weights import write_random_weights
+from opbridge.tools.caffe_weights import write_random_weights
 
 from . import seeds
 from .mutate import judge
@@ -149,7 +149,7 @@ def test_layer_edge_values(tmp_path, layer, match):
 def test_random_weights_total_limit(tmp_path):
     """A net whose blobs are each fine but together too many: stopped before allocating them."""
     p = _write(tmp_path, HEAD + CONV.format(n=64, k=3, p=1, g=1))
-    with pytest.raises(ob.ShapeError, match=r"'conv' \(Convolution\) blob 0: .* above the limit of 100"):
+    with pytest.raises(ob.ShapeError, match=r"'conv' \(Convolution\): blob 0: .* above the limit of 100"):
         write_random_weights(p, tmp_path / "w.caffemodel", max_elements=100)
 
 

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 import opbridge as ob
-from opbridge.caffe_random_weights import write_random_weights
 from opbridge.convert import convert
 from opbridge.errors import UnsupportedOpError
 from opbridge.parsers.caffe import parse_caffe
+from opbridge.tools.caffe_weights import write_random_weights
 from tests.conftest import HAVE_CV2, SHARED_MODELS, requires_shared_models
 from tests.mappers.caffe.caffe_ref import is_final, opencv_blobs
 
@@ -138,9 +138,9 @@ def test_real_model(model: str, weights_dir: Path, opencv_layers: None) -> None:
     prototxt = CAFFE / model / "deploy.prototxt"
     weights = weights_dir / f"{model}.caffemodel"
     shapes = _batch1(prototxt)
-    if not weights.exists():
-        write_random_weights(prototxt, weights, seed=0, input_shapes=shapes)
     plugins = [PROPOSAL_PLUGIN] if model == "faster_rcnn_vgg16" else []
+    if not weights.exists():
+        write_random_weights(prototxt, weights, seed=0, input_shapes=shapes, plugins=plugins)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # every caffemodel blob belongs to a layer
         origin = parse_caffe(prototxt, weights=weights, input_shapes=shapes)

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 import opbridge as ob
-from opbridge.caffe_random_weights import write_random_weights
 from opbridge.convert import convert
 from opbridge.errors import ModelFormatError, ShapeError
 from opbridge.parsers.caffe import parse_caffe
 from opbridge.parsers.caffe_weights import write_caffemodel
 from opbridge.proto import caffe_pb2
+from opbridge.tools.caffe_weights import write_random_weights
 
 NET = '''name: "n"
 input: "data"

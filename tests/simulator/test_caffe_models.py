@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import opbridge as ob
-from opbridge.caffe_random_weights import write_random_weights
+from opbridge.tools.caffe_weights import write_random_weights
 
 from ..conftest import SHARED_MODELS, requires_shared_models
 from .helpers import assert_close, audit_local_memory

@@ -16,7 +16,7 @@ MODELS = ["squeezenet_v1.0", "mobilenet_v1", "bvlc_googlenet", "resnet50"]
 @requires_cv2
 @pytest.mark.parametrize("name", MODELS)
 def test_caffe_model_matches_opencv(tmp_path, name):
-    from opbridge.caffe_random_weights import write_random_weights
+    from opbridge.tools.caffe_weights import write_random_weights
 
     proto = SHARED_MODELS / "caffe" / name / "deploy.prototxt"
     weights = tmp_path / "w.caffemodel"

@@ -47,7 +47,7 @@ def cli(*args):
 
 @pytest.fixture(scope="module")
 def caffe_model(tmp_path_factory):
-    from opbridge.caffe_random_weights import write_random_weights
+    from opbridge.tools.caffe_weights import write_random_weights
 
     d = tmp_path_factory.mktemp("caffe")
     (d / "net.prototxt").write_text(RELU_PROTOTXT)
@@ -68,8 +68,8 @@ def test_caffe_passes_against_opencv(caffe_model):
 
 @requires_cv2
 def test_bundled_fire_net_passes_against_opencv(tmp_path):
-    from opbridge.caffe_random_weights import write_random_weights
     from opbridge.examples import fire_net_prototxt
+    from opbridge.tools.caffe_weights import write_random_weights
 
     write_random_weights(fire_net_prototxt(), tmp_path / "w.caffemodel", seed=3)
     r = ob.validate(str(fire_net_prototxt()), weights=str(tmp_path / "w.caffemodel"), target=None)

@@ -10,7 +10,7 @@ import numpy as np
 from ...ir.graph import Value
 from ...parsers.origin import Framework, OriginNode
 from ..registry import mapping
-from .common import Params, blob
+from .common import Params
 
 CAFFE = Framework.CAFFE
 
@@ -46,7 +46,7 @@ def prelu(node: OriginNode, g: Any) -> Value:
     x = g.input(0)
     shared = bool(Params(node, "prelu_param").get("channel_shared"))
     c = 1 if shared or len(x.shape) < 2 else int(x.shape[1])
-    slope = blob(node, g, 0, (c,))
+    slope = g.weight_array(0, (c,), kind="slope")
     shape = (c,) + (1,) * max(len(x.shape) - 2, 0) if not shared else (1,)
     return g.op("PRelu", [x, g.constant(slope.reshape(shape))])
 

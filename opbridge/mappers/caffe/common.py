@@ -1,5 +1,5 @@
 """Shared pieces of the Caffe mappings: parameter access with the schema's defaults, the
-geometry of convolution and pooling layers as Caffe computes it, and blob checks."""
+geometry of convolution and pooling layers as Caffe computes it, and size limits."""
 
 from __future__ import annotations
 
@@ -7,9 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from ...errors import AttrError, ModelFormatError, ShapeError
+from ...errors import AttrError, ShapeError
 from ...parsers.caffe import layer_defaults
 from ...parsers.origin import OriginNode
 from ..context import error_context
@@ -187,35 +185,3 @@ def pool_out(size: int, k: int, s: int, pad: int, ceil: bool, any_pad: bool) -> 
     if any_pad and (out - 1) * s >= size + pad:
         out -= 1
     return out
-
-
-def check_blob(node: OriginNode, i: int, arr: np.ndarray, expected: Sequence[int]) -> np.ndarray:
-    """Blob ``i`` of ``node`` reshaped to ``expected``; a legacy 4-D blob (N, C, H, W with
-    leading ones) is accepted when its dims match once the ones are dropped, as Caffe does."""
-    exp = tuple(int(d) for d in expected)
-    if arr.shape == exp:
-        return arr
-    def strip(s: Sequence[int]) -> tuple[int, ...]:
-        s = tuple(s)
-        while len(s) > 1 and s[0] == 1:
-            s = s[1:]
-        return s
-    if arr.ndim == 4 and strip(arr.shape) == strip(exp) and arr.size == int(np.prod(exp)):
-        return arr.reshape(exp)
-    raise ShapeError(
-        f"blob {i}: the caffemodel has shape {tuple(arr.shape)}, the layer needs {exp}",
-        hint="the caffemodel does not belong to this prototxt (or the input shape differs)",
-        **error_context(node),
-    )
-
-
-def blob(node: OriginNode, g: Any, i: int, expected: Sequence[int]) -> np.ndarray:
-    """The node's i-th weight blob, checked against ``expected``; missing -> an error."""
-    if i >= g.num_weights:
-        have = f"it has {g.num_weights}" if g.num_weights else "it has none"
-        raise ModelFormatError(
-            f"the caffemodel has no blob {i} of shape {tuple(expected)} for this layer ({have})",
-            hint="pass the layer's caffemodel (weights=...), or write random ones with "
-            "'opbridge random-weights deploy.prototxt -o net.caffemodel'", **error_context(node),
-        )
-    return check_blob(node, i, g.weight_array(i), expected)

@@ -9,15 +9,7 @@ import numpy as np
 from ...ir.graph import Value
 from ...parsers.origin import Framework, OriginNode
 from ..registry import mapping
-from .common import Params, blob, conv_geometry, norm_axis
-
-
-def weight_value(node: OriginNode, g: Any, i: int, expected: tuple[int, ...]) -> Value:
-    """Blob ``i`` as a constant Value of shape ``expected`` (named after the blob when it fits)."""
-    arr = blob(node, g, i, expected)
-    if arr.shape == g.weight_array(i).shape:
-        return g.weight(i)
-    return g.constant(arr)
+from .common import Params, conv_geometry, norm_axis
 
 
 def _conv(node: OriginNode, g: Any, depthwise: bool, transposed: bool) -> Value:
@@ -33,13 +25,14 @@ def _conv(node: OriginNode, g: Any, depthwise: bool, transposed: bool) -> Value:
     group = c if depthwise else int(p.get("group"))
     if group < 1 or c % group or n % group:
         raise p.error("group", group, f"must divide the input channels ({c}) and num_output ({n})")
-    if transposed:
-        wshape = (c, n // group, *geo.kernel)
+    taps = int(np.prod(geo.kernel))
+    if transposed:  # each output sums over every input channel's taps
+        w = g.weight(0, (c, n // group, *geo.kernel), kind="linear", fan_in=c * taps)
     else:
-        wshape = (n, c // group, *geo.kernel)
-    ins = [x, weight_value(node, g, 0, wshape)]
+        w = g.weight(0, (n, c // group, *geo.kernel), kind="linear", fan_in=c // group * taps)
+    ins = [x, w]
     if p.get("bias_term"):
-        ins.append(weight_value(node, g, 1, (n,)))
+        ins.append(g.weight(1, (n,), kind="bias"))
     attrs = dict(group=group, kernel_shape=geo.kernel, strides=geo.stride, dilations=geo.dilation,
                  pads=geo.pad + geo.pad)
     return g.op("ConvTranspose" if transposed else "Conv", ins, **attrs)
@@ -82,12 +75,12 @@ def inner_product(node: OriginNode, g: Any) -> Value:
         raise p.error("num_output", None, "required")
     n = int(p.get("num_output"))
     transpose = bool(p.get("transpose"))
-    w = weight_value(node, g, 0, (k, n) if transpose else (n, k))
+    w = g.weight(0, (k, n) if transpose else (n, k), kind="linear", fan_in=k)
     rows = int(np.prod(pre)) if pre else 1
     a = x if rank == 2 and axis == 1 else g.op("Reshape", [x], shape=(rows, k))
     ins = [a, w]
     if p.get("bias_term"):
-        ins.append(weight_value(node, g, 1, (n,)))
+        ins.append(g.weight(1, (n,), kind="bias"))
     y = g.op("Gemm", ins, transB=0 if transpose else 1)
     if pre != (rows,):
         y = g.op("Reshape", [y], shape=(*pre, n))

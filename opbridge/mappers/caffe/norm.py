@@ -10,7 +10,7 @@ import numpy as np
 from ...ir.graph import Value
 from ...parsers.origin import Framework, OriginNode
 from ..registry import mapping
-from .common import Params, blob, norm_axis
+from .common import Params, norm_axis
 
 CAFFE = Framework.CAFFE
 
@@ -29,16 +29,20 @@ def batch_norm(node: OriginNode, g: Any) -> Value:
     x = g.input(0)
     c = int(x.shape[1])
     eps = float(p.get("eps"))
+    blobs = (((c,), "mean"), ((c,), "variance"), ((1,), "count"))
     if p.has("use_global_stats") and not p.get("use_global_stats"):
+        # unused, but Caffe (and OpenCV) keep them: checked when present, provided when asked
+        for i, (shape, kind) in enumerate(blobs):
+            if g.has_weight(i):
+                g.weight_array(i, shape, kind=kind)
         axes = tuple(i for i in range(len(x.shape)) if i != 1)
         mean = g.op("ReduceMean", [x], axes=axes, keepdims=1)
         d = g.op("Sub", [x, mean])
         var = g.op("ReduceMean", [g.op("Mul", [d, d])], axes=axes, keepdims=1)
         std = g.op("Sqrt", [g.op("Add", [var, _f32(g, eps)])])
         return g.op("Div", [d, std])
-    mean = blob(node, g, 0, (c,))
-    var = blob(node, g, 1, (c,))
-    factor = float(blob(node, g, 2, (1,)).reshape(-1)[0])
+    mean, var, count = (g.weight_array(i, shape, kind=kind) for i, (shape, kind) in enumerate(blobs))
+    factor = float(count.reshape(-1)[0])
     sf = 0.0 if factor == 0.0 else 1.0 / factor
     ones = np.ones(c, np.float32)
     return g.op("BatchNormalization", [x, _f32(g, ones), _f32(g, np.zeros(c)), _f32(g, mean * sf),
@@ -80,10 +84,11 @@ def _scale_or_bias(node: OriginNode, g: Any, block: str, op: str) -> Value:
         first_bias = 0
     else:
         axis, pshape = _param_shape(p, x)
-        y = g.op(op, [x, _bcast(blob(node, g, 0, pshape), g, axis, pshape, rank)])
+        first = g.weight_array(0, pshape, kind="scale" if op == "Mul" else "bias")
+        y = g.op(op, [x, _bcast(first, g, axis, pshape, rank)])
         first_bias = 1
     if op == "Mul" and p.get("bias_term"):
-        b = blob(node, g, first_bias, pshape)
+        b = g.weight_array(first_bias, pshape, kind="bias")
         y = g.op("Add", [y, _bcast(b, g, axis, pshape, rank)])
     return y
 
@@ -157,9 +162,9 @@ def normalize(node: OriginNode, g: Any) -> Value:
     y = g.op("Div", [x, norm])
     c = int(x.shape[1])
     if p.get("channel_shared"):
-        s = blob(node, g, 0, (1,)).reshape(())
+        s = g.weight_array(0, (1,), kind="l2_scale").reshape(())
     else:
-        s = blob(node, g, 0, (c,)).reshape((c,) + (1,) * (rank - 2))
+        s = g.weight_array(0, (c,), kind="l2_scale").reshape((c,) + (1,) * (rank - 2))
     return g.op("Mul", [y, _f32(g, s)])
 
 

@@ -11,7 +11,7 @@ import numpy as np
 from ...ir.graph import Value
 from ...parsers.origin import Framework, OriginNode
 from ..registry import mapping
-from .common import Params, blob, norm_axis
+from .common import Params, norm_axis
 
 CAFFE = Framework.CAFFE
 
@@ -255,11 +255,11 @@ def embed(node: OriginNode, g: Any) -> Value:
     """Rows of the (input_dim, num_output) weight picked by the integer-valued input."""
     p = Params(node, "embed_param")
     n, k = int(p.get("num_output")), int(p.get("input_dim"))
-    w = g.constant(blob(node, g, 0, (k, n)))
+    w = g.constant(g.weight_array(0, (k, n), kind="value"))
     idx = g.op("Cast", [g.input(0)], to="i64")
     y = g.op("Gather", [w, idx], axis=0)
     if p.get("bias_term"):
-        y = g.op("Add", [y, g.constant(blob(node, g, 1, (n,)))])
+        y = g.op("Add", [y, g.constant(g.weight_array(1, (n,), kind="bias"))])
     return y
 
 
@@ -267,7 +267,7 @@ def embed(node: OriginNode, g: Any) -> Value:
 def parameter(node: OriginNode, g: Any) -> Value:
     """Outputs its blob (a learned tensor), shaped as parameter_param.shape."""
     dims = tuple(int(d) for d in _as_list(Params(node, "parameter_param").get("shape", {}).get("dim", [])))
-    return g.constant(blob(node, g, 0, dims))
+    return g.constant(g.weight_array(0, dims, kind="value"))
 
 
 def interp_size(p: Params, h_in: int, w_in: int) -> tuple[int, int]:

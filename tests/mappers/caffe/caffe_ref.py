@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 
 import opbridge as ob
-from opbridge.caffe_random_weights import write_random_weights
 from opbridge.convert import convert
 from opbridge.parsers.caffe import parse_caffe
+from opbridge.tools.caffe_weights import write_random_weights
 
 
 def tiny_net(layers: str, shape: tuple[int, ...] = (2, 3, 9, 9), inputs: str = "data") -> str:

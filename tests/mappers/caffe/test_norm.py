@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import opbridge as ob
-from opbridge.caffe_random_weights import write_random_weights
 from opbridge.convert import convert
 from opbridge.parsers.caffe_weights import read_caffemodel
+from opbridge.tools.caffe_weights import write_random_weights
 from tests.conftest import requires_cv2
 
 from .caffe_ref import assert_blobs_close, layer, run_ours_and_opencv, tiny_net

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 import opbridge as ob
-from opbridge.caffe_random_weights import write_random_weights
 from opbridge.convert import convert
 from opbridge.errors import UnsupportedOpError
 from opbridge.mappers import DEFAULT_MAPPINGS, MappingRegistry
 from opbridge.parsers.caffe import parse_caffe
+from opbridge.tools.caffe_weights import write_random_weights
 from tests.conftest import SHARED_MODELS, requires_shared_models
 
 PLUGINS = Path(__file__).resolve().parents[3] / "examples" / "plugins"
@@ -177,7 +177,7 @@ def test_real_yolov3_with_the_plugin(tmp_path: Path) -> None:
     p.write_text(text + YOLO_LAYER.format(type="Yolov3DetectionOutput", a="layer82-conv",
                                           b="layer94-conv", c="layer106-conv", nc=80))
     w = tmp_path / "w.caffemodel"
-    write_random_weights(p, w, seed=0)
+    write_random_weights(p, w, seed=0, plugins=[YOLO])
     g = convert(parse_caffe(p, weights=w), plugins=[YOLO])
     x = np.random.default_rng(0).standard_normal((1, 3, 416, 416)).astype(np.float32)
     out = ob.interpret(g, {"data": x})

@@ -167,8 +167,8 @@ def test_interp_numpy(tmp_path: Path, params: str, crop: int, size: tuple[int, i
 @pytest.mark.parametrize("bias", ["", "bias_term: false"], ids=["bias_term=absent", "bias_term=false"])
 def test_embed(tmp_path: Path, bias: str) -> None:
     """Embed (OpenCV lacks it): row x of the (input_dim, num_output) weight, plus the bias."""
-    from opbridge.caffe_random_weights import write_random_weights
     from opbridge.parsers.caffe_weights import read_caffemodel
+    from opbridge.tools.caffe_weights import write_random_weights
 
     proto = tmp_path / "net.prototxt"
     proto.write_text(tiny_net(layer("Embed", f"embed_param {{ num_output: 3 input_dim: 7 {bias} }}"), (2, 4)))
@@ -181,8 +181,8 @@ def test_embed(tmp_path: Path, bias: str) -> None:
 
 
 def test_parameter_layer_outputs_its_blob(tmp_path: Path) -> None:
-    from opbridge.caffe_random_weights import write_random_weights
     from opbridge.parsers.caffe_weights import read_caffemodel
+    from opbridge.tools.caffe_weights import write_random_weights
 
     proto = tmp_path / "net.prototxt"
     proto.write_text(tiny_net(layer("Parameter", "parameter_param { shape { dim: 2 dim: 3 } }", name="p",
