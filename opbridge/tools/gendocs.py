@@ -109,11 +109,13 @@ def _kernel_text(op: str) -> str:
         from ..simulator.kernels import DEFAULT_KERNELS
     except ImportError:
         return "-"
+    from ..ir.opdef import DEFAULT_OPS
+
+    if op in DEFAULT_OPS and DEFAULT_OPS.get(op).default_placement == "cpu":
+        return "cpu"  # placement lives on the op definition, whether or not a kernel exists
     k = DEFAULT_KERNELS.get(op)
     if k is None or not _builtin(k.registered_at):
         return "global"
-    if k.on_cpu:
-        return "cpu"
     if not k.local:
         return "global"
     if k.split_fn is not None:
