@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from opbridge.errors import UnsupportedOpError
 from tests.conftest import HAVE_TORCH, requires_torch
 
 from .helpers import check
@@ -91,13 +90,8 @@ def test_unary(case: str) -> None:
     check(_unary()[case], torch.randn(3, 5) * 2)
 
 
-#: Bool-tensor forms of and/or. The mapper's logical table names them, but the kinds are not
-#: registered for tensors (``aten::__and__`` / ``__or__`` are taken by the conversion-time int
-#: arithmetic of prim.py), so a traced ``mask_a & mask_b`` is refused. Strict: when the mapping
-#: lands, these start passing and the marks must go.
-_BOOL_OPERATORS_GAP = "bool-tensor '&', '|', bitwise_and/or are not mapped for tensors yet"
-
-
+#: ``&``, ``|``, ``^`` and torch.bitwise_* on tensors: logical on bools, bitwise on integers, a
+#: bool operand promoted to the integer's dtype, a Python int taking the tensor's dtype.
 def _bool_operators() -> dict[str, Any]:
     import torch
 
@@ -106,13 +100,33 @@ def _bool_operators() -> dict[str, Any]:
         "or-operator": lambda x, y: (x > 0) | (y > 0),
         "bitwise_and": lambda x, y: torch.bitwise_and(x > 0, y > 0),
         "bitwise_or": lambda x, y: torch.bitwise_or(x > 0, y > 0),
+        "xor-operator": lambda x, y: (x > 0) ^ (y > 0),
+        "int-and": lambda x, y: (x * 10).to(torch.int32) & (y * 10).to(torch.int32),
+        "int-or-scalar": lambda x, y: (x * 10).to(torch.int64) | 5,
+        "int-xor": lambda x, y: torch.bitwise_xor((x * 10).to(torch.int64), (y * 10).to(torch.int64)),
+        "bool-and-int": lambda x, y: (x > 0) & (y * 10).to(torch.int32),
     }
 
 
-@pytest.mark.xfail(strict=True, reason=_BOOL_OPERATORS_GAP, raises=UnsupportedOpError)
 @pytest.mark.parametrize("case", list(_bool_operators()) if HAVE_TORCH else [])
 def test_bool_tensor_operators(case: str) -> None:
     import torch
 
     torch.manual_seed(1)
     check(_bool_operators()[case], torch.randn(2, 3, 4), torch.randn(2, 3, 4))
+
+
+@requires_torch
+def test_scripted_mask_and_keeps_int_and_for_shape_code() -> None:
+    """In a scripted module ``&`` on masks is a tensor op while ``&`` on bools computed from
+    shapes stays conversion-time arithmetic."""
+    import torch
+
+    class Masks(torch.nn.Module):
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            both = (x.dim() == 3) & (y.size(0) == 2)
+            m = (x > 0) & (y > 0)
+            return m if both else ~m
+
+    torch.manual_seed(3)
+    check(Masks(), torch.randn(2, 3, 4), torch.randn(2, 3, 4), mode="script")

@@ -206,8 +206,12 @@ def compare(node: OriginNode, g: MapContext) -> Any:
     return g.op("Not", [y]) if node.op_type == "ne" else y
 
 
-_LOGICAL = {"logical_and": "And", "logical_or": "Or", "logical_xor": "Xor", "bitwise_and": "And",
-            "bitwise_or": "Or", "__and__": "And", "__or__": "Or"}
+_LOGICAL = {"logical_and": "And", "logical_or": "Or", "logical_xor": "Xor"}
+#: torch's bitwise ops (and the ``&``, ``|``, ``^`` operators on tensors): the logical IR op on
+#: bools, the bitwise one on integers
+_BITWISE = {"bitwise_and": ("And", "BitwiseAnd"), "bitwise_or": ("Or", "BitwiseOr"),
+            "bitwise_xor": ("Xor", "BitwiseXor"), "__and__": ("And", "BitwiseAnd"),
+            "__or__": ("Or", "BitwiseOr"), "__xor__": ("Xor", "BitwiseXor")}
 
 
 @ts_mapping("logical_and", "logical_or", "logical_xor")
@@ -215,6 +219,24 @@ def logical(node: OriginNode, g: MapContext) -> Any:
     a = Args(node, g)
     x, y = (cast(g, a.tensor(i), "bool") for i in (0, 1))
     return g.op(_LOGICAL[node.op_type], [x, y])
+
+
+@ts_mapping("bitwise_and", "bitwise_or", "bitwise_xor", "__xor__")
+def bitwise(node: OriginNode, g: MapContext) -> Any:
+    """Also reached from prim.py's ``__and__``/``__or__`` when an operand is a tensor."""
+    a = Args(node, g)
+    x = a.tensor(0) if a.is_tensor(0) else None
+    y = a.tensor(1, like=x)
+    x = x if x is not None else a.tensor(0, like=y)
+    logical_op, bitwise_op = _BITWISE[node.op_type]
+    if x.dtype == "bool" and y.dtype == "bool":
+        return g.op(logical_op, [x, y])
+    if x.dtype[0] not in "bui" or y.dtype[0] not in "bui" or x.dtype.startswith("bf"):
+        raise g.error(f"{node.op_type} of {x.dtype} and {y.dtype}: torch takes integer or bool tensors",
+                      hint="cast the operands to an integer or bool dtype in the model")
+    if x.dtype != y.dtype:  # a bool operand takes the integer operand's dtype, as torch promotes
+        x, y = (cast(g, v, y.dtype if x.dtype == "bool" else x.dtype) for v in (x, y))
+    return g.op(bitwise_op, [x, y])
 
 
 @ts_mapping("logical_not", "bitwise_not")

@@ -15,6 +15,7 @@ import numpy as np
 from ...parsers.origin import OriginNode
 from ..context import MapContext
 from .common import SCALAR_TYPES, Args, norm_axis, static_shape, ts_mapping
+from .elementwise import bitwise
 
 _DTYPE_CODES = {v: k for k, v in SCALAR_TYPES.items()}
 
@@ -144,8 +145,11 @@ _INT_OPS = {
 
 @ts_mapping("aten::floordiv", "aten::__and__", "aten::__or__", "aten::__not__")
 def int_arith(node: OriginNode, g: MapContext) -> Any:
-    """Arithmetic on conversion-time ints and bools (scripted shape code)."""
+    """Arithmetic on conversion-time ints and bools (scripted shape code); ``&`` and ``|``
+    on tensors are elementwise ops."""
     a = Args(node, g)
+    if node.op_type in ("__and__", "__or__") and any(a.is_tensor(i) for i in range(len(a))):
+        return bitwise(node, g)
     fn = _INT_OPS[node.op_type]
     args = [a.py(i, what=f"operand {i}") for i in range(len(a))]
     return a.scalar_value(fn(*args))
