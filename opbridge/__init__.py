@@ -5,6 +5,7 @@ The public API; see DESIGN.md ("The public API") and the README.
 
 from __future__ import annotations
 
+from .batch import batch
 from .convert import convert
 from .errors import (
     AttrError,
@@ -59,5 +60,5 @@ __all__ = [
     "define_op", "export_torchscript", "format_graph", "interpret", "load", "save",
     "DEFAULT_MAPPINGS", "Framework", "ImplyType", "MapContext", "OriginNode", "convert",
     "imply_type_of", "load_plugins", "mapping", "register_custom_op",
-    "Program", "Target", "compile", "load_program", "register_kernel", "validate",
+    "Program", "Target", "compile", "load_program", "register_kernel", "validate", "batch",
 ]

@@ -1,0 +1,57 @@
+"""``opbridge batch``: validate, convert or compile a whole model zoo at once, locally or on Ray."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from .common import add_input_shape_option, add_plugin_option
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "batch",
+        help="validate, convert or compile many models at once (local process pool or Ray)",
+        description="Run MODE (validate, convert or compile) on every model in MODELS (files, or "
+        "folders searched for .onnx, .prototxt, .ts.json and .obir files), each in its own worker "
+        "process, or as Ray tasks with --ray. Writes DIR/<name>/ per model (model.obir, "
+        "model.obprog, report.json and report.html, or profile.html) and DIR/summary.json and "
+        "DIR/summary.html, and prints a summary table. A model that fails (malformed file, "
+        "unsupported op) is listed with its error; the others still run. A Caffe prototxt takes "
+        "--weights only when it is the only model; otherwise its sibling NAME.caffemodel, else "
+        "random weights (seeded by --seed). Exit 0 when every model passed, 1 when a validation "
+        "did not pass, 2 when a model failed with a user error (3: an internal error).",
+    )
+    p.add_argument("mode", choices=("validate", "convert", "compile"), help="what to do to each model")
+    p.add_argument("models", nargs="+", metavar="MODEL", help="model files or folders of them")
+    p.add_argument("-o", "--output", default="opbridge-batch", metavar="DIR",
+                   help="output folder (default: opbridge-batch)")
+    p.add_argument("--jobs", type=int, metavar="N",
+                   help="worker processes of the local pool (default: min(CPUs, models))")
+    p.add_argument("--ray", nargs="?", const=True, default=None, metavar="ADDRESS",
+                   help="run the models as Ray tasks: on the cluster at ADDRESS (e.g. auto, or "
+                   "ray://head:10001), or on a local Ray started for this run when no ADDRESS "
+                   "is given (needs the 'ray' extra: pip install 'opbridge[ray]')")
+    p.add_argument("--weights", metavar="W", help="weights file (Caffe .caffemodel), with one model only")
+    add_input_shape_option(p)
+    add_plugin_option(p)
+    p.add_argument("--target", default="bm1684", help="simulator target preset (default: bm1684)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of random inputs and random Caffe weights (default 0)")
+    p.add_argument("--tolerance", metavar="COS,EUC",
+                   help="validate: cosine and Euclidean similarity floors (default: per dtype)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from ..batch import batch
+
+    result = batch(args.mode, args.models, output=args.output, jobs=args.jobs, ray=args.ray,
+                   weights=args.weights, plugins=args.plugin, input_shapes=dict(args.input_shape) or None,
+                   target=args.target, seed=args.seed, tolerance=args.tolerance, progress=True)
+    console = Console(width=160 if not sys.stdout.isatty() else None)
+    result.print(console)
+    return result.exit_code
