@@ -184,3 +184,25 @@ def test_ray_local_cluster_matches_local_pool(zoo, validated, tmp_path):
         assert m.figures["comparisons"] == pooled[m.path]["figures"]["comparisons"]
         assert (tmp_path / "ray" / m.dir / "report.html").is_file()
     assert json.loads((tmp_path / "ray" / "summary.json").read_text())["exit_code"] == 0
+
+
+# a mapping that kills the worker process converting it
+CRASH_PLUGIN = '''
+import os
+import opbridge as ob
+
+@ob.mapping(ob.Framework.ONNX, "com.example::FooBar", since_opset=1)
+def foobar_exits(node, g):
+    os._exit(7)
+'''
+
+
+def test_a_worker_that_dies_fails_only_its_model(zoo, tmp_path):
+    _, good, broken = zoo
+    plugin = tmp_path / "crash.py"
+    plugin.write_text(CRASH_PLUGIN)
+    res = ob.batch("convert", [broken[1], good[0], good[1]], output=tmp_path / "out", jobs=2,
+                   plugins=[str(plugin)])
+    assert [m.status for m in res.models] == ["error", "passed", "passed"]
+    assert "worker running this model died" in (res.models[0].error or "")
+    assert res.exit_code == 3

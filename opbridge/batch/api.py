@@ -258,19 +258,39 @@ def _jobs(jobs: int | None, n: int) -> int:
 
 
 def _run_local(todo: Sequence[tuple[int, Task]], jobs: int, on_done: Callable[[int, TaskResult], None]) -> None:
-    """Run the tasks in ``jobs`` spawned worker processes (spawn: no state inherited by fork)."""
+    """Run the tasks in ``jobs`` spawned worker processes (spawn: no state inherited by fork).
+
+    A worker that dies (killed, out of memory, a plugin calling exit) breaks the whole pool, and
+    every unfinished task with it; those tasks run again one per fresh single-worker pool, so only
+    the model that kills its worker fails."""
+    broken = _pool_pass(todo, jobs, on_done, retry_lost=True)
+    for item in broken:
+        _pool_pass([item], 1, on_done, retry_lost=False)
+
+
+def _pool_pass(todo: Sequence[tuple[int, Task]], jobs: int, on_done: Callable[[int, TaskResult], None],
+               *, retry_lost: bool) -> list[tuple[int, Task]]:
+    """One pool over ``todo``; returns the tasks lost to a broken pool when ``retry_lost``."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
 
+    lost: list[tuple[int, Task]] = []
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = {pool.submit(run_task, task): (i, task) for i, task in todo}
         for fut in as_completed(futures):
             i, task = futures[fut]
             try:
                 res = fut.result()
-            except Exception as err:  # the worker died (killed, out of memory): this model fails
+            except BrokenProcessPool as err:
+                if retry_lost:
+                    lost.append((i, task))
+                    continue
+                res = _lost(task, err)
+            except Exception as err:  # a result that cannot come back (not picklable, ...)
                 res = _lost(task, err)
             on_done(i, res)
+    return sorted(lost, key=lambda item: item[0])
 
 
 def _run_ray(todo: Sequence[tuple[int, Task]], address: str | None, on_done: Callable[[int, TaskResult], None]) -> None:
