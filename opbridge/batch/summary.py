@@ -76,15 +76,15 @@ def print_summary(result: BatchResult, console: Any = None) -> None:
 
 def summary_html(result: BatchResult) -> str:
     """The batch as one self-contained HTML page: counts, then a sortable, filterable table with a
-    link to each model's own report."""
+    link to each model's own report (status last: the shared style marks a failing row's last cell)."""
     from ..validate.html import _page
     from ..validate.svg import esc
 
     c = result.counts()
     verdict = "PASS" if result.passed else "FAIL"
     head = "".join(f'<th data-sort="{kind}" tabindex="0">{esc(label)}</th>' for label, kind in
-                   [("#", "num"), ("model", "text"), ("status", "text")]
-                   + [(label, "num") for _, label, _ in FIGURES] + [("first divergence / error", "text")])
+                   [("#", "num"), ("model", "text")] + [(label, "num") for _, label, _ in FIGURES]
+                   + [("first divergence / error", "text"), ("status", "text")])
     rows = [_html_row(i, m) for i, m in enumerate(result.models)]
     body = [
         f'<header><h1>opbridge batch {esc(result.mode)}</h1><p class="verdict {verdict.lower()}" '
@@ -113,4 +113,4 @@ def _html_row(i: int, m: ModelResult) -> str:
         cells.append(f'<td class="n" data-v="{"" if v is None else esc(v)}">{esc(_figure(m, key, fmt))}</td>')
     cls = "pass" if m.status == "passed" else "fail"
     return (f'<tr class="{cls}"><td class="n" data-v="{i}">{i}</td><td title="{esc(m.dir)}">{link}</td>'
-            f'<td>{esc(m.status)}</td>{"".join(cells)}<td>{esc(_what(m))}</td></tr>')
+            f'{"".join(cells)}<td>{esc(_what(m))}</td><td>{esc(m.status)}</td></tr>')
