@@ -206,3 +206,24 @@ def test_a_worker_that_dies_fails_only_its_model(zoo, tmp_path):
     assert [m.status for m in res.models] == ["error", "passed", "passed"]
     assert "worker running this model died" in (res.models[0].error or "")
     assert res.exit_code == 3
+
+
+def test_ray_missing_is_a_user_error(zoo, tmp_path, monkeypatch, capsys):
+    _, good, _ = zoo
+    monkeypatch.setitem(__import__("sys").modules, "ray", None)  # as if Ray were not installed
+    assert main(["batch", "convert", good[0], "--ray", "-o", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--ray needs Ray" in err and "opbridge[ray]" in err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                    reason="Ray is not installed (optional extra 'ray', too heavy for CI)")
+def test_ray_address_that_does_not_answer(zoo, tmp_path, capsys):
+    import socket
+
+    _, good, _ = zoo
+    with socket.socket() as s:  # a port nobody listens on: bound, never listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        assert main(["batch", "convert", good[0], "--ray", f"127.0.0.1:{port}", "-o", str(tmp_path)]) == 2
+    assert f"cannot reach the Ray cluster at '127.0.0.1:{port}'" in capsys.readouterr().err

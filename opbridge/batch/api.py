@@ -302,7 +302,15 @@ def _run_ray(todo: Sequence[tuple[int, Task]], address: str | None, on_done: Cal
                          hint="pip install 'opbridge[ray]', or run without --ray") from None
     started = not ray.is_initialized()
     if started:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        # a local Ray for this run needs no dashboard; a cluster's own settings are left alone
+        local: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False} if address is None else {}
+        _check_reachable(address)
+        try:
+            ray.init(address=address, **local)
+        except (ConnectionError, RuntimeError, ValueError) as err:
+            raise BatchError(f"cannot reach the Ray cluster at '{address}': {err}",
+                             hint="give the head's address (auto on a cluster node, ray://HEAD:10001 "
+                             "from outside), or --ray alone for a local Ray") from None
     try:
         remote = ray.remote(num_cpus=1)(run_task)
         refs = {remote.remote(task): (i, task) for i, task in todo}
@@ -319,6 +327,21 @@ def _run_ray(todo: Sequence[tuple[int, Task]], address: str | None, on_done: Cal
     finally:
         if started:
             ray.shutdown()
+
+
+def _check_reachable(address: str | None) -> None:
+    """A HOST:PORT that does not answer is a user error; Ray's own client aborts the process on
+    one (after a long wait) instead of raising."""
+    import socket
+
+    host, sep, port = (address or "").rpartition(":")
+    if not sep or "://" in (address or "") or not port.isdigit():
+        return  # auto, ray://..., or none: Ray resolves those itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+    except OSError as err:
+        raise BatchError(f"cannot reach the Ray cluster at '{address}': {err.strerror or err}",
+                         hint="check the head's address and port (ray start --head prints it)") from None
 
 
 def _lost(task: Task, err: BaseException) -> TaskResult:
