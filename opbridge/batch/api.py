@@ -131,24 +131,25 @@ def batch(
     names = safe_names(paths)
     common = _common_options(mode, plugins, input_shapes, target, seed, tolerance)
     tasks, early = _build_tasks(paths, weights, common)
-    executor = ("ray" if ray is True else f"ray at {ray}") if ray else f"local pool ({_jobs(jobs, len(tasks))} jobs)"
-    results: dict[int, TaskResult] = dict(early)
+    todo = [(i, t) for i, t in enumerate(tasks) if t is not None]
+    executor = ("ray" if ray is True else f"ray at {ray}") if ray else f"local pool ({_jobs(jobs, len(todo))} jobs)"
+    rows: dict[int, ModelResult] = {}
     with _Progress(progress, len(paths), f"batch {mode}") as bar:
-        for i, res in early.items():
-            bar.done(names[i], res["status"])
 
         def on_done(i: int, res: TaskResult) -> None:
-            results[i] = res
+            # written as it arrives: the driver keeps no output bytes, and an interrupted batch
+            # keeps the models that finished
+            rows[i] = _store(out, names[i], str(paths[i]), res)
             bar.done(names[i], res["status"])
 
-        todo = [(i, t) for i, t in enumerate(tasks) if t is not None]
-        if todo:
-            if ray:
-                _run_ray(todo, None if ray is True else str(ray), on_done)
-            else:
-                _run_local(todo, _jobs(jobs, len(todo)), on_done)
-    rows = [_store(out, names[i], str(p), results[i]) for i, p in enumerate(paths)]
-    result = BatchResult(mode, str(out), target, executor, rows, time.perf_counter() - t0)
+        for i, res in early.items():
+            on_done(i, res)
+        if todo and ray:
+            _run_ray(todo, None if ray is True else str(ray), on_done)
+        elif todo:
+            _run_local(todo, _jobs(jobs, len(todo)), on_done)
+    result = BatchResult(mode, str(out), target, executor, [rows[i] for i in range(len(paths))],
+                         time.perf_counter() - t0)
     write_summary(result)
     return result
 
