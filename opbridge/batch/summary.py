@@ -33,6 +33,11 @@ def write_summary(result: BatchResult) -> None:
     atomic_write(out / "summary.html", lambda tmp: Path(tmp).write_text(page, encoding="utf-8"))
 
 
+def _shown(result: BatchResult) -> list[tuple[str, str, str]]:
+    """The figures at least one model has (convert has no latency, a failed model no figures)."""
+    return [f for f in FIGURES if any(f[0] in m.figures for m in result.models)]
+
+
 def _figure(m: ModelResult, key: str, fmt: str) -> str:
     v = m.figures.get(key)
     return "-" if v is None else fmt.format(v)
@@ -59,13 +64,14 @@ def print_summary(result: BatchResult, console: Any = None) -> None:
     t.add_column("#", justify="right", no_wrap=True)
     t.add_column("model", overflow="fold")
     t.add_column("status", no_wrap=True)
-    for _, label, _fmt in FIGURES:
+    shown = _shown(result)
+    for _, label, _fmt in shown:
         t.add_column(label, justify="right", no_wrap=True)
     t.add_column("first divergence / error", overflow="fold")
     for i, m in enumerate(result.models):
         style = _STATUS_STYLE.get(m.status, "")
         t.add_row(str(i), escape(m.path), f"[{style}]{m.status.upper()}[/]",
-                  *[_figure(m, key, fmt) for key, _, fmt in FIGURES], escape(_what(m)))
+                  *[_figure(m, key, fmt) for key, _, fmt in shown], escape(_what(m)))
     console.print(t)
     c = result.counts()
     style = "bold green" if result.passed else "bold red"
@@ -82,10 +88,11 @@ def summary_html(result: BatchResult) -> str:
 
     c = result.counts()
     verdict = "PASS" if result.passed else "FAIL"
+    shown = _shown(result)
     head = "".join(f'<th data-sort="{kind}" tabindex="0">{esc(label)}</th>' for label, kind in
-                   [("#", "num"), ("model", "text")] + [(label, "num") for _, label, _ in FIGURES]
+                   [("#", "num"), ("model", "text")] + [(label, "num") for _, label, _ in shown]
                    + [("first divergence / error", "text"), ("status", "text")])
-    rows = [_html_row(i, m) for i, m in enumerate(result.models)]
+    rows = [_html_row(i, m, shown) for i, m in enumerate(result.models)]
     body = [
         f'<header><h1>opbridge batch {esc(result.mode)}</h1><p class="verdict {verdict.lower()}" '
         f'id="verdict">{verdict}</p><p class="summary">{c["passed"]} passed, {c["failed"]} failed, '
@@ -101,14 +108,14 @@ def summary_html(result: BatchResult) -> str:
     return _page(f"opbridge batch {result.mode}", body, {"summary": result.to_dict()})
 
 
-def _html_row(i: int, m: ModelResult) -> str:
+def _html_row(i: int, m: ModelResult, shown: list[tuple[str, str, str]]) -> str:
     from ..validate.svg import esc
 
     report = next((o for o in m.outputs if o.endswith(("/report.html", "/profile.html"))), None)
     name = esc(m.path)
     link = f'<a href="{esc(report)}">{name}</a>' if report else name
     cells = []
-    for key, _, fmt in FIGURES:
+    for key, _, fmt in shown:
         v = m.figures.get(key)
         cells.append(f'<td class="n" data-v="{"" if v is None else esc(v)}">{esc(_figure(m, key, fmt))}</td>')
     cls = "pass" if m.status == "passed" else "fail"
