@@ -77,16 +77,25 @@ def _materialise(task: Task, work: Path) -> tuple[Path, str | None, list[str]]:
     return model, weights, plugins
 
 
+#: this process's private folder for plugin files (created on first use, removed at exit)
+_plugin_dir: Path | None = None
+
+
 def _plugin_file(name: str, data: bytes) -> Path:
-    """A plugin's bytes at a path named after their hash, so a worker that runs many tasks loads
-    each plugin once (plugins are loaded by resolved path)."""
-    folder = Path(tempfile.gettempdir()) / "opbridge-batch-plugins" / hashlib.sha256(data).hexdigest()[:20]
-    path = folder / safe_file(name)
+    """A plugin's bytes in this process's private folder, under their hash, so a worker that runs
+    many tasks loads each plugin once (plugins are loaded by resolved path). Private (mkdtemp,
+    mode 0700) because the file is run as code: a shared, predictable path could be planted."""
+    global _plugin_dir
+    if _plugin_dir is None:
+        import atexit
+        import shutil
+
+        _plugin_dir = Path(tempfile.mkdtemp(prefix="opbridge-batch-plugins-"))
+        atexit.register(shutil.rmtree, _plugin_dir, ignore_errors=True)
+    path = _plugin_dir / hashlib.sha256(data).hexdigest()[:20] / safe_file(name)
     if not path.is_file():
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".{os.getpid()}-{path.name}"
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(data)
     return path
 
 
@@ -102,11 +111,11 @@ def _task_convert(task: Task, model: Path, weights: str | None, plugins: list[st
 
 
 def _task_compile(task: Task, model: Path, weights: str | None, plugins: list[str], work: Path) -> TaskResult:
+    from ..ir.io import load
+    from ..simulator import compile
     from ..validate.html import profile_html
 
     done = _task_convert(task, model, weights, plugins, work)
-    from ..ir.io import load
-    from ..simulator import compile
 
     t0 = time.perf_counter()
     program = compile(load(work / "model.obir"), task["target"])
