@@ -197,8 +197,12 @@ def foobar_exits(node, g):
 '''
 
 
-def test_a_worker_that_dies_fails_only_its_model(zoo, tmp_path):
+def test_a_worker_that_dies_fails_only_its_model(zoo, tmp_path, monkeypatch):
     _, good, broken = zoo
+    # a killed worker cannot remove its task folder: keep those under tmp_path (spawned workers
+    # read TMPDIR afresh)
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
     plugin = tmp_path / "crash.py"
     plugin.write_text(CRASH_PLUGIN)
     res = ob.batch("convert", [broken[1], good[0], good[1]], output=tmp_path / "out", jobs=2,

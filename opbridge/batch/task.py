@@ -57,8 +57,10 @@ def _materialise(task: Task, work: Path) -> tuple[Path, str | None, list[str]]:
     # The caller sent its OPBRIDGE_PLUGIN_PATH plugins as bytes with the others: loading them
     # again from this worker's environment (inherited by local workers) would register twice.
     os.environ.pop("OPBRIDGE_PLUGIN_PATH", None)
-    plugins = [str(_plugin_file(name, data)) for name, data in task.get("plugins", ())]
+    files = [_plugin_file(name, data, work) for name, data in task.get("plugins", ())]
+    plugins = [str(path) for _, path in files]
     load_plugins(plugins)
+    _plugin_paths.update(files)  # only once loaded: a plugin that failed is tried afresh next time
     model = work / safe_file(task["model_name"])
     model.write_bytes(task["model"])
     for name, data in task.get("companions", ()):
@@ -77,26 +79,22 @@ def _materialise(task: Task, work: Path) -> tuple[Path, str | None, list[str]]:
     return model, weights, plugins
 
 
-#: this process's private folder for plugin files (created on first use, removed at exit)
-_plugin_dir: Path | None = None
+#: plugins this process has loaded: SHA-256 of their bytes -> the path they were loaded from
+_plugin_paths: dict[str, Path] = {}
 
 
-def _plugin_file(name: str, data: bytes) -> Path:
-    """A plugin's bytes in this process's private folder, under their hash, so a worker that runs
-    many tasks loads each plugin once (plugins are loaded by resolved path). Private (mkdtemp,
-    mode 0700) because the file is run as code: a shared, predictable path could be planted."""
-    global _plugin_dir
-    if _plugin_dir is None:
-        import atexit
-        import shutil
-
-        _plugin_dir = Path(tempfile.mkdtemp(prefix="opbridge-batch-plugins-"))
-        atexit.register(shutil.rmtree, _plugin_dir, ignore_errors=True)
-    path = _plugin_dir / hashlib.sha256(data).hexdigest()[:20] / safe_file(name)
-    if not path.is_file():
-        path.parent.mkdir(exist_ok=True)
+def _plugin_file(name: str, data: bytes, work: Path) -> tuple[str, Path]:
+    """(hash, path) of a plugin's bytes: the path this process loaded them from before, else a
+    new file in this task's private folder. Plugins are loaded once per resolved path, so reusing
+    it keeps a worker that runs many tasks from registering a plugin twice; the file may be gone
+    by then (a loaded plugin is not read again)."""
+    digest = hashlib.sha256(data).hexdigest()
+    if digest not in _plugin_paths:
+        path = work / "plugins" / digest[:20] / safe_file(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-    return path
+        return digest, path
+    return digest, _plugin_paths[digest]
 
 
 def _task_convert(task: Task, model: Path, weights: str | None, plugins: list[str], work: Path) -> TaskResult:
