@@ -10,9 +10,9 @@ import pytest
 
 import opbridge as ob
 from opbridge.batch import BatchError, run_task, safe_names
-from opbridge.caffe_random_weights import write_random_weights
 from opbridge.cli import main
 from opbridge.examples import fire_net_prototxt, write_small_cnn_onnx
+from opbridge.tools.caffe_weights import write_random_weights
 from tests.conftest import requires_ort
 
 pytestmark = requires_ort

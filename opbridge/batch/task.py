@@ -71,11 +71,11 @@ def _materialise(task: Task, work: Path) -> tuple[Path, str | None, list[str]]:
         weights = str(work / ("weights-" + safe_file(wname)))
         Path(weights).write_bytes(wdata)
     elif task.get("random_weights"):
-        from ..caffe_random_weights import write_random_weights
+        from ..tools.caffe_weights import write_random_weights
 
         weights = str(work / "random.caffemodel")
         write_random_weights(model, weights, seed=task.get("seed", 0),
-                             input_shapes=task.get("input_shapes") or None)
+                             input_shapes=task.get("input_shapes") or None, plugins=plugins)
     return model, weights, plugins
 
 
