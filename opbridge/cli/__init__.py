@@ -16,7 +16,7 @@ from .. import __version__
 from ..errors import OpbridgeError
 
 COMMANDS = ("demo", "convert", "ops", "show", "export-torchscript", "compile", "run", "profile",
-            "validate", "plugin", "random-weights", "batch")
+            "validate", "plugin", "random-weights", "batch", "serve")
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 

@@ -1,0 +1,52 @@
+"""``opbridge serve``: the conversion service over HTTP (needs the ``serve`` extra)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="run a local HTTP service: upload a model, get its .obir, .obprog and validation report",
+        description="Serve a web page and a JSON API (POST /api/jobs, GET /api/jobs/ID, "
+        "/api/jobs/ID/report.html ...) that convert, compile and validate uploaded models. Each job "
+        "runs in its own worker process with a time and memory limit; job state is kept in SQLite "
+        "under --data, so a restart loses nothing. Needs the 'serve' extra "
+        "(pip install 'opbridge[serve]'). See docs/serve.md.",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
+    p.add_argument("--data", default="opbridge-serve-data", metavar="DIR",
+                   help="directory for the job database and files (default ./opbridge-serve-data)")
+    p.add_argument("--workers", type=int, default=2, metavar="N", help="jobs run at once (default 2)")
+    p.add_argument("--allow-plugins", action="store_true",
+                   help="accept plugin uploads (they are Python code run by the server's workers)")
+    p.add_argument("--max-upload-mb", type=float, default=256.0, metavar="MB",
+                   help="largest accepted upload, in MiB (default 256; larger: HTTP 413)")
+    p.add_argument("--job-timeout", type=float, default=600.0, metavar="S",
+                   help="seconds a job may run before it is killed and failed (default 600)")
+    p.add_argument("--job-memory-mb", type=int, default=4096, metavar="MB",
+                   help="address-space limit of a job's worker process, in MiB (default 4096; 0: none)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..errors import OpbridgeError
+
+    try:
+        import uvicorn
+
+        from ..serve import ServeConfig, create_app
+    except ImportError as err:
+        raise OpbridgeError(f"opbridge serve needs {err.name or 'starlette and uvicorn'}",
+                            hint="pip install 'opbridge[serve]'") from None
+    if args.workers < 1:
+        raise OpbridgeError(f"--workers {args.workers}: must be at least 1")
+    config = ServeConfig(data=Path(args.data).resolve(), workers=args.workers,
+                         allow_plugins=args.allow_plugins, max_upload_mb=args.max_upload_mb,
+                         job_timeout_s=args.job_timeout, job_memory_mb=args.job_memory_mb)
+    uvicorn.run(create_app(config), host=args.host, port=args.port, log_level="warning")
+    return 0

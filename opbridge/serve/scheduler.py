@@ -1,0 +1,133 @@
+"""Runs queued jobs, each in a fresh worker process, at most ``workers`` at a time.
+
+Processes come from a ``forkserver`` that has imported opbridge once: every job still gets a
+process of its own (plugins it loads, memory it leaks and crashes stay there; a timeout kills
+it), without paying the 1-2 s import of numpy/onnx/opbridge per job that ``spawn`` would.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import shutil
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+from .config import ServeConfig
+from .store import JobStore
+from .worker import RESULT, run_job
+
+INTERRUPTED = "the server stopped while this job was running; submit it again"
+
+_ctx: Any = None
+_ctx_lock = threading.Lock()
+
+
+def _context() -> Any:
+    global _ctx
+    with _ctx_lock:
+        if _ctx is None:
+            _ctx = multiprocessing.get_context("forkserver")
+            _ctx.set_forkserver_preload(["opbridge", "opbridge.validate", "opbridge.simulator", "onnx"])
+        return _ctx
+
+
+class Scheduler:
+    def __init__(self, config: ServeConfig, store: JobStore) -> None:
+        self.config = config
+        self.store = store
+        self._wake = threading.Condition()
+        self._stopping = False
+        self._procs: dict[str, Any] = {}
+        self._cancelled: set[str] = set()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        """Fail what a previous server left running, then start the worker slots (queued jobs run)."""
+        self.store.fail_interrupted(INTERRUPTED)
+        for i in range(max(1, self.config.workers)):
+            t = threading.Thread(target=self._slot, daemon=True, name=f"opbridge-serve-slot-{i}")
+            t.start()
+            self._threads.append(t)
+
+    def notify(self) -> None:
+        with self._wake:
+            self._wake.notify()
+
+    def stop(self) -> None:
+        """Stop taking jobs; kill the running ones (they are failed as interrupted, as after a crash)."""
+        with self._wake:
+            self._stopping = True
+            self._wake.notify_all()
+            procs = list(self._procs.values())
+        for p in procs:
+            p.kill()
+        for t in self._threads:
+            t.join(timeout=10)
+
+    def cancel(self, job_id: str) -> None:
+        """Kill the job's process if it is running (DELETE of a running job)."""
+        with self._wake:
+            self._cancelled.add(job_id)
+            proc = self._procs.get(job_id)
+        if proc is not None:
+            proc.kill()
+
+    def _slot(self) -> None:
+        while True:
+            with self._wake:
+                if self._stopping:
+                    return
+                job = self.store.claim_next()
+                if job is None:
+                    self._wake.wait(timeout=1.0)
+                    continue
+            self._run(job)
+
+    def _run(self, job: dict[str, Any]) -> None:
+        job_id = job["id"]
+        jobdir = self.config.jobs_dir / job_id
+        proc = _context().Process(target=run_job, args=(str(jobdir), self.config.job_memory_mb),
+                                  name=f"opbridge-job-{job_id}", daemon=False)
+        with self._wake:
+            if self._stopping:
+                self.store.finish(job_id, "failed", error=INTERRUPTED)
+                return
+            proc.start()
+            self._procs[job_id] = proc
+        proc.join(self.config.job_timeout_s)
+        timed_out = proc.is_alive()
+        if timed_out:
+            proc.kill()
+            proc.join()
+        with self._wake:
+            self._procs.pop(job_id, None)
+            cancelled = job_id in self._cancelled
+            self._cancelled.discard(job_id)
+            stopping = self._stopping
+        if cancelled:
+            shutil.rmtree(jobdir, ignore_errors=True)
+            return
+        self._record(job_id, jobdir, proc.exitcode, timed_out, stopping)
+
+    def _record(self, job_id: str, jobdir: Path, exitcode: int | None, timed_out: bool, stopping: bool) -> None:
+        if timed_out:
+            self.store.finish(job_id, "failed", error=f"the job exceeded its time limit of "
+                              f"{self.config.job_timeout_s:g} s and was stopped",
+                              hint="a smaller model, or a server started with a larger --job-timeout")
+            return
+        result_file = jobdir / RESULT
+        if exitcode == 0 and result_file.is_file():
+            r = json.loads(result_file.read_text())
+            self.store.finish(job_id, r["status"], verdict=r.get("verdict"), summary=r.get("summary"),
+                              error=r.get("error"), hint=r.get("hint"), timings=r.get("timings"))
+            return
+        if stopping:
+            self.store.finish(job_id, "failed", error=INTERRUPTED)
+            return
+        how = (f"was killed by signal {signal.Signals(-exitcode).name}" if exitcode is not None and exitcode < 0
+               else f"exited with code {exitcode} before writing a result")
+        self.store.finish(job_id, "failed", error=f"the job's worker process {how} (a crash in the model, "
+                          "a plugin or a native library); the server is unaffected")

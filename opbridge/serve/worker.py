@@ -1,0 +1,117 @@
+"""One job, in its own process: convert -> .obir -> compile -> .obprog -> validate -> reports.
+
+The job directory holds ``spec.json`` (written by the server) and the uploaded files; the worker
+writes the artefacts and ``result.json`` there. Run by the scheduler in a fresh process per job, or
+by hand for debugging: ``python -m opbridge.serve.worker JOBDIR``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+RESULT = "result.json"
+
+
+def limit_memory(memory_mb: int | None) -> None:
+    """Cap this process's address space, so that a model that asks for too much fails here with a
+    MemoryError instead of pushing the machine into swap."""
+    if not memory_mb:
+        return
+    import resource
+
+    limit = int(memory_mb) * 2**20
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+def exit_with_parent() -> None:
+    """End this process when the process that started it goes away (the server was killed): an
+    orphaned job would otherwise run on, and its result would land after the restart failed it."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(70)
+
+    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
+
+
+def run_job(jobdir: str, memory_mb: int | None = None) -> None:
+    """Run the job in ``jobdir`` and write ``result.json``; never raises for a job's own failure."""
+    exit_with_parent()
+    limit_memory(memory_mb)
+    d = Path(jobdir)
+    spec = json.loads((d / "spec.json").read_text())
+    timings: dict[str, float] = {}
+    try:
+        result = _pipeline(d, spec, timings)
+    except MemoryError:
+        result = {"status": "failed", "error": f"the job ran out of memory (limit {memory_mb} MiB)",
+                  "hint": "a smaller model or input shape, or a server started with a larger memory limit"}
+    except Exception as err:  # a job's failure is its result, reported to the user
+        result = _failure(err)
+    result["timings"] = timings
+    tmp = d / (RESULT + ".tmp")
+    tmp.write_text(json.dumps(result))
+    os.replace(tmp, d / RESULT)
+
+
+def _failure(err: Exception) -> dict[str, Any]:
+    from ..errors import OpbridgeError
+
+    if isinstance(err, OpbridgeError):
+        return {"status": "failed", "error": err.message, "hint": err.hint, "error_type": type(err).__name__}
+    return {"status": "failed", "error": f"internal error: {type(err).__name__}: {err}",
+            "hint": "this is a bug in opbridge or a plugin; please report it with the model",
+            "error_type": type(err).__name__}
+
+
+def _pipeline(d: Path, spec: dict[str, Any], timings: dict[str, float]) -> dict[str, Any]:
+    import opbridge as ob
+
+    model = str(d / spec["model"])
+    weights = str(d / spec["weights"]) if spec.get("weights") else None
+    plugins = [str(d / p) for p in spec.get("plugins", [])]
+    shapes = {k: tuple(v) for k, v in (spec.get("input_shapes") or {}).items()} or None
+    target = spec.get("target") or "bm1684"
+
+    def step(name: str, fn: Any) -> Any:
+        t0 = time.perf_counter()
+        out = fn()
+        timings[name] = round(time.perf_counter() - t0, 4)
+        return out
+
+    graph = step("convert", lambda: ob.convert(model, weights=weights, input_shapes=shapes, plugins=plugins))
+    step("save_obir", lambda: ob.save(graph, str(d / "model.obir")))
+    program = step("compile", lambda: ob.compile(graph, target))
+    step("save_obprog", lambda: program.save(str(d / "model.obprog")))
+    report = step("validate", lambda: ob.validate(model, weights=weights, plugins=plugins,
+                                                  input_shapes=shapes, target=target))
+    step("reports", lambda: (report.write_json(str(d / "report.json")), report.write_html(str(d / "report.html"))))
+    # the summary names the model by its path in the server's data directory: show the stored name
+    summary = report.summary().replace(str(d) + os.sep, "")
+    return {"status": "done", "verdict": "pass" if report.passed else "fail", "summary": summary}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) not in (1, 2):
+        sys.stderr.write("usage: python -m opbridge.serve.worker JOBDIR [MEMORY_MB]\n")
+        return 2
+    run_job(args[0], int(args[1]) if len(args) == 2 else None)
+    print((Path(args[0]) / RESULT).read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

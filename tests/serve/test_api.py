@@ -1,0 +1,150 @@
+"""The JSON API end to end through Starlette's TestClient, jobs in real worker processes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import onnx
+import pytest
+
+import opbridge as ob
+
+from .helpers import wait_job
+
+
+def submit(client, model: Path, name: str | None = None, **fields):
+    files = [("model", (name or model.name, model.read_bytes()))]
+    files += [("plugin", (p.name, p.read_bytes())) for p in fields.pop("plugins", [])]
+    return client.post("/api/jobs", files=files, data=fields)
+
+
+def test_job_converts_compiles_validates_and_serves_its_artefacts(make_client, small_onnx, tmp_path):
+    client = make_client()
+    r = submit(client, small_onnx, input_shape="image=1,3,16,16", target="bm1684")
+    assert r.status_code == 202 and r.json()["status"] == "queued"
+    job_id = r.json()["id"]
+    job = wait_job(client, job_id)
+    assert job["status"] == "done", job
+    assert job["verdict"] == "pass" and job["model"] == "small_cnn.onnx" and job["target"] == "bm1684"
+    assert set(job["timings"]) == {"convert", "save_obir", "compile", "save_obprog", "validate", "reports"}
+
+    report = client.get(f"/api/jobs/{job_id}/report.json")
+    assert report.status_code == 200 and report.json()["passed"] is True
+    assert "onnxruntime" in report.json()["runners"]  # the origin framework was the reference
+    html = client.get(f"/api/jobs/{job_id}/report.html")
+    assert html.headers["content-type"].startswith("text/html") and "<html" in html.text.lower()
+
+    # the artefacts load with the public API and describe the uploaded model (read here with onnx)
+    proto = onnx.load(str(small_onnx))
+    want = {i.name: tuple(d.dim_value for d in i.type.tensor_type.shape.dim) for i in proto.graph.input}
+    (tmp_path / "m.obir").write_bytes(client.get(f"/api/jobs/{job_id}/model.obir").content)
+    graph = ob.load(tmp_path / "m.obir")
+    assert {v.name: tuple(v.shape) for v in graph.inputs} == want
+    (tmp_path / "m.obprog").write_bytes(client.get(f"/api/jobs/{job_id}/model.obprog").content)
+    assert {v.name for v in ob.load_program(tmp_path / "m.obprog").graph.inputs} == set(want)
+
+    assert job_id in [j["id"] for j in client.get("/api/jobs").json()["jobs"]]
+    assert client.get("/api/health").json()["jobs"]["done"] == 1
+    assert client.delete(f"/api/jobs/{job_id}").json() == {"id": job_id, "deleted": True}
+    assert client.get(f"/api/jobs/{job_id}").status_code == 404
+    assert client.get(f"/api/jobs/{job_id}/report.json").status_code == 404
+
+
+@pytest.mark.parametrize("path", ["/api/jobs/0123456789abcdef", "/api/jobs/0123456789abcdef/report.html",
+                                  "/api/jobs/..%2F..%2Fjobs.sqlite3", "/api/jobs/nothex"])
+def test_unknown_job_is_404_json(make_client, path):
+    r = make_client().get(path)
+    assert r.status_code == 404 and "no job" in r.json()["error"]
+
+
+def test_artefact_of_a_failed_job_is_404(make_client, tmp_path):
+    client = make_client()
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not a protobuf at all \xff\xfe")
+    job_id = submit(client, bad).json()["id"]
+    assert wait_job(client, job_id)["status"] == "failed"
+    r = client.get(f"/api/jobs/{job_id}/report.html")
+    assert r.status_code == 404 and "status failed" in r.json()["error"]
+
+
+def test_malformed_model_fails_with_the_opbridge_error(make_client, tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not a protobuf at all \xff\xfe")
+    with pytest.raises(ob.OpbridgeError) as expected:
+        ob.convert(bad)
+    client = make_client()
+    job = wait_job(client, submit(client, bad).json()["id"])
+    assert job["status"] == "failed" and job["verdict"] is None
+    # the same message, with the server's stored file name in place of the client's path
+    assert job["error"] == expected.value.message.replace(str(bad), str(Path(job["error"].split("'")[1])))
+    assert "internal error" not in job["error"]
+
+
+@pytest.mark.parametrize("name", ["model.exe", "model", ".onnx", "weights.caffemodel"])
+def test_model_with_a_refused_extension_is_400(make_client, small_onnx, name):
+    r = submit(make_client(), small_onnx, name=name)
+    assert r.status_code == 400 and "must end with one of" in r.json()["error"]
+
+
+def test_client_file_name_is_never_a_path(make_client, small_onnx, tmp_path):
+    client = make_client()
+    job_id = submit(client, small_onnx, name="../../escape.onnx").json()["id"]
+    assert wait_job(client, job_id)["status"] == "done"
+    assert not (tmp_path / "escape.onnx").exists() and not (tmp_path / "data" / "escape.onnx").exists()
+    stored = sorted(p.name for p in (tmp_path / "data" / "jobs" / job_id).iterdir())
+    assert "model.onnx" in stored and not any("escape" in n for n in stored)
+
+
+def test_upload_past_the_limit_is_413(make_client, small_onnx):
+    assert small_onnx.stat().st_size > 2048
+    r = submit(make_client(max_upload_mb=1 / 1024), small_onnx)  # 1 KiB
+    assert r.status_code == 413 and "limit" in r.json()["error"]
+
+
+def test_upload_past_the_limit_without_content_length_is_413(make_client, small_onnx):
+    body = b"--b\r\nContent-Disposition: form-data; name=\"model\"; filename=\"m.onnx\"\r\n\r\n"
+    body += small_onnx.read_bytes() + b"\r\n--b--\r\n"
+
+    def chunks():
+        for i in range(0, len(body), 512):
+            yield body[i:i + 512]
+
+    r = make_client(max_upload_mb=1 / 1024).post(
+        "/api/jobs", content=chunks(), headers={"content-type": "multipart/form-data; boundary=b"})
+    assert r.status_code == 413
+
+
+def test_plugin_is_refused_unless_allowed(make_client, small_onnx, tmp_path):
+    plugin = tmp_path / "p.py"
+    plugin.write_text("raise SystemExit('must never run')\n")
+    r = submit(make_client(), small_onnx, plugins=[plugin])
+    assert r.status_code == 403 and "--allow-plugins" in r.json()["hint"]
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"input_shape": "image=1,x"}, "NAME=DIMS"),
+    ({"target": "no-such-chip"}, "unknown target preset 'no-such-chip'"),
+])
+def test_bad_fields_are_400(make_client, small_onnx, fields, message):
+    r = submit(make_client(), small_onnx, **fields)
+    assert r.status_code == 400 and message in r.json()["error"]
+
+
+def test_missing_model_is_400(make_client):
+    r = make_client().post("/api/jobs", data={"target": "bm1684"})
+    assert r.status_code == 400 and "'model'" in r.json()["error"]
+
+
+def test_index_page_is_self_contained(make_client):
+    r = make_client().get("/")
+    assert r.status_code == 200 and "/api/jobs" in r.text
+    for external in ("http://", "https://", "src=", "<link"):
+        assert external not in r.text
+
+
+def test_health(make_client):
+    body = make_client(workers=3).get("/api/health").json()
+    assert body["status"] == "ok" and body["workers"] == 3
+    assert body["jobs"] == {"queued": 0, "running": 0, "done": 0, "failed": 0}
+    assert json.dumps(body)
