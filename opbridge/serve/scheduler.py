@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import shutil
 import signal
 import threading
@@ -89,7 +90,7 @@ class Scheduler:
     def _run(self, job: dict[str, Any]) -> None:
         job_id = job["id"]
         jobdir = self.config.jobs_dir / job_id
-        proc = _context().Process(target=run_job, args=(str(jobdir), self.config.job_memory_mb),
+        proc = _context().Process(target=run_job, args=(str(jobdir), self.config.job_memory_mb, os.getpid()),
                                   name=f"opbridge-job-{job_id}", daemon=False)
         with self._wake:
             if self._stopping:

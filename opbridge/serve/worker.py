@@ -32,25 +32,44 @@ def limit_memory(memory_mb: int | None) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
-def exit_with_parent() -> None:
-    """End this process when the process that started it goes away (the server was killed): an
-    orphaned job would otherwise run on, and its result would land after the restart failed it."""
-    parent = os.getppid()
+def _running(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie (a killed server its parent has not reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: existence is all we can tell
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+
+def exit_with_server(server_pid: int | None) -> None:
+    """End this process when the server that queued the job goes away (killed): an orphaned job
+    would otherwise run on, and its result land after the restarted server failed it. The server
+    is watched by pid, not as the parent: a forkserver child's parent is the forkserver, which
+    itself lives on while any of its children do."""
+    if server_pid is None:
+        return
 
     def watch() -> None:
         while True:
             time.sleep(0.5)
-            if os.getppid() != parent:
+            if not _running(server_pid):
                 os._exit(70)
 
-    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
+    threading.Thread(target=watch, daemon=True, name="server-watch").start()
 
 
-def run_job(jobdir: str, memory_mb: int | None = None) -> None:
+def run_job(jobdir: str, memory_mb: int | None = None, server_pid: int | None = None) -> None:
     """Run the job in ``jobdir`` and write ``result.json``; never raises for a job's own failure."""
-    exit_with_parent()
+    exit_with_server(server_pid)
     limit_memory(memory_mb)
     d = Path(jobdir)
+    (d / "worker.pid").write_text(str(os.getpid()))  # for an operator (and the tests) to find it
     spec = json.loads((d / "spec.json").read_text())
     timings: dict[str, float] = {}
     try:

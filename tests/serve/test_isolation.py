@@ -1,0 +1,65 @@
+"""A job that crashes, hangs or asks for too much memory ends in its own worker; the server and
+the next job carry on. Plugins (allowed here) stand in for a misbehaving model."""
+
+from __future__ import annotations
+
+import pytest
+
+from .helpers import wait_job
+from .test_api import submit
+
+PLUGINS = {
+    "crash": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
+    "hang": "import time\ntime.sleep(120)\n",
+    # np.empty only reserves address space: without the limit this would succeed
+    "memory": "import numpy as np\nhog = np.empty(3 * 2**30, dtype=np.uint8)\n",
+    "exit": "import os\nos._exit(5)\n",
+}
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("crash", "killed by signal SIGKILL"),
+    ("hang", "exceeded its time limit of 3 s"),
+    ("memory", "MemoryError: Unable to allocate 3.00 GiB"),
+    ("exit", "exited with code 5 before writing a result"),
+])
+def test_misbehaving_job_fails_alone(make_client, small_onnx, tmp_path, kind, message):
+    plugin = tmp_path / "bad_plugin.py"
+    plugin.write_text(PLUGINS[kind])
+    client = make_client(allow_plugins=True, workers=2, job_timeout_s=3, job_memory_mb=2048)
+    bad = submit(client, small_onnx, plugins=[plugin]).json()["id"]
+    good = submit(client, small_onnx).json()["id"]
+    job = wait_job(client, bad)
+    assert job["status"] == "failed" and message in job["error"], job
+    assert wait_job(client, good)["status"] == "done"
+    assert client.get("/api/health").json()["status"] == "ok"
+
+
+def test_allowed_plugin_is_loaded_by_the_job(make_client, small_onnx, tmp_path):
+    plugin = tmp_path / "marker.py"
+    marker = tmp_path / "ran"
+    plugin.write_text(f"open({str(marker)!r}, 'w').write('yes')\n")
+    client = make_client(allow_plugins=True)
+    assert wait_job(client, submit(client, small_onnx, plugins=[plugin]).json()["id"])["status"] == "done"
+    assert marker.read_text() == "yes"
+
+
+def test_delete_of_a_running_job_stops_it(make_client, small_onnx, tmp_path):
+    plugin = tmp_path / "slow.py"
+    plugin.write_text(PLUGINS["hang"])
+    client = make_client(allow_plugins=True, workers=1)
+    slow = submit(client, small_onnx, plugins=[plugin]).json()["id"]
+    assert wait_job(client, slow, statuses=("running",))["status"] == "running"
+    assert client.delete(f"/api/jobs/{slow}").status_code == 200
+    # the one worker slot is free again: the next job runs although the deleted one would hang 120 s
+    assert wait_job(client, submit(client, small_onnx).json()["id"], timeout=60)["status"] == "done"
+    assert client.get(f"/api/jobs/{slow}").status_code == 404
+
+
+def test_memory_plugin_runs_without_the_limit(make_client, small_onnx, tmp_path):
+    """The counterpart of the 'memory' case: the same allocation passes when no limit is set."""
+    plugin = tmp_path / "reserve.py"
+    plugin.write_text(PLUGINS["memory"])
+    client = make_client(allow_plugins=True, job_memory_mb=0)
+    job = wait_job(client, submit(client, small_onnx, plugins=[plugin]).json()["id"])
+    assert job["status"] == "done", job
