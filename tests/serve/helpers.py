@@ -56,7 +56,8 @@ class Server:
             time.sleep(0.2)
 
     def output(self) -> str:
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         return Path(self.log.name).read_text(errors="replace")[-3000:]
 
     def kill(self) -> None:

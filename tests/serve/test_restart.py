@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import sqlite3
 import time
 
 from .helpers import Server, wait_job
@@ -16,6 +19,14 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _worker_pid(jobdir) -> int:
+    """The pid the job's worker records as it starts (bounded wait: 'running' comes first)."""
+    deadline = time.monotonic() + 30
+    while not (jobdir / "worker.pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return int((jobdir / "worker.pid").read_text())
+
+
 def test_restart_fails_the_running_job_and_runs_the_queued_one(small_onnx, tmp_path):
     slow_plugin = tmp_path / "slow.py"
     slow_plugin.write_text("import time\ntime.sleep(120)\n")
@@ -28,6 +39,7 @@ def test_restart_fails_the_running_job_and_runs_the_queued_one(small_onnx, tmp_p
         slow_id, queued_id = slow.json()["id"], queued.json()["id"]
         assert wait_job(server.client, slow_id, statuses=("running",))["status"] == "running"
         assert server.client.get(f"/api/jobs/{queued_id}").json()["status"] == "queued"
+        pid = _worker_pid(data / "jobs" / slow_id)
         server.kill()
     finally:
         server.stop()
@@ -41,7 +53,6 @@ def test_restart_fails_the_running_job_and_runs_the_queued_one(small_onnx, tmp_p
         assert {j["id"] for j in server.client.get("/api/jobs").json()["jobs"]} == {slow_id, queued_id}
         # the orphaned worker of the killed server ended itself instead of sleeping on
         job_dir = data / "jobs" / slow_id
-        pid = int((job_dir / "worker.pid").read_text())
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and _alive(pid):
             time.sleep(0.2)
@@ -49,3 +60,25 @@ def test_restart_fails_the_running_job_and_runs_the_queued_one(small_onnx, tmp_p
         assert not (job_dir / "result.json").exists()
     finally:
         server.stop()
+
+
+def test_graceful_stop_kills_the_running_job_and_says_so(small_onnx, tmp_path):
+    slow_plugin = tmp_path / "slow.py"
+    slow_plugin.write_text("import time\ntime.sleep(120)\n")
+    data = tmp_path / "data"
+    server = Server(data, "--workers", "1", "--allow-plugins")
+    try:
+        r = server.client.post("/api/jobs", files=[("model", ("m.onnx", small_onnx.read_bytes())),
+                                                   ("plugin", ("s.py", slow_plugin.read_bytes()))])
+        slow_id = r.json()["id"]
+        assert wait_job(server.client, slow_id, statuses=("running",))["status"] == "running"
+        pid = _worker_pid(data / "jobs" / slow_id)
+    finally:
+        server.stop()  # SIGTERM: uvicorn's shutdown stops the scheduler
+    # uvicorn re-raises the signal after its shutdown has run: -SIGTERM is a clean stop
+    assert server.proc.returncode in (0, -signal.SIGTERM), server.output()
+    assert not _alive(pid)
+    # recorded by the stopping server itself (a restart would fail it anyway, so read the database)
+    with contextlib.closing(sqlite3.connect(data / "jobs.sqlite3")) as db:
+        status, error = db.execute("SELECT status, error FROM jobs WHERE id = ?", (slow_id,)).fetchone()
+    assert status == "failed" and "the server stopped while this job was running" in error
