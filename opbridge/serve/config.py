@@ -7,7 +7,7 @@ from pathlib import Path
 
 #: extensions an uploaded model may have (the stored file is ``model<ext>``; the client's name is
 #: never used as a path). Longest first so that ``.ts.json`` wins over ``.json``.
-MODEL_EXTENSIONS = (".ts.json", ".onnx", ".prototxt", ".json", ".obir")
+MODEL_EXTENSIONS = (".ts.json", ".onnx", ".prototxt")
 WEIGHT_EXTENSIONS = (".caffemodel", ".safetensors")
 PLUGIN_EXTENSIONS = (".py",)
 

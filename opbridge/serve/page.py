@@ -13,8 +13,8 @@ table{border-collapse:collapse;width:100%;margin-top:1em}td,th{border-bottom:1px
 </style></head><body>
 <h1>opbridge serve</h1>
 <form id="f"><fieldset><legend>Convert, compile and validate a model</legend>
-<label>Model (.onnx .prototxt .json .ts.json) <input type="file" name="model" required></label>
-<label>Weights (.caffemodel .safetensors, optional) <input type="file" name="weights"></label>
+<label>Model (.onnx .prototxt .ts.json) <input type="file" name="model" required></label>
+<label>Weights (.caffemodel, or the .safetensors of a .ts.json; optional) <input type="file" name="weights"></label>
 <label>Plugins (.py, if the server allows them) <input type="file" name="plugin" multiple></label>
 <label>Input shape (NAME=1,3,224,224, optional) <input type="text" name="input_shape"></label>
 <label>Target <input type="text" name="target" value="bm1684"></label>

@@ -100,6 +100,9 @@ def _pipeline(d: Path, spec: dict[str, Any], timings: dict[str, float]) -> dict[
 
     model = str(d / spec["model"])
     weights = str(d / spec["weights"]) if spec.get("weights") else None
+    if weights and model.endswith(".ts.json"):
+        _name_weights_in_json(Path(model), spec["weights"])
+        weights = None
     plugins = [str(d / p) for p in spec.get("plugins", [])]
     shapes = {k: tuple(v) for k, v in (spec.get("input_shapes") or {}).items()} or None
     target = spec.get("target") or "bm1684"
@@ -120,6 +123,21 @@ def _pipeline(d: Path, spec: dict[str, Any], timings: dict[str, float]) -> dict[
     # the summary names the model by its path in the server's data directory: show the stored name
     summary = report.summary().replace(str(d) + os.sep, "")
     return {"status": "done", "verdict": "pass" if report.passed else "fail", "summary": summary}
+
+
+def _name_weights_in_json(model: Path, weights_name: str) -> None:
+    """A TorchScript-json names its weights file, a bare name beside it; the upload was stored
+    under a fixed name, so point the stored JSON at it (its weights then come from the JSON)."""
+    from ..errors import ModelFormatError
+
+    try:
+        doc = json.loads(model.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ModelFormatError(f"[torchscript] the uploaded .ts.json is not valid JSON: {err}") from None
+    if not isinstance(doc, dict):
+        raise ModelFormatError("[torchscript] the uploaded .ts.json is not a JSON object")
+    doc["weights"] = weights_name
+    model.write_text(json.dumps(doc), encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,9 +12,14 @@ import opbridge as ob
 
 from .helpers import wait_job
 
+GOLDEN = Path(__file__).resolve().parents[1] / "torchscript" / "golden"
+
 
 def submit(client, model: Path, name: str | None = None, **fields):
     files = [("model", (name or model.name, model.read_bytes()))]
+    if "weights" in fields:
+        weights = fields.pop("weights")
+        files.append(("weights", (weights.name, weights.read_bytes())))
     files += [("plugin", (p.name, p.read_bytes())) for p in fields.pop("plugins", [])]
     return client.post("/api/jobs", files=files, data=fields)
 
@@ -81,7 +86,7 @@ def test_malformed_model_fails_with_the_opbridge_error(make_client, tmp_path):
     assert "internal error" not in job["error"]
 
 
-@pytest.mark.parametrize("name", ["model.exe", "model", ".onnx", "weights.caffemodel"])
+@pytest.mark.parametrize("name", ["model.exe", "model", ".onnx", "weights.caffemodel", "model.json"])
 def test_model_with_a_refused_extension_is_400(make_client, small_onnx, name):
     r = submit(make_client(), small_onnx, name=name)
     assert r.status_code == 400 and "must end with one of" in r.json()["error"]
@@ -148,3 +153,39 @@ def test_health(make_client):
     assert body["status"] == "ok" and body["workers"] == 3
     assert body["jobs"] == {"queued": 0, "running": 0, "done": 0, "failed": 0}
     assert json.dumps(body)
+
+
+def test_torchscript_json_with_its_weights_under_another_name(make_client):
+    client = make_client()
+    job_id = submit(client, GOLDEN / "mlp_norms.ts.json", name="net.ts.json",
+                    weights=GOLDEN / "mlp_norms.ts.safetensors").json()["id"]
+    job = wait_job(client, job_id)
+    assert job["status"] == "done" and job["verdict"] == "pass", job
+    report = client.get(f"/api/jobs/{job_id}/report.json").json()
+    assert report["framework"] == "torchscript" and report["passed"] is True
+
+
+def test_torchscript_json_without_its_weights_fails_with_the_hint(make_client):
+    client = make_client()
+    job = wait_job(client, submit(client, GOLDEN / "mlp_norms.ts.json").json()["id"])
+    assert job["status"] == "failed" and "does not exist" in job["error"], job
+
+
+CAFFE_NET = """name: "tiny"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 3 dim: 8 dim: 8 } } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+  convolution_param { num_output: 4 kernel_size: 3 pad: 1 } }
+layer { name: "relu" type: "ReLU" bottom: "conv" top: "out" }
+"""
+
+
+def test_caffe_net_with_its_caffemodel(make_client, tmp_path):
+    from opbridge.cli import main
+
+    (tmp_path / "deploy.prototxt").write_text(CAFFE_NET)
+    assert main(["random-weights", str(tmp_path / "deploy.prototxt"), "-o", str(tmp_path / "net.caffemodel")]) == 0
+    client = make_client()
+    job_id = submit(client, tmp_path / "deploy.prototxt", weights=tmp_path / "net.caffemodel").json()["id"]
+    job = wait_job(client, job_id)
+    assert job["status"] == "done" and job["verdict"] == "pass", job
+    assert client.get(f"/api/jobs/{job_id}/report.json").json()["framework"] == "caffe"
