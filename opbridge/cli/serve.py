@@ -48,5 +48,8 @@ def run(args: argparse.Namespace) -> int:
     config = ServeConfig(data=Path(args.data).resolve(), workers=args.workers,
                          allow_plugins=args.allow_plugins, max_upload_mb=args.max_upload_mb,
                          job_timeout_s=args.job_timeout, job_memory_mb=args.job_memory_mb)
+    from ..serve.store import lock_data_dir
+
+    lock_data_dir(config.data).close()  # a clean error now rather than a failed app startup
     uvicorn.run(create_app(config), host=args.host, port=args.port, log_level="warning")
     return 0

@@ -20,7 +20,7 @@ from .. import __version__
 from .config import ServeConfig
 from .page import PAGE
 from .scheduler import Scheduler
-from .store import JobStore
+from .store import JobStore, lock_data_dir
 from .uploads import UploadError, _TooLarge, limited_receive, read_submission, too_large
 
 ARTEFACTS = {"report.html": "text/html; charset=utf-8", "report.json": "application/json",
@@ -52,6 +52,7 @@ class Service:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        lock = lock_data_dir(self.config.data)
         self.config.jobs_dir.mkdir(parents=True, exist_ok=True)
         self.store = JobStore(self.config.db_path)
         self.scheduler = Scheduler(self.config, self.store)
@@ -61,6 +62,7 @@ class Service:
         finally:
             await run_in_threadpool(self.scheduler.stop)
             self.store.close()
+            lock.close()
 
     def _job(self, request: Request) -> dict[str, Any] | None:
         job_id = request.path_params["job_id"]
@@ -79,15 +81,18 @@ class Service:
             return _error(413, too_large(limit).message, too_large(limit).hint)
         except Exception as err:  # starlette's multipart errors: a malformed body
             return _error(400, f"could not read the multipart form: {err}")
+        job_id = secrets.token_hex(8)
+        jobdir = self.config.jobs_dir / job_id
         try:
             sub = read_submission(form, self.config.allow_plugins)
-            job_id = secrets.token_hex(8)
-            jobdir = self.config.jobs_dir / job_id
             jobdir.mkdir(parents=True)
             await run_in_threadpool(sub.store, jobdir)
             (jobdir / "spec.json").write_text(json.dumps(sub.spec()))
         except UploadError as err:
             return _error(err.status, err.message, err.hint)
+        except BaseException:
+            shutil.rmtree(jobdir, ignore_errors=True)
+            raise
         finally:
             await form.close()
         assert self.store is not None and self.scheduler is not None

@@ -101,6 +101,25 @@ class JobStore:
                 (time.time(), reason)).rowcount
 
 
+def lock_data_dir(data: Path) -> Any:
+    """Take ``data``'s lock for this server's lifetime (returns the open lock file; closing it
+    releases it). A second server on the same directory would fail the first one's running jobs
+    as interrupted at its start, so it is refused."""
+    import fcntl
+
+    from ..errors import OpbridgeError
+
+    data.mkdir(parents=True, exist_ok=True)
+    f = open(data / "serve.lock", "w")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        raise OpbridgeError(f"another opbridge serve is using the data directory '{data}'",
+                            hint="stop it, or give this server another --data") from None
+    return f
+
+
 def _as_dict(row: tuple[Any, ...]) -> dict[str, Any]:
     job = dict(zip(_COLUMNS, row))
     job["spec"] = json.loads(job["spec"])

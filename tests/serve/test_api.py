@@ -189,3 +189,11 @@ def test_caffe_net_with_its_caffemodel(make_client, tmp_path):
     job = wait_job(client, job_id)
     assert job["status"] == "done" and job["verdict"] == "pass", job
     assert client.get(f"/api/jobs/{job_id}/report.json").json()["framework"] == "caffe"
+
+
+def test_second_server_on_the_same_data_is_refused(make_client, tmp_path, capsys):
+    from opbridge.cli import main
+
+    make_client()
+    assert main(["serve", "--data", str(tmp_path / "data"), "--port", "1"]) == 2
+    assert "another opbridge serve is using the data directory" in capsys.readouterr().err
