@@ -5,6 +5,7 @@ from __future__ import annotations
 
 PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>opbridge serve</title>
+<link rel="icon" href="data:,">
 <style>
 body{font:14px system-ui,sans-serif;margin:2em;max-width:70em}
 fieldset{border:1px solid #ccc;padding:1em}label{display:block;margin:.4em 0}

@@ -81,9 +81,10 @@ class Submission:
 def read_submission(form: Any, allow_plugins: bool) -> Submission:
     """Check the form of ``POST /api/jobs``; raises UploadError with the status to answer."""
     model = form.get("model")
-    if model is None or isinstance(model, str):
+    if model is None or isinstance(model, str) or not model.filename:
         raise UploadError(400, "the form has no 'model' file", hint="send the model as a multipart file field 'model'")
-    plugins = [p for p in form.getlist("plugin") if not isinstance(p, str)]
+    # a browser sends an empty file input as a part with no file name: not an upload
+    plugins = [p for p in form.getlist("plugin") if not isinstance(p, str) and p.filename]
     if plugins and not allow_plugins:
         raise UploadError(403, "plugins are Python code and this server does not run uploaded code",
                           hint="start the server with --allow-plugins to accept them")
