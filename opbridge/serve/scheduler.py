@@ -18,7 +18,7 @@ from typing import Any
 
 from .config import ServeConfig
 from .store import JobStore
-from .worker import RESULT, run_job
+from .worker import LOG, RESULT, run_job
 
 INTERRUPTED = "the server stopped while this job was running; submit it again"
 
@@ -41,7 +41,7 @@ class Scheduler:
         self.store = store
         self._wake = threading.Condition()
         self._stopping = False
-        self._procs: dict[str, Any] = {}
+        self._procs: dict[str, Any] = {}  # job id -> its Process (None while it starts)
         self._cancelled: set[str] = set()
         self._threads: list[threading.Thread] = []
 
@@ -62,7 +62,7 @@ class Scheduler:
         with self._wake:
             self._stopping = True
             self._wake.notify_all()
-            procs = list(self._procs.values())
+            procs = [p for p in self._procs.values() if p is not None]
         for p in procs:
             p.kill()
         for t in self._threads:
@@ -96,8 +96,15 @@ class Scheduler:
             if self._stopping:
                 self.store.finish(job_id, "failed", error=INTERRUPTED)
                 return
-            proc.start()
+            self._procs[job_id] = None  # starting: stop() and cancel() check again once it runs
+        # started outside the lock: a fork of a big process can take a while, and the app's
+        # notify() must never wait for it
+        proc.start()
+        with self._wake:
             self._procs[job_id] = proc
+            kill_now = self._stopping or job_id in self._cancelled
+        if kill_now:
+            proc.kill()
         proc.join(self.config.job_timeout_s)
         timed_out = proc.is_alive()
         if timed_out:
@@ -131,4 +138,14 @@ class Scheduler:
         how = (f"was killed by signal {signal.Signals(-exitcode).name}" if exitcode is not None and exitcode < 0
                else f"exited with code {exitcode} before writing a result")
         self.store.finish(job_id, "failed", error=f"the job's worker process {how} (a crash in the model, "
-                          "a plugin or a native library); the server is unaffected")
+                          "a plugin or a native library); the server is unaffected",
+                          hint=_last_line(jobdir / LOG))
+
+
+def _last_line(log: Path) -> str | None:
+    """The worker log's last line (a traceback ends with the exception), for the failed job's hint."""
+    try:
+        lines = log.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return None
+    return f"the worker's last words: {lines[-1][:500]}" if lines else None

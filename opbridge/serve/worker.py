@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 RESULT = "result.json"
+LOG = "worker.log"
 
 
 def limit_memory(memory_mb: int | None) -> None:
@@ -70,6 +71,11 @@ def run_job(jobdir: str, memory_mb: int | None = None, server_pid: int | None = 
     limit_memory(memory_mb)
     d = Path(jobdir)
     (d / "worker.pid").write_text(str(os.getpid()))  # for an operator (and the tests) to find it
+    # what the job prints, and a traceback if the worker dies, go to its own log, not the server's
+    log = os.open(d / LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
     spec = json.loads((d / "spec.json").read_text())
     timings: dict[str, float] = {}
     try:

@@ -13,7 +13,7 @@ PLUGINS = {
     "hang": "import time\ntime.sleep(120)\n",
     # np.empty only reserves address space: without the limit this would succeed
     "memory": "import numpy as np\nhog = np.empty(3 * 2**30, dtype=np.uint8)\n",
-    "exit": "import os\nos._exit(5)\n",
+    "exit": "import os, sys\nprint('giving up now', file=sys.stderr, flush=True)\nos._exit(5)\n",
 }
 
 
@@ -31,6 +31,8 @@ def test_misbehaving_job_fails_alone(make_client, small_onnx, tmp_path, kind, me
     good = submit(client, small_onnx).json()["id"]
     job = wait_job(client, bad)
     assert job["status"] == "failed" and message in job["error"], job
+    if kind == "exit":
+        assert job["hint"] == "the worker's last words: giving up now"
     assert wait_job(client, good)["status"] == "done"
     assert client.get("/api/health").json()["status"] == "ok"
 

@@ -43,6 +43,7 @@ def test_fifty_concurrent_submissions_all_complete(small_onnx, tmp_path):
 
     watcher = threading.Thread(target=poll_health)
     watcher.start()
+    t0 = time.monotonic()
     try:
         with ThreadPoolExecutor(max_workers=16) as pool:
             ids = list(pool.map(submit, range(N_JOBS)))
@@ -53,14 +54,16 @@ def test_fifty_concurrent_submissions_all_complete(small_onnx, tmp_path):
             if all(jobs.get(i, {}).get("status") in FINAL for i in ids):
                 break
             time.sleep(0.5)
+        print(f"{N_JOBS} jobs submitted and finished in {time.monotonic() - t0:.1f} s")
     finally:
         finished.set()
         watcher.join()
         server.stop()
     assert set(ids) <= set(jobs), "a submitted job is missing from the list"
     statuses = [jobs[i]["status"] for i in ids]
-    assert statuses == ["done"] * N_JOBS, [jobs[i] for i in ids if jobs[i]["status"] != "done"][:3]
+    assert statuses == ["done"] * N_JOBS, [(jobs[i]["error"], jobs[i]["hint"]) for i in ids if jobs[i]["status"] != "done"][:3]
     assert sorted(jobs[i]["model"] for i in ids) == sorted(f"m{i}.onnx" for i in range(N_JOBS))
     assert not health_errors
+    print(f"/api/health: {len(health_times)} requests meanwhile, slowest {max(health_times) * 1000:.0f} ms")
     assert len(health_times) >= 5, "the health loop barely ran"
     assert max(health_times) < 1.0, sorted(health_times)[-5:]
