@@ -121,16 +121,19 @@ class Scheduler:
         self._record(job_id, jobdir, proc.exitcode, timed_out, stopping)
 
     def _record(self, job_id: str, jobdir: Path, exitcode: int | None, timed_out: bool, stopping: bool) -> None:
+        result_file = jobdir / RESULT
+        # the worker writes its result atomically as its last act, so a result on disk is the job's
+        # outcome whatever the exit status says: the forkserver's report of that status can be lost
+        # (multiprocessing then says 255)
+        if result_file.is_file():
+            r = json.loads(result_file.read_text())
+            self.store.finish(job_id, r["status"], verdict=r.get("verdict"), summary=r.get("summary"),
+                              error=r.get("error"), hint=r.get("hint"), timings=r.get("timings"))
+            return
         if timed_out:
             self.store.finish(job_id, "failed", error=f"the job exceeded its time limit of "
                               f"{self.config.job_timeout_s:g} s and was stopped",
                               hint="a smaller model, or a server started with a larger --job-timeout")
-            return
-        result_file = jobdir / RESULT
-        if exitcode == 0 and result_file.is_file():
-            r = json.loads(result_file.read_text())
-            self.store.finish(job_id, r["status"], verdict=r.get("verdict"), summary=r.get("summary"),
-                              error=r.get("error"), hint=r.get("hint"), timings=r.get("timings"))
             return
         if stopping:
             self.store.finish(job_id, "failed", error=INTERRUPTED)
