@@ -12,6 +12,8 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.formparsers import MultiPartException
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
@@ -79,8 +81,9 @@ class Service:
             form = await limited.form(max_files=64, max_fields=64)
         except _TooLarge:
             return _error(413, too_large(limit).message, too_large(limit).hint)
-        except Exception as err:  # starlette's multipart errors: a malformed body
-            return _error(400, f"could not read the multipart form: {err}")
+        except (HTTPException, MultiPartException) as err:  # a malformed body
+            return _error(400, f"could not read the multipart form: {getattr(err, 'detail', None) or err}",
+                          hint="POST multipart/form-data with a file field 'model'")
         job_id = secrets.token_hex(8)
         jobdir = self.config.jobs_dir / job_id
         try:

@@ -137,6 +137,12 @@ def test_bad_fields_are_400(make_client, small_onnx, fields, message):
     assert r.status_code == 400 and message in r.json()["error"]
 
 
+def test_malformed_multipart_body_is_400(make_client):
+    r = make_client().post("/api/jobs", content=b"--b\r\nno headers here",
+                           headers={"content-type": "multipart/form-data"})  # and no boundary
+    assert r.status_code == 400 and "multipart form" in r.json()["error"], r.text
+
+
 def test_missing_model_is_400(make_client):
     r = make_client().post("/api/jobs", data={"target": "bm1684"})
     assert r.status_code == 400 and "'model'" in r.json()["error"]
