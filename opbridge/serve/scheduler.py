@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import threading
+from multiprocessing.connection import wait as mp_wait
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,10 @@ INTERRUPTED = "the server stopped while this job was running; submit it again"
 
 _ctx: Any = None
 _ctx_lock = threading.Lock()
+# Process.start() polls every other child (multiprocessing's _cleanup), and a poll reads the exit
+# status the forkserver sends: two threads polling one process race for it, and the loser reads
+# EOF, which multiprocessing reports as exit code 255. So starts and status reads take turns.
+_PROC_LOCK = threading.Lock()
 
 
 def _context() -> Any:
@@ -99,17 +104,20 @@ class Scheduler:
             self._procs[job_id] = None  # starting: stop() and cancel() check again once it runs
         # started outside the lock: a fork of a big process can take a while, and the app's
         # notify() must never wait for it
-        proc.start()
+        with _PROC_LOCK:
+            proc.start()
         with self._wake:
             self._procs[job_id] = proc
             kill_now = self._stopping or job_id in self._cancelled
         if kill_now:
             proc.kill()
-        proc.join(self.config.job_timeout_s)
-        timed_out = proc.is_alive()
+        # wait on the sentinel, which reads nothing; the exit status is read under the lock
+        timed_out = not mp_wait([proc.sentinel], self.config.job_timeout_s)
         if timed_out:
             proc.kill()
-            proc.join()
+            mp_wait([proc.sentinel], 60)
+        with _PROC_LOCK:
+            exitcode = proc.exitcode
         with self._wake:
             self._procs.pop(job_id, None)
             cancelled = job_id in self._cancelled
@@ -118,13 +126,12 @@ class Scheduler:
         if cancelled:
             shutil.rmtree(jobdir, ignore_errors=True)
             return
-        self._record(job_id, jobdir, proc.exitcode, timed_out, stopping)
+        self._record(job_id, jobdir, exitcode, timed_out, stopping)
 
     def _record(self, job_id: str, jobdir: Path, exitcode: int | None, timed_out: bool, stopping: bool) -> None:
         result_file = jobdir / RESULT
-        # the worker writes its result atomically as its last act, so a result on disk is the job's
-        # outcome whatever the exit status says: the forkserver's report of that status can be lost
-        # (multiprocessing then says 255)
+        # the worker writes its result atomically as its last act: a result on disk is the job's
+        # outcome, whatever happened after it (a watchdog's exit, a kill at the time limit's edge)
         if result_file.is_file():
             r = json.loads(result_file.read_text())
             self.store.finish(job_id, r["status"], verdict=r.get("verdict"), summary=r.get("summary"),
