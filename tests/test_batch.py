@@ -171,7 +171,7 @@ def test_safe_names_are_distinct():
 
 
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None,
-                    reason="Ray is not installed (optional extra 'ray', too heavy for CI); "
+                    reason="Ray is not installed (optional extra 'ray'; the test extra has it); "
                     "install it with pip install 'opbridge[ray]' to run this test")
 def test_ray_local_cluster_matches_local_pool(zoo, validated, tmp_path):
     _, good, _ = zoo
@@ -221,7 +221,7 @@ def test_ray_missing_is_a_user_error(zoo, tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None,
-                    reason="Ray is not installed (optional extra 'ray', too heavy for CI)")
+                    reason="Ray is not installed (optional extra 'ray'; the test extra has it)")
 def test_ray_address_that_does_not_answer(zoo, tmp_path, capsys):
     import socket
 
