@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import importlib.util
 import os
+import shutil
 import subprocess
 import zlib
 from pathlib import Path
@@ -78,3 +79,36 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("slow") and not in_slow_sample(item.nodeid):
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+# -- a real browser (Debian's chromium through Playwright), shared by the HTML report and serve tests
+CHROMIUM = os.environ.get("OPBRIDGE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def _browser_missing() -> str:
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed (pip install 'opbridge[test]')"
+    if not os.access(CHROMIUM, os.X_OK):
+        return f"no chromium at {CHROMIUM} (apt-get install chromium, or set OPBRIDGE_CHROMIUM)"
+    return ""
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A headless chromium; skips with the reason where it is missing, unless
+    OPBRIDGE_REQUIRE_BROWSER=1 (set by .ci/run), where a missing browser fails."""
+    why = _browser_missing()
+    if why:
+        if os.environ.get("OPBRIDGE_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"OPBRIDGE_REQUIRE_BROWSER=1 but {why}")
+        pytest.skip(why)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()

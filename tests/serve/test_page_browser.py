@@ -5,27 +5,7 @@ missing, unless OPBRIDGE_REQUIRE_BROWSER=1."""
 
 from __future__ import annotations
 
-import os
-
-import pytest
-
-from ..validate.test_html_browser import ARGS, CHROMIUM, _missing
 from .helpers import Server
-
-
-@pytest.fixture(scope="module")
-def browser():
-    why = _missing()
-    if why:
-        if os.environ.get("OPBRIDGE_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"OPBRIDGE_REQUIRE_BROWSER=1 but {why}")
-        pytest.skip(why)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 def test_upload_through_the_page(browser, small_onnx, tmp_path):

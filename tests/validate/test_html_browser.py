@@ -8,44 +8,12 @@ with ``OPBRIDGE_REQUIRE_BROWSER=1`` (set by ``.ci/run``) a missing browser fails
 
 from __future__ import annotations
 
-import os
-import shutil
-
 import numpy as np
 import pytest
 
 import opbridge as ob
 
 from .test_html import CUSTOM_OPS, _custom_model, failing_report
-
-CHROMIUM = os.environ.get("OPBRIDGE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-
-def _missing() -> str:
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "playwright is not installed (pip install 'opbridge[test]')"
-    if not os.access(CHROMIUM, os.X_OK):
-        return f"no chromium at {CHROMIUM} (apt-get install chromium, or set OPBRIDGE_CHROMIUM)"
-    return ""
-
-
-@pytest.fixture(scope="module")
-def browser():
-    why = _missing()
-    if why:
-        if os.environ.get("OPBRIDGE_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"OPBRIDGE_REQUIRE_BROWSER=1 but {why}")
-        pytest.skip(why)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 class Loaded:
