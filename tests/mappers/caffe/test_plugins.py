@@ -82,18 +82,26 @@ def test_custom_layer_without_plugin_says_what_to_register(tmp_path: Path) -> No
         convert(_heads_net(tmp_path, 2), registry=_builtin_only())
 
 
-def test_proposal_rois(tmp_path: Path) -> None:
-    """Behaviour of the proposal plugin on random scores: at most post_nms_top_n boxes, inside
-    the image, sorted by nothing in particular but never overlapping by more than 0.7."""
-    shapes = {"prob": (1, 18, 6, 7), "deltas": (1, 36, 6, 7), "im_info": (1, 3)}
+_RPN_SHAPES = {"prob": (1, 18, 6, 7), "deltas": (1, 36, 6, 7), "im_info": (1, 3)}
+
+
+def _rpn_net(tmp_path: Path) -> Path:
+    """A net of py-faster-rcnn's proposal layer alone, fed by its three inputs."""
     head = "".join(f'input: "{n}"\ninput_shape {{ {" ".join(f"dim: {d}" for d in s)} }}\n'
-                   for n, s in shapes.items())
+                   for n, s in _RPN_SHAPES.items())
     p = tmp_path / "rpn.prototxt"
     p.write_text(head + '''layer { name: "proposal" type: "Python" bottom: "prob" bottom: "deltas"
   bottom: "im_info" top: "rois"
   python_param { module: "rpn.proposal_layer" layer: "ProposalLayer" param_str: "'feat_stride': 16" } }
 ''')
-    g = convert(p, plugins=[PROPOSAL])
+    return p
+
+
+def test_proposal_rois(tmp_path: Path) -> None:
+    """Behaviour of the proposal plugin on random scores: at most post_nms_top_n boxes, inside
+    the image, sorted by nothing in particular but never overlapping by more than 0.7."""
+    shapes = _RPN_SHAPES
+    g = convert(_rpn_net(tmp_path), plugins=[PROPOSAL])
     rng = np.random.default_rng(0)
     feeds = {"prob": rng.uniform(0, 1, shapes["prob"]).astype(np.float32),
              "deltas": (rng.standard_normal(shapes["deltas"]) * 0.2).astype(np.float32),
@@ -135,15 +143,8 @@ def bbox_transform_inv(box: tuple[float, ...], delta: tuple[float, ...]) -> list
 def test_proposal_decodes_one_anchor_like_py_faster_rcnn(tmp_path: Path, delta: tuple[float, ...]) -> None:
     """One anchor (cell row 4, column 5, anchor 3) scores highest, so it is the first roi; its
     box is the published anchor, shifted by the cell's stride offset and decoded independently."""
-    shapes = {"prob": (1, 18, 6, 7), "deltas": (1, 36, 6, 7), "im_info": (1, 3)}
-    head = "".join(f'input: "{n}"\ninput_shape {{ {" ".join(f"dim: {d}" for d in s)} }}\n'
-                   for n, s in shapes.items())
-    p = tmp_path / "rpn.prototxt"
-    p.write_text(head + '''layer { name: "proposal" type: "Python" bottom: "prob" bottom: "deltas"
-  bottom: "im_info" top: "rois"
-  python_param { module: "rpn.proposal_layer" layer: "ProposalLayer" param_str: "'feat_stride': 16" } }
-''')
-    g = convert(p, plugins=[PROPOSAL])
+    shapes = _RPN_SHAPES
+    g = convert(_rpn_net(tmp_path), plugins=[PROPOSAL])
     row, col, a = 4, 5, 3
     prob = np.full(shapes["prob"], 0.1, np.float32)
     prob[0, 9 + a, row, col] = 0.9          # foreground scores are channels A.. 2A-1
