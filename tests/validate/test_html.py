@@ -19,16 +19,11 @@ import opbridge as ob
 from opbridge.cli import main
 from tests.conftest import requires_ort
 
+from .test_validate import BAD_LEAKY_PLUGIN, leaky_onnx
+
 ROOT = Path(__file__).resolve().parents[2]
 CUSTOM_OPS = ROOT / "examples" / "plugins" / "onnx_custom_ops.py"
 
-BAD_LEAKY_PLUGIN = '''
-import opbridge as ob
-
-@ob.mapping(ob.Framework.ONNX, "LeakyRelu", since_opset=6, override=True)
-def leaky_without_alpha(node, g):
-    return g.op("LeakyRelu", [g.input(0)])   # alpha dropped: the IR default (0.01) is used
-'''
 
 EVIL = '<script>alert("x")</script>&amp;'
 _VOID = {"meta", "input", "br", "img", "link", "hr", "source", "col", "area", "base", "wbr"}
@@ -120,25 +115,6 @@ def data_block(doc: Element) -> dict:
     return json.loads(doc.by_id("report-data").all_text())
 
 
-def leaky_onnx(path: Path) -> Path:
-    """Conv -> LeakyRelu(alpha=0.3) -> Add -> Relu, with node names unlike tensor names."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(0)
-    inits = [numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w"),
-             numpy_helper.from_array(rng.standard_normal((1, 4, 1, 1)).astype(np.float32), "bias")]
-    nodes = [helper.make_node("Conv", ["x", "w"], ["conv_out"], name="conv", pads=[1, 1, 1, 1]),
-             helper.make_node("LeakyRelu", ["conv_out"], ["leaky_out"], name="leaky", alpha=0.3),
-             helper.make_node("Add", ["leaky_out", "bias"], ["add_out"], name="add"),
-             helper.make_node("Relu", ["add_out"], ["y"], name="relu")]
-    graph = helper.make_graph(nodes, "leaky_net",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])],
-                              initializer=inits)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8),
-              str(path))
-    return path
 
 
 def failing_report(tmp: Path) -> tuple[Path, dict, subprocess.CompletedProcess]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,8 +27,7 @@ def leaky_without_alpha(node, g):
 '''
 
 
-@pytest.fixture(scope="module")
-def leaky_model(tmp_path_factory):
+def leaky_onnx(path: Path) -> Path:
     """Conv -> LeakyRelu(alpha=0.3) -> Add -> Relu, with node names unlike tensor names."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
@@ -43,10 +43,14 @@ def leaky_model(tmp_path_factory):
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])],
                               initializer=inits)
-    path = tmp_path_factory.mktemp("leaky") / "leaky_net.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8),
               str(path))
     return path
+
+
+@pytest.fixture(scope="module")
+def leaky_model(tmp_path_factory):
+    return leaky_onnx(tmp_path_factory.mktemp("leaky") / "leaky_net.onnx")
 
 
 def cli(*args):
