@@ -8,7 +8,6 @@ worker process or as a Ray remote task on another machine.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import tempfile
@@ -97,38 +96,45 @@ def _plugin_file(name: str, data: bytes, work: Path) -> tuple[str, Path]:
     return digest, _plugin_paths[digest]
 
 
-def _task_convert(task: Task, model: Path, weights: str | None, plugins: list[str], work: Path) -> TaskResult:
+def _convert(task: Task, model: Path, weights: str | None, plugins: list[str], work: Path) -> Any:
+    """Convert the model and save it as ``model.obir``; returns the graph."""
     from ..convert import convert
     from ..ir.io import save
 
     graph = convert(str(model), weights=weights, input_shapes=task.get("input_shapes") or None,
                     plugins=plugins)
     save(graph, work / "model.obir")
-    figures = {"nodes": len(graph.nodes), "constants": len(graph.constants)}
-    return {"status": "passed", "figures": figures, "outputs": _read_outputs(work, ("model.obir",))}
+    return graph
+
+
+def _convert_figures(graph: Any) -> dict[str, Any]:
+    return {"nodes": len(graph.nodes), "constants": len(graph.constants)}
+
+
+def _task_convert(task: Task, model: Path, weights: str | None, plugins: list[str], work: Path) -> TaskResult:
+    graph = _convert(task, model, weights, plugins, work)
+    return {"status": "passed", "figures": _convert_figures(graph),
+            "outputs": _read_outputs(work, ("model.obir",))}
 
 
 def _task_compile(task: Task, model: Path, weights: str | None, plugins: list[str], work: Path) -> TaskResult:
-    from ..ir.io import load
     from ..simulator import compile
     from ..validate.html import profile_html
 
-    done = _task_convert(task, model, weights, plugins, work)
-
+    graph = _convert(task, model, weights, plugins, work)
     t0 = time.perf_counter()
-    program = compile(load(work / "model.obir"), task["target"])
+    program = compile(graph, task["target"])
     compile_s = time.perf_counter() - t0
     program.save(work / "model.obprog")
     (work / "profile.html").write_text(profile_html(program), encoding="utf-8")
-    done["figures"].update(_program_figures(program), compile_s=round(compile_s, 3))
-    done["outputs"] = _read_outputs(work, ("model.obir", "model.obprog", "profile.html"))
-    return done
+    figures = {**_convert_figures(graph), **_program_figures(program), "compile_s": round(compile_s, 3)}
+    return {"status": "passed", "figures": figures,
+            "outputs": _read_outputs(work, ("model.obir", "model.obprog", "profile.html"))}
 
 
 def _task_validate(task: Task, model: Path, weights: str | None, plugins: list[str], work: Path) -> TaskResult:
     from ..ir.io import save
     from ..validate import validate
-    from ..validate.html import report_html
 
     report = validate(str(model), weights=weights, plugins=plugins, tolerance=task.get("tolerance"),
                       input_shapes=task.get("input_shapes") or None, target=task["target"],
@@ -136,8 +142,8 @@ def _task_validate(task: Task, model: Path, weights: str | None, plugins: list[s
     report.model = task["name"]  # the caller's path, not the task's temporary copy
     figures: dict[str, Any] = {"comparisons": len(report.rows), "failed": len(report.failures)}
     names = ["report.json", "report.html"]
-    (work / "report.json").write_text(json.dumps(report.to_dict(), indent=1, allow_nan=False) + "\n")
-    (work / "report.html").write_text(report_html(report), encoding="utf-8")
+    report.write_json(work / "report.json")
+    report.write_html(work / "report.html")
     if report.graph is not None:
         save(report.graph, work / "model.obir")
         figures["nodes"] = len(report.graph.nodes)

@@ -29,14 +29,6 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _ops(ops: list[str]) -> str:
-    """``Conv x3, Relu x2``: op types by first appearance, with counts."""
-    counts: dict[str, int] = {}
-    for op in ops:
-        counts[op] = counts.get(op, 0) + 1
-    return ", ".join(f"{op} x{n}" if n > 1 else op for op, n in counts.items())
-
-
 def _write_html(prog: Any, path: str) -> None:
     from pathlib import Path
 
@@ -64,12 +56,14 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from ..validate.html import op_summary
+
     t = Table(title=f"{prog.graph.name} on {prog.target.name} "
                     f"({prog.target.lmem_bytes_per_lane // 1024} KiB local memory per lane)")
     for col in ("#", "kind", "ops", "tiles", "lmem KiB", "GDMA KiB", "est ms", "bound"):
         t.add_column(col, justify="right" if col not in ("kind", "ops", "bound") else "left")
     for u in p.units:
-        t.add_row(str(u.index), u.kind, _ops(u.ops), str(u.tiles),
+        t.add_row(str(u.index), u.kind, op_summary(u.ops), str(u.tiles),
                   f"{u.lmem_bytes / 1024:.1f}", f"{u.gdma_bytes / 1024:.0f}", f"{u.est_ms:.4f}",
                   u.bound)
     con = Console()

@@ -109,7 +109,10 @@ def read_submission(form: Any, allow_plugins: bool) -> Submission:
 
 
 def _check_target(name: str) -> None:
-    from ..simulator.target import PRESETS
+    from ..errors import OpbridgeError
+    from ..simulator.target import Target
 
-    if name not in PRESETS:
-        raise UploadError(400, f"unknown target preset '{name}'", hint=f"use one of {', '.join(sorted(PRESETS))}")
+    try:
+        Target.preset(name)
+    except OpbridgeError as err:
+        raise UploadError(400, err.message, hint=err.hint) from None

@@ -251,7 +251,7 @@ def _profile_body(program: Any, prof: Any) -> str:
         ("GDMA KiB", "num"), ("start ms", "num"), ("est ms", "num"), ("bound", "text")))
     rows = "".join(
         f'<tr><td class="n" data-v="{u.index}"><span class="sw" style="background:'
-        f'{unit_colour(u.index)}"></span>{u.index}</td><td>{esc(u.kind)}</td><td>{esc(_op_summary(u.ops))}</td>'
+        f'{unit_colour(u.index)}"></span>{u.index}</td><td>{esc(u.kind)}</td><td>{esc(op_summary(u.ops))}</td>'
         f'<td class="n" data-v="{u.tiles}">{u.tiles}</td>{_cell(u.lmem_bytes / 1024)}'
         f"{_cell(u.gdma_bytes / 1024)}{_cell(u.start_ms)}{_cell(u.est_ms)}<td>{esc(u.bound)}</td></tr>"
         for u in prof.units)
@@ -264,7 +264,7 @@ def _profile_body(program: Any, prof: Any) -> str:
             f"<tbody>{rows}</tbody></table>")
 
 
-def _op_summary(ops: list[str]) -> str:
+def op_summary(ops: list[str]) -> str:
     """``Conv x3, Relu x2``: op types by first appearance, with counts."""
     counts: dict[str, int] = {}
     for op in ops:
