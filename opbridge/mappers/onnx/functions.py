@@ -12,6 +12,7 @@ Spec: https://onnx.ai/onnx/repo-docs/Functions.html
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -27,10 +28,16 @@ from ..registry import DEFAULT_MAPPINGS, MapFn, MappingRegistry, normalize_domai
 
 
 def _schema(node: OriginNode, version: int | None) -> Any:
+    return _schema_at(node.op_type, version if version is not None else onnx.defs.onnx_opset_version(),
+                      node.domain or "")
+
+
+@cache
+def _schema_at(op_type: str, version: int, domain: str) -> Any:
+    """onnx.defs' schema (cached: asked for every function-expanded node, loop iterations too)."""
     try:
-        return onnx.defs.get_schema(node.op_type, version if version is not None else
-                                    onnx.defs.onnx_opset_version(), node.domain or "")
-    except onnx.defs.SchemaError:
+        return onnx.defs.get_schema(op_type, version, domain)
+    except (onnx.defs.SchemaError, TypeError, OverflowError):  # TypeError: past the C int range
         return None
 
 

@@ -82,7 +82,6 @@ class _Cell:
     """What one direction's time loop needs: the op, its sizes and its per-direction weights."""
 
     g: MapContext
-    op: str
     hidden: int
     dtype: str
     acts: list[Callable[[Value], Value]]
@@ -183,7 +182,7 @@ def _direction(node: OriginNode, g: MapContext, ins: _Inputs, d: int, reverse: b
     seq, batch = int(x.shape[0]), int(x.shape[1])
     hidden = int(node.get_attr("hidden_size", ins.w.shape[1] // _GATES[op]))
     clip = node.get_attr("clip", None)
-    lbr = op == "GRU" and bool(int(node.get_attr("linear_before_reset", 0)))
+    lbr = op == "GRU" and bool(int(node.get_attr("linear_before_reset")))
     wt = g.op("Transpose", [_pick(g, ins.w, d)], perm=[1, 0])  # [I, G*H]
     xw = g.op("MatMul", [x, wt])  # [S, B, G*H]
     rb_sep = None
@@ -193,7 +192,8 @@ def _direction(node: OriginNode, g: MapContext, ins: _Inputs, d: int, reverse: b
         wb, rb = _part(g, b, 0, size, 0), _part(g, b, 1, size, 0)
         xw = g.op("Add", [xw, wb]) if lbr else g.op("Add", [xw, g.op("Add", [wb, rb])])
         rb_sep = rb if lbr else None
-    cell = _Cell(g, op, hidden, x.dtype, acts, clip, lbr, bool(int(node.get_attr("input_forget", 0))),
+    input_forget = op == "LSTM" and bool(int(node.get_attr("input_forget")))  # an LSTM-only attribute
+    cell = _Cell(g, hidden, x.dtype, acts, clip, lbr, input_forget,
                  g.op("Transpose", [_pick(g, ins.r, d)], perm=[1, 0]), rb_sep,
                  _pick(g, ins.peep, d) if ins.peep is not None else None)
     zeros = g.constant(np.zeros((batch, hidden), _np(x.dtype)))
@@ -212,7 +212,7 @@ def _direction(node: OriginNode, g: MapContext, ins: _Inputs, d: int, reverse: b
 @versions("GRU", 7, 14, 22)
 @versions("LSTM", 7, 14, 22)
 def recurrent(node: OriginNode, g: MapContext) -> Any:
-    direction = node.get_attr("direction", "forward")
+    direction = node.get_attr("direction")
     if direction not in ("forward", "reverse", "bidirectional"):
         raise g.error(f"{direction!r}: must be forward, reverse or bidirectional", attr="direction")
     ndir = 2 if direction == "bidirectional" else 1

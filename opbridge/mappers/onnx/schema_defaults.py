@@ -19,9 +19,10 @@ from functools import cache
 from typing import Any
 
 import numpy as np
-from onnx import AttributeProto, defs, helper, numpy_helper
+from onnx import defs
 
 from ...errors import AttrError
+from ...parsers.onnx import attribute_value
 from ...parsers.origin import Framework, OriginNode
 from ..context import error_context
 from ..registry import normalize_domain
@@ -52,19 +53,6 @@ class SchemaAttrs:
     defaults: Mapping[str, Any]
 
 
-def default_value(attr: AttributeProto) -> Any:
-    """An attribute default as the ONNX parser gives attribute values: str for strings,
-    lists for repeated fields, arrays for tensors."""
-    value = helper.get_attribute_value(attr)
-    if isinstance(value, bytes):
-        return value.decode("utf-8")
-    if attr.type == AttributeProto.TENSOR:
-        return numpy_helper.to_array(value)
-    if isinstance(value, list):
-        return [v.decode("utf-8") if isinstance(v, bytes) else v for v in value]
-    return value
-
-
 @cache
 def schema_attrs(op_type: str, domain: str, opset: int) -> SchemaAttrs | None:
     """The attribute names and defaults of ``op_type`` at ``opset``; None without a schema."""
@@ -72,7 +60,7 @@ def schema_attrs(op_type: str, domain: str, opset: int) -> SchemaAttrs | None:
         schema = defs.get_schema(op_type, opset, normalize_domain(domain))
     except (defs.SchemaError, TypeError, OverflowError):  # TypeError: past the C int range
         return None
-    defaults = {name: default_value(a.default_value) for name, a in schema.attributes.items()
+    defaults = {name: attribute_value(a.default_value) for name, a in schema.attributes.items()
                 if a.default_value.name and (op_type, name) not in NOT_FILLED}
     for (op, since, name), value in TEXT_DEFAULTS.items():
         if op == op_type and since == schema.since_version and name in schema.attributes:
