@@ -14,7 +14,7 @@ from .lower import CPU, Lowered, Placement, lower
 from .memory import Buffer, activation_lane_bytes, align, constant_lane_bytes, plan
 from .partition import PlannedUnit, partition
 from .program import Program
-from .rows import Rows, row_fn
+from .rows import Rows, clip, row_fn
 from .schema import (
     Alloc,
     Compute,
@@ -240,7 +240,7 @@ class _GroupEmitter:
             hv = shp[2]
             lo, hi = row_fn(ln, i, v)(r[0], r[1])
             if (lo, hi) != (0, hv):
-                h = (min(max(lo, 0), hv), max(min(hi, hv), 0))
+                h = clip((lo, hi), hv)
             if shp[0] == self.n_group and self.n_group > 1 and tuple(n) != (0, self.n_group):
                 nr = n
         return Operand(tensor=v.name, buf=v.name, lmem=self.g.alloc[v.name][0], shape=tuple(shp),
@@ -384,8 +384,11 @@ def compile(  # noqa: A001 - the public name DESIGN.md gives it
     ddr = _ddr_plan(graph, planned, tgt)
     instrs: list[Instruction] = []
     units: list[Unit] = []
+    groups = 0  # layer groups are numbered in program order
     for u in planned:
-        units.append(_emit_unit(u, sum(isinstance(x, GroupUnit) for x in units), tgt, instrs))
+        unit = _emit_unit(u, groups, tgt, instrs)
+        groups += isinstance(unit, GroupUnit)
+        units.append(unit)
     prog = Program(graph, tgt, units, instrs, ddr)
     prog.kernels = kernels
     return prog
