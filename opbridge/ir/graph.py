@@ -250,6 +250,8 @@ class GraphBuilder:
         elif name in self._node_names:
             raise GraphError(f"{node_ctx(name, op_type)}: node name used twice")
         where = node_ctx(name, op_type)
+        if placement is not None:  # refused before the node's names are claimed
+            placement = check_placement(placement, where, GraphError)
         ins = list(inputs)
         while ins and ins[-1] is None:
             ins.pop()  # trailing absent optional inputs

@@ -185,11 +185,11 @@ class Conversion:
                  origin_of: OriginNode | None = None) -> None:
         """Map one origin node; ``origin_of`` is the node its IR nodes name as their origin
         (the user's node when ``node`` comes from expanding it)."""
-        node = with_schema_defaults(node, opset)  # ONNX: defaults from onnx.defs, unknown names refused
-        ctx = MapContext(self, node, opset, origin_of)
-        where = ctx.error_context(source=self.origin.source or None,
-                                  opset=opset if node.framework == Framework.ONNX else None)
+        where = error_context(node, source=self.origin.source or None,
+                              opset=opset if node.framework == Framework.ONNX else None)
         try:
+            node = with_schema_defaults(node, opset)  # ONNX: defaults from onnx.defs, unknown names refused
+            ctx = MapContext(self, node, opset, origin_of)
             result = entry.fn(node, ctx)
         except OpbridgeError as err:
             err.add_context(**where)  # fills only what the raiser did not know

@@ -72,8 +72,12 @@ def test_bad_placements_are_refused(host_op):
     with pytest.raises(RegistryError, match=r"op PlacementTestHostOp: placement 'gpu' is not one of tpu, cpu"):
         ob.ir.get_op(host_op).placement("gpu")
     b = ob.GraphBuilder("g")
+    x = b.input("x", "f32", (2,))
     with pytest.raises(GraphError, match=r"'r' \(Relu\).*placement 'npu'"):
-        b.op("Relu", [b.input("x", "f32", (2,))], name="r", placement="npu")
+        b.op("Relu", [x], name="r", placement="npu")
+    # the refused node claimed nothing: its name and its output's name are still free
+    b.output(b.op("Relu", [x], name="r"))
+    assert [n.name for n in b.build().nodes] == ["r"] and b.build().outputs[0].name == "r"
     with pytest.raises(RegistryError, match="placement 'host'"):
         register_custom_op("Relu", registry=MappingRegistry()).imply_type("host")
 

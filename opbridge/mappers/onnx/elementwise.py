@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ...errors import AttrError
+from ...errors import AttrError, UnsupportedOpError
 from ...ir.graph import Value
 from ...parsers.origin import Framework, OriginNode
 from ...sites import caller_site
 from ..context import MapContext, error_context
 from ..custom_op import DstOp, register_custom_op
 from ..registry import DEFAULT_MAPPINGS, mapping
-from .schema_defaults import holds_schema_default
+from .schema_defaults import holds_schema_default, schema_attrs
 
 ONNX = Framework.ONNX
 #: Attributes of opset-1 ops that only hinted at memory reuse; they mean nothing for inference.
@@ -28,14 +28,21 @@ LEGACY_HINTS = ("consumed_inputs",)
 def known_attrs(node: OriginNode, opset: int | None, known: Iterable[str],
                 ignored: Iterable[str] = ()) -> dict[str, Any]:
     """The node's attributes among ``known`` (the mapping's); any other, not ``ignored``, is an
-    AttrError unless it holds its schema default (a newer opset's attribute left at the meaning
-    the mapping implements)."""
+    error unless it holds its schema default (a newer opset's attribute left at the meaning the
+    mapping implements): an UnsupportedOpError when the schema declares it, else an AttrError."""
     known = tuple(known)
     for name in node.attrs:
         if name in known or name in ignored:
             continue
         if opset is not None and holds_schema_default(node, opset, name):
             continue
+        info = schema_attrs(node.op_type, node.domain, opset) if opset is not None else None
+        if info is not None and name in info.names:
+            raise UnsupportedOpError(
+                f"value {node.attrs[name]!r} is not supported yet",
+                hint=f"opbridge maps {node.op_type} with '{name}' at its default only; register a "
+                     "mapping for it (see docs/custom-ops.md) and pass it with --plugin",
+                **error_context(node, attribute=name, opset=opset))
         takes = ", ".join(known) or "no attributes"
         raise AttrError(f"not an attribute of {node.op_type} (opset {opset})",
                         hint=f"{node.op_type} takes {takes}; remove '{name}' from the node",

@@ -186,3 +186,17 @@ def test_extra_input_is_an_error_naming_the_node():
 def test_unknown_attribute_is_an_error_naming_it():
     with pytest.raises(AttrError, match=r"\(Add\) attribute 'broadcast': not an attribute of Add \(opset 14\)"):
         convert_node("Add", [randn(3), randn(3)], opset=14, broadcast=1)
+
+
+def test_declared_attribute_the_mapping_does_not_implement_is_unsupported_not_unknown():
+    from opbridge.mappers.onnx.elementwise import known_attrs
+    from opbridge.parsers.origin import OriginNode
+
+    # Gemm-13 declares alpha (onnx.defs); a mapping that implements only the default must say
+    # "not supported", never "not an attribute".
+    node = OriginNode("g", "Gemm", ["a", "b"], ["y"], attrs={"alpha": 2.0})
+    with pytest.raises(UnsupportedOpError, match=r"\(Gemm\) attribute 'alpha': value 2.0 is "
+                                                 r"not supported yet") as e:
+        known_attrs(node, 13, ())
+    assert e.value.attribute == "alpha" and e.value.node == "g"
+    assert known_attrs(OriginNode("g", "Gemm", attrs={"alpha": 1.0}), 13, ()) == {}

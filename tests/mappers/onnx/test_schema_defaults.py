@@ -173,3 +173,13 @@ def test_covered_modules_exist():
 @pytest.mark.parametrize("path", COVERED, ids=lambda p: p.name)
 def test_no_mapping_repeats_a_schema_default(path):
     assert _literal_defaults(path) == []
+
+
+def test_unknown_attribute_error_from_a_file_names_the_file(tmp_path: Path) -> None:
+    model, _ = onnx_node_model("Relu", [_x(3)], opset=14, alpha=0.2)
+    path = tmp_path / "relu.onnx"
+    onnx.save(model, str(path))
+    with pytest.raises(AttrError) as e:
+        ob.convert(str(path))
+    assert e.value.attribute == "alpha" and e.value.source is not None
+    assert Path(str(e.value.source)).name == "relu.onnx"
