@@ -37,6 +37,7 @@ from .ir import (
     load,
     save,
 )
+from .ir.passes import register_pass
 from .mappers import (
     DEFAULT_MAPPINGS,
     Framework,
@@ -60,5 +61,6 @@ __all__ = [
     "define_op", "export_torchscript", "format_graph", "interpret", "load", "save",
     "DEFAULT_MAPPINGS", "Framework", "ImplyType", "MapContext", "OriginNode", "convert",
     "imply_type_of", "load_plugins", "mapping", "register_custom_op",
+    "register_pass",
     "Program", "Target", "compile", "load_program", "register_kernel", "validate", "batch",
 ]

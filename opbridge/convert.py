@@ -88,16 +88,29 @@ def convert(
     plugins: Iterable[str | os.PathLike[str]] = (),
     passes: Iterable[str | GraphPass] = DEFAULT_PASSES,
     registry: MappingRegistry | None = None,
+    check_passes: bool = False,
 ) -> Graph:
     """Convert ``model`` to a verified IR graph.
 
     ``input_shapes`` fixes symbolic input dims by input name; ``plugins`` are Python files
     loaded first (with those of ``OPBRIDGE_PLUGIN_PATH`` and the ``opbridge.plugins`` entry
-    points); ``passes`` are the IR passes to run after mapping (names from
-    :data:`opbridge.ir.passes.PASSES`; ``()`` for none).
+    points); ``passes`` are the IR passes to run after mapping, exactly those, in order: names
+    from :data:`opbridge.ir.passes.PASSES` (built-ins, and those plugins register with
+    ``opbridge.register_pass``), or pass objects; ``()`` for none. To add a pass to the defaults
+    as ``opbridge convert --pass NAME`` does, give ``opbridge.ir.passes.with_passes(["NAME"])``.
+    ``check_passes`` interprets the graph before the passes and after each one on the same
+    random inputs and raises :class:`opbridge.passcheck.PassCheckError` naming the first pass
+    that changed a result (see :mod:`opbridge.passcheck`).
     """
     load_plugins(plugins)
     origin = parse(model, weights=weights, input_shapes=input_shapes)
     graph = convert_origin_graph(origin, registry=registry if registry is not None else DEFAULT_MAPPINGS,
                                  input_shapes=input_shapes)
+    if check_passes:
+        from .passcheck import check_passes as check
+        from .passcheck import require_passed
+
+        graph, report = check(graph, passes)
+        require_passed(report)
+        return graph
     return optimize(graph, passes)

@@ -31,3 +31,61 @@ def add_input_shape_option(p: Any, help: str = "fix an input's dims (symbolic, o
 def add_plugin_option(p: Any) -> None:
     p.add_argument("--plugin", action="append", default=[], metavar="FILE",
                    help="load a plugin first (repeatable); OPBRIDGE_PLUGIN_PATH is honoured too")
+
+
+def add_pass_option(p: Any, *, check: bool = True) -> None:
+    """``--pass NAME`` (repeatable) and, with ``check``, ``--check-passes``."""
+    p.add_argument("--pass", dest="extra_passes", action="append", default=[], metavar="NAME",
+                   help="also run the graph pass NAME, after constant folding and before the other "
+                   "default passes (repeatable; in the order given): a fusion a plugin registers "
+                   "with opbridge.register_pass, or a built-in one (fold_batchnorm)")
+    if check:
+        p.add_argument("--check-passes", action="store_true",
+                       help="interpret the graph before the passes and after each one on the same "
+                       "random inputs and compare every tensor they share; a pass that changes a "
+                       "result fails the command (exit 1) and names the pass and the tensor")
+
+
+def passes_from_args(args: argparse.Namespace) -> tuple[str, ...]:
+    """The passes a command runs: ``--passes`` (or the defaults), with each ``--pass`` added."""
+    from ..ir.passes import DEFAULT_PASSES, with_passes
+
+    text = getattr(args, "passes", None)
+    if text is None:
+        base: tuple[str, ...] = DEFAULT_PASSES
+    elif text.strip().lower() == "none":
+        base = ()
+    else:
+        base = tuple(p.strip() for p in text.split(",") if p.strip())
+    return with_passes(getattr(args, "extra_passes", []), base)
+
+
+def convert_checked(model: Any, args: argparse.Namespace, *, passes: Any = None, **kwargs: Any) -> Any:
+    """``convert(model, ...)`` with the passes of ``args`` (or ``passes``); a Graph ``model``
+    only gets the passes. With ``--check-passes`` the check's lines are printed and, when a pass
+    changed a result, the error too: then None is returned (the command exits 1)."""
+    import sys
+
+    from ..convert import convert
+    from ..ir.graph import Graph
+    from ..ir.passes import optimize
+
+    passes = passes_from_args(args) if passes is None else tuple(passes)
+    if not getattr(args, "check_passes", False):
+        if isinstance(model, Graph):
+            return optimize(model, passes)
+        return convert(model, passes=passes, **kwargs)
+    from ..passcheck import PassCheckError, check_passes, require_passed
+
+    unfused = model if isinstance(model, Graph) else convert(model, passes=(), **kwargs)
+    graph, report = check_passes(unfused, passes)
+    for line in report.lines():
+        sys.stdout.write(f"check: {line}\n")
+    try:
+        require_passed(report)
+    except PassCheckError as err:
+        sys.stderr.write(f"error: {err.message}\n")
+        if err.hint:
+            sys.stderr.write(f"hint: {err.hint}\n")
+        return None
+    return graph

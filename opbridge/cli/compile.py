@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Any
 
-from .common import add_input_shape_option, add_plugin_option
+from .common import add_input_shape_option, add_pass_option, add_plugin_option, convert_checked
 
 
 def add_parser(sub: Any) -> None:
@@ -22,6 +22,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--weights", metavar="W", help="weights file (Caffe .caffemodel)")
     add_input_shape_option(p)
     add_plugin_option(p)
+    add_pass_option(p)
     p.add_argument("--target", default="bm1684", help="target preset (default: bm1684)")
     p.add_argument("--target-json", metavar="F", help="a target JSON file (overrides --target)")
     p.add_argument("--lmem-kib", type=int, metavar="N",
@@ -32,21 +33,25 @@ def add_parser(sub: Any) -> None:
 
 
 def load_graph(args: argparse.Namespace) -> Any:
-    """The IR graph of ``args.model``: read a .obir, convert anything else."""
-    from ..convert import convert
+    """The IR graph of ``args.model``: read a .obir (and run the ``--pass`` passes on it),
+    convert anything else; None when ``--check-passes`` found a pass that changed a result."""
     from ..ir.io import load
     from ..plugins_loader import load_plugins
 
     if str(args.model).lower().endswith(".obir"):
         load_plugins(args.plugin)
-        return load(args.model)
+        graph = load(args.model)
+        extra = getattr(args, "extra_passes", [])
+        return convert_checked(graph, args, passes=extra) if extra else graph
     shapes = dict(args.input_shape) or None
-    return convert(args.model, weights=args.weights, input_shapes=shapes, plugins=args.plugin)
+    return convert_checked(args.model, args, weights=args.weights, input_shapes=shapes,
+                           plugins=args.plugin)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import OpbridgeError
     from ..simulator import Target, compile
+    from . import EXIT_FAILED
 
     if args.lmem_kib is not None and args.lmem_kib < 1:
         raise OpbridgeError(f"--lmem-kib {args.lmem_kib}: must be at least 1")
@@ -55,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
         target = Target.from_dict({**target.to_dict(), "lmem_bytes_per_lane": args.lmem_kib * 1024})
     t0 = time.perf_counter()
     graph = load_graph(args)
+    if graph is None:
+        return EXIT_FAILED
     t1 = time.perf_counter()
     prog = compile(graph, target)
     t2 = time.perf_counter()

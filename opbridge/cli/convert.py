@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Any
 
-from .common import add_input_shape_option, add_plugin_option
+from .common import add_input_shape_option, add_pass_option, add_plugin_option, convert_checked
 
 
 def add_parser(sub: Any) -> None:
@@ -25,30 +25,26 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--passes", metavar="P1,P2", default=None,
                    help="IR passes to run, comma-separated (default: fold_constants,dead_code; "
                    "'none' for none; fold_batchnorm folds BatchNormalization into Conv)")
+    add_pass_option(p)
     p.add_argument("-o", "--output", required=True, metavar="OUT.obir", help="where to write the graph")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..convert import convert
     from ..errors import OpbridgeError
     from ..ir.io import save
-    from ..ir.passes import DEFAULT_PASSES
+    from . import EXIT_FAILED
 
     shapes: dict[str, tuple[int, ...]] = {}
     for name, shape in args.input_shape:
         if name in shapes:
             raise OpbridgeError(f"--input-shape gives '{name}' twice", hint="give each input once")
         shapes[name] = shape
-    if args.passes is None:
-        passes: tuple[str, ...] = DEFAULT_PASSES
-    elif args.passes.strip().lower() == "none":
-        passes = ()
-    else:
-        passes = tuple(p.strip() for p in args.passes.split(",") if p.strip())
     t0 = time.perf_counter()
-    graph = convert(args.model, weights=args.weights, input_shapes=shapes or None,
-                    plugins=args.plugin, passes=passes)
+    graph = convert_checked(args.model, args, weights=args.weights, input_shapes=shapes or None,
+                            plugins=args.plugin)
+    if graph is None:  # --check-passes found a pass that changed a result; it said which
+        return EXIT_FAILED
     save(graph, args.output)
     nbytes = sum(c.data.nbytes for c in graph.constants.values() if c.data is not None)
     ins = ", ".join(f"{v.name}:{v.dtype}{list(v.shape)}" for v in graph.inputs)

@@ -10,15 +10,22 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+from ...errors import OpbridgeError
 from ..graph import Graph
+
+
+class PassError(OpbridgeError, RuntimeError):
+    """A graph pass failed (a plugin's pass raised, or returned something that is not a graph)."""
 
 
 @dataclass
 class PassResult:
-    """What a pass gives back: the graph, and whether the pass changed it."""
+    """What a pass gives back: the graph, whether the pass changed it, and optionally one line
+    saying what it did (``"fuse_ffn: 2 match(es) of MatMul -> Add -> ... -> FusedFFN"``)."""
 
     graph: Graph
     modified: bool
+    detail: str = ""
 
 
 class GraphPass(Protocol):
@@ -33,9 +40,26 @@ def run_passes(graph: Graph, passes: Iterable[GraphPass], *, verify: bool = True
     """Run ``passes`` in order; verifies the final graph when any pass modified it."""
     modified = False
     for p in passes:
-        result = p(graph)
+        result = run_one(p, graph)
         graph = result.graph
         modified |= result.modified
     if verify and modified:
         graph.verify()
     return graph
+
+
+def run_one(p: GraphPass, graph: Graph) -> PassResult:
+    """Run one pass; an exception that is not an OpbridgeError becomes a PassError naming it."""
+    name = getattr(p, "name", type(p).__name__)
+    try:
+        result = p(graph)
+    except OpbridgeError:
+        raise
+    except Exception as err:
+        raise PassError(f"pass '{name}' failed: {type(err).__name__}: {err}",
+                        hint="fix the pass (a plugin's register_pass function)") from err
+    if not isinstance(result, PassResult):
+        raise PassError(f"pass '{name}' returned a {type(result).__name__}, not a PassResult",
+                        hint="register plain functions with opbridge.register_pass, which accepts "
+                             "a Graph or None as their result")
+    return result
