@@ -86,6 +86,16 @@ class PassCheck:
     def lines(self) -> list[str]:
         return [s.line() for s in self.steps]
 
+    def add_to(self, report: Any) -> None:
+        """Put the check into a validation report: a note per pass that changed the graph, and
+        an error (the report then fails) for a pass that changed a result."""
+        report.notes[:0] = [line for line in self.lines() if not line.endswith("no change")]
+        step = self.first_failure
+        if step is not None:
+            tensor, node, op, why = step.failures[0]
+            report.errors.append(f"pass '{step.name}' changed what the graph computes: tensor "
+                                 f"'{tensor}' ({op}, node '{node}'): {why}")
+
 
 def clone_graph(graph: Graph) -> Graph:
     """A copy of ``graph`` with its own Values and Nodes (constant data is shared, not copied):

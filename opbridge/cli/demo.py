@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import OpbridgeError
-from .common import add_input_shape_option, add_plugin_option
+from .common import add_input_shape_option, add_pass_option, add_plugin_option, passes_from_args
 
 
 class DemoError(OpbridgeError, ValueError):
@@ -72,6 +72,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--target", default="bm1684", help="simulator target (default bm1684)")
     p.add_argument("--seed", type=int, default=0, help="seed of random weights and inputs")
     add_plugin_option(p)
+    add_pass_option(p, check=False)
     p.add_argument("--max-rows", type=int, default=24, help="rows of each validation table (default 24; 0: all)")
     p.set_defaults(func=run)
 
@@ -166,7 +167,7 @@ def run_one(m: DemoModel, args: argparse.Namespace, out: Path, console: Any, res
             from ..ir.io import save
 
             graph = convert(str(m.path), weights=str(m.weights) if m.weights else None,
-                            plugins=args.plugin, input_shapes=shapes)
+                            plugins=args.plugin, input_shapes=shapes, passes=passes_from_args(args))
             obir = out / f"{m.name}.obir"
             save(graph, obir)
         res.stages["convert"] = "ok"

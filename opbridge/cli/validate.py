@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from .common import add_input_shape_option, add_plugin_option
+from .common import add_input_shape_option, add_pass_option, add_plugin_option
 
 
 def add_parser(sub: Any) -> None:
@@ -38,6 +38,7 @@ def add_parser(sub: Any) -> None:
                    help="channel order the model expects (default bgr, Caffe's)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     add_plugin_option(p)
+    add_pass_option(p, check=False)
     p.add_argument("--tolerance", metavar="COS,EUC",
                    help="cosine and Euclidean similarity floors, e.g. 0.99,0.99 (default: per dtype; "
                    "f32 0.99,0.99, f16 0.99,0.95, bf16 0.99,0.90; integers must be equal)")
@@ -63,6 +64,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from ..ir.passes import with_passes
     from ..validate import validate
     from ..validate.inputs import image_spec
     from . import EXIT_FAILED, EXIT_OK
@@ -88,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         dump=dump,
         origin=not args.no_origin,
         progress=True,
+        passes=with_passes(args.extra_passes) if args.extra_passes else (),
     )
     console = Console(width=160 if not sys.stdout.isatty() else None)
     for name, desc in report.inputs.items():

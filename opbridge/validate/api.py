@@ -41,8 +41,11 @@ def load_graph(
     weights: str | None = None,
     plugins: Sequence[str] = (),
     input_shapes: Mapping[str, Sequence[int]] | None = None,
+    *,
+    unfused: bool = False,
 ) -> tuple[Graph, str]:
-    """The IR graph of ``model`` (converted, or loaded from .obir) and its framework name."""
+    """The IR graph of ``model`` (converted, or loaded from .obir) and its framework name;
+    ``unfused``: converted without any pass."""
     if isinstance(model, Graph):
         return model, "opbridge"
     path = str(model)
@@ -59,6 +62,8 @@ def load_graph(
             hint="validate an .obir file, or a Graph from Python",
         ) from None
     kwargs: dict[str, Any] = {"plugins": list(plugins)}
+    if unfused:
+        kwargs["passes"] = ()
     if weights is not None:
         kwargs["weights"] = weights
     if input_shapes:
@@ -82,6 +87,7 @@ def validate(
     dump: str | None = None,
     origin: bool = True,
     progress: bool = False,
+    passes: Sequence[str] = (),
 ) -> Report:
     """Validate ``model`` layer by layer; returns a :class:`Report` (``passed``, ``first_divergence``,
     ``rows``).
@@ -95,6 +101,10 @@ def validate(
     ``tolerance`` is ``(cosine, euclid)``; None means the per-dtype defaults (0.99, 0.99 for f32).
     ``stop_after`` stops the interpreter after that node (origin or IR name) and compares what
     was computed; ``dump`` writes every node's inputs and outputs to an npz.
+    ``passes``, when given, replace the default IR passes as in ``convert`` (``--pass NAME`` gives
+    ``opbridge.ir.passes.with_passes([NAME])``); each is checked against the graph before them
+    (:mod:`opbridge.passcheck`: the report's notes and errors say how they did), and the origin
+    framework runs the unfused model.
     """
     from ..plugins_loader import load_plugins
 
@@ -105,13 +115,23 @@ def validate(
         input_shapes = _shapes_for_symbolic_inputs(str(model), named_array_shapes(inputs, input_files))
     with Stages(progress, 2, title=Path(label).name) as stages:
         with stages.stage("converting"):
-            graph, framework = load_graph(model, weights, plugins, input_shapes)
+            graph, framework = load_graph(model, weights, plugins, input_shapes, unfused=bool(passes))
         with stages.stage("preparing inputs"):
             feeds, where = make_inputs(graph, inputs, input_files, image, seed)
+        check = None
+        if passes:
+            from ..passcheck import check_passes
+
+            stages.add(1)
+            with stages.stage("running and checking the passes"):
+                graph, check = check_passes(graph, passes, feeds=feeds)
         origin_path = None if isinstance(model, Graph) or not origin else str(model)
-        return validate_graph(graph, feeds, framework=framework, source=origin_path, weights=weights,
-                              label=label, tolerance=tol, target=target, stop_after=stop_after,
-                              dump=dump, inputs_desc=where, stages=stages)
+        report = validate_graph(graph, feeds, framework=framework, source=origin_path, weights=weights,
+                                label=label, tolerance=tol, target=target, stop_after=stop_after,
+                                dump=dump, inputs_desc=where, stages=stages)
+        if check is not None:
+            check.add_to(report)
+        return report
 
 
 def _shapes_for_symbolic_inputs(
