@@ -1,7 +1,10 @@
 """Loading plugins: Python files that define ops, mappings and kernels.
 
 Sources: explicit paths (``--plugin FILE``), ``OPBRIDGE_PLUGIN_PATH`` (files or folders,
-``:``-separated) and installed packages in the ``opbridge.plugins`` entry-point group.
+``:``-separated) and installed packages in the ``opbridge.plugins`` entry-point group. In a
+folder, every ``*.py`` is a plugin except private modules (``_*.py``) and tests
+(``test_*.py``, ``conftest.py``): a plugin's test imports the plugin, and loading the test as a
+plugin would run its module-level code (and pytest) inside every conversion.
 A plugin that fails to import is reported with its path and the error.
 """
 
@@ -48,6 +51,12 @@ def _load_file(path: Path) -> None:
     _loaded[key] = module
 
 
+def is_plugin_file(path: Path) -> bool:
+    """Whether a ``.py`` file found in a plugin folder is a plugin (not private, not a test)."""
+    name = path.name
+    return not name.startswith(("_", "test_")) and name != "conftest.py"
+
+
 def plugin_paths_from_env() -> list[Path]:
     out: list[Path] = []
     for part in os.environ.get("OPBRIDGE_PLUGIN_PATH", "").split(os.pathsep):
@@ -55,7 +64,7 @@ def plugin_paths_from_env() -> list[Path]:
             continue
         p = Path(part)
         if p.is_dir():
-            out.extend(sorted(x for x in p.glob("*.py") if not x.name.startswith("_")))
+            out.extend(sorted(x for x in p.glob("*.py") if is_plugin_file(x)))
         else:
             out.append(p)
     return out

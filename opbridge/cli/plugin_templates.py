@@ -15,7 +15,8 @@ registrations:
 3. the simulator kernel: how the layer-group compiler may tile the op, and what it costs.
 
 The example semantics are y = x * alpha + beta: replace them with your op's, and keep
-test_$file passing (``python -m pytest test_$file``).
+its test passing (``python -m pytest $test_path``; the test lives in a tests/ folder so
+that a plugin folder on OPBRIDGE_PLUGIN_PATH never imports it as a plugin).$override_doc
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def ${snake}_compute(x: np.ndarray, *, alpha: float, beta: float) -> np.ndarray:
 
 
 (
-    ob.define_op(OP)
+    ob.define_op(OP$override_op)
     .doc("y = x * alpha + beta")
     .input("x", "T")
     .output("y", "T")
@@ -48,7 +49,7 @@ def ${snake}_compute(x: np.ndarray, *, alpha: float, beta: float) -> np.ndarray:
     .param("beta", "float", default=0.0)
     .type_param("T", ("f32", "f16"))
     .shape_fn(${snake}_shape)
-    .compute(${snake}_compute)
+    .compute(${snake}_compute)$placement
 )
 
 
@@ -80,14 +81,14 @@ def parse_${snake}(src, dst) -> None:
 
 
 (
-    register_custom_op(OP)
+    register_custom_op(OP$override_map)
     .framework_type(Framework.CAFFE)
     .origin_op_type("$NAME")
     .parse_params_by_operator_fn(parse_${snake})
-    .imply_type(ImplyType.TPU)  # ImplyType.CPU runs it on the host, between TPU segments
+    .imply_type($imply)
 )''',
     "onnx": '''\
-@mapping(Framework.ONNX, "com.example::$NAME", since_opset=1)
+@mapping(Framework.ONNX, "com.example::$NAME", since_opset=1$override_map)
 def map_${snake}(node, g):
     """``com.example::$NAME`` (domain version 1 and later): float attributes alpha and beta.
 
@@ -97,7 +98,7 @@ def map_${snake}(node, g):
     beta = float(node.get_attr("beta", 0.0))
     return g.op(OP, [g.input(0)], alpha=alpha, beta=beta)''',
     "torchscript": '''\
-@mapping(Framework.TORCHSCRIPT, "myops::${snake}")
+@mapping(Framework.TORCHSCRIPT, "myops::${snake}"$override_map)
 def map_${snake}(node, g):
     """``myops::${snake}(Tensor x, float alpha=1.0, float beta=0.0)``.
 
@@ -117,16 +118,35 @@ def ${snake}_cost(node, out_shape) -> float:
 
 
 # Elementwise: an output tile needs the same tile of the input, so N, H and W may all be split,
-# with no halo (.input_slice) and no scratch buffer (.scratch). Without this registration the op
-# would run as a global layer, on whole tensors.
-register_kernel(OP).split("N", "H", "W").cost(${snake}_cost)'''
+# with no halo (.input_slice) and no scratch buffer (.scratch). Without .split() the op would
+# run as a global layer, on whole tensors.
+register_kernel(OP$override_kernel).split("N", "H", "W").cost(${snake}_cost)'''
+
+GLOBAL_KERNEL = '''\
+def ${snake}_cost(node, out_shape) -> float:
+    """FLOPs of the whole output: a multiply and an add per element."""
+    return 2.0 * math.prod(out_shape)
+
+
+# No tiling hints (no .split()): the op never joins a layer group and runs as a global layer,
+# its compute on whole tensors in DDR; the cost feeds the profile's timeline. Add
+# .split("N", "H", ...) (and .input_slice for a halo) to let it run on tiles in local memory.
+register_kernel(OP$override_kernel).cost(${snake}_cost)'''
+
+CPU_KERNEL = '''\
+# None: the op runs on the host (the definition's .placement("cpu")$cpu_mapping),
+# between TPU segments, with its numpy compute; a host op needs no simulator kernel.'''
+
+KERNELS = {"tiled": KERNEL, "global": GLOBAL_KERNEL, "cpu": CPU_KERNEL}
 
 NO_KERNEL = """\
 # This opbridge's simulator has no kernel API: the op runs as a global layer on whole tensors."""
 
 
-def kernel_block(have_kernels: bool) -> str:
-    return KERNEL if have_kernels else NO_KERNEL
+def kernel_block(have_kernels: bool, kind: str = "tiled") -> str:
+    if kind == "cpu":
+        return CPU_KERNEL
+    return KERNELS[kind] if have_kernels else NO_KERNEL
 
 
 KERNEL_IMPORT = "from opbridge.simulator.kernels import register_kernel"
@@ -143,7 +163,8 @@ import opbridge as ob
 import pytest
 from opbridge.plugins_loader import load_plugins
 
-load_plugins([Path(__file__).with_name("$file")], env=False)
+# the plugin is one folder up: tests/ beside it is never on OPBRIDGE_PLUGIN_PATH's file list
+load_plugins([Path(__file__).resolve().parents[1] / "$file"], env=False)
 
 X = np.random.default_rng(0).standard_normal((1, 3, 4, 4)).astype(np.float32)
 CASES = [({}, 1.0, 0.0), ({"alpha": 2.0}, 2.0, 0.0), ({"alpha": -0.5, "beta": 3.0}, -0.5, 3.0)]
@@ -176,8 +197,11 @@ def test_simulator_matches_interpreter():
     if compile_ is None:
         pytest.skip("this opbridge has no simulator (ob.compile)")
     g = build(alpha=2.0, beta=0.5)
-    out = compile_(g, target="bm1684").run({"x": X})
+    prog = compile_(g, target="bm1684")
+    out = prog.run({"x": X})
     np.testing.assert_allclose(out["op"], X * 2.0 + 0.5, rtol=1e-6)
+    p = prog.profile()
+    assert $where_check, "where the op runs: see the kernel section of the plugin"
 '''
 
 ORIGIN_TESTS = {
