@@ -136,14 +136,15 @@ _PARAMS = ("num_classes", "confidence_threshold", "nms_threshold", "keep_top_k",
            "anchors_scale")
 
 
+_REPEATED = ("biases", "mask", "anchors_scale")
+
+
 def parse_yolov3_detect(src: ob.OriginNode, dst: Any) -> None:
-    """Copy the layer's parameters (a one-value repeated field comes as a scalar: wrap it)."""
+    """Copy the layer's parameters. The block is not in caffe.proto, so it is read without a
+    schema: ``get_list`` gives a repeated field as a list even when it is written once."""
     for name in _PARAMS:
         if src.has_attr(name):
-            value = src.get_attr(name)
-            if name in ("biases", "mask", "anchors_scale") and not isinstance(value, list):
-                value = [value]
-            dst.set_attr(name, value)
+            dst.set_attr(name, src.get_list(name) if name in _REPEATED else src.get_attr(name))
 
 
 (

@@ -39,6 +39,9 @@ class TextBlock:
 
     line: int
     entries: list[tuple[str, TextScalar | TextBlock, int]] = field(default_factory=list)
+    #: Names written with the list syntax (``mask: [6]``): repeated fields, lists even with one
+    #: value (or none: ``mask: []``), where no schema says so.
+    lists: set[str] = field(default_factory=set)
 
     def get_all(self, name: str) -> list[TextScalar | TextBlock]:
         return [v for k, v, _ in self.entries if k == name]
@@ -94,6 +97,7 @@ def _parse_block(tok: text_format.Tokenizer, source: str, end: str | None, line:
         elif not colon:
             raise _err(source, tok, f"expected ':' or '{{' after '{name}'")
         elif tok.TryConsume("["):
+            block.lists.add(name)
             if not tok.TryConsume("]"):
                 while True:
                     block.entries.append((name, _parse_scalar(tok, source), fline))
@@ -177,13 +181,19 @@ def generic_block(block: TextBlock) -> dict[str, Any]:
     """A block the schema does not know: a dict; a name given several times becomes a list."""
     out: dict[str, Any] = {}
     for name, value, _ in block.entries:
-        val = generic_value(value)
-        if name in out:
-            prev = out[name]
-            out[name] = (prev if isinstance(prev, list) else [prev]) + [val]
-        else:
-            out[name] = val
+        _add_generic(out, name, generic_value(value), block.lists)
+    out.update({name: [] for name in block.lists if name not in out})
     return out
+
+
+def _add_generic(out: dict[str, Any], name: str, val: Any, lists: set[str]) -> None:
+    """Add a value of a field no schema describes: a second value, or the list syntax, makes a
+    list."""
+    if name in out:
+        prev = out[name]
+        out[name] = (prev if isinstance(prev, list) else [prev]) + [val]
+    else:
+        out[name] = [val] if name in lists else val
 
 
 def typed_scalar(fd: _desc.FieldDescriptor, v: TextScalar, where: str) -> Any:
@@ -260,12 +270,7 @@ def typed_block(block: TextBlock, desc: _desc.Descriptor, where: str,
         if fd is None:
             if unknown is not None and nested:
                 unknown.append(f"{desc.name}.{name}")
-            val = generic_value(value)
-            if name in out:
-                prev = out[name]
-                out[name] = (prev if isinstance(prev, list) else [prev]) + [val]
-            else:
-                out[name] = val
+            _add_generic(out, name, generic_value(value), block.lists)
             continue
         if fd.type == _desc.FieldDescriptor.TYPE_MESSAGE:
             if not isinstance(value, TextBlock):
@@ -291,6 +296,7 @@ def typed_block(block: TextBlock, desc: _desc.Descriptor, where: str,
                 )
             out[name] = val
             seen_line[name] = line
+    out.update({n: [] for n in block.lists if n not in out and n not in desc.fields_by_name})
     return out
 
 

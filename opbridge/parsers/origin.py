@@ -80,6 +80,45 @@ class OriginNode:
             )
         return default
 
+    def get_list(self, name: str, default: Any = (), *, repeated: Any = ()) -> list[Any]:
+        """A repeated field's values as a list, even when it holds one value; ``default`` (as a
+        list) when absent. ``repeated`` names fields of nested messages that are repeated too
+        (``"width"``, or ``"inner.width"`` deeper): they become lists in every item.
+
+        A Caffe parameter block the lite caffe.proto does not know is read without a schema, so
+        a field written once (``mask: 6``) arrives as a bare value unless it is written as a list
+        (``mask: [6]``); read repeated fields with this::
+
+            src.get_list("bias_struct", repeated=["width"])
+            # bias_struct { offset: 1 width: 20 } -> [{"offset": 1, "width": [20]}]
+        """
+        if name not in self.attrs:
+            return list(default)
+        paths = [p.split(".") for p in ([repeated] if isinstance(repeated, str) else repeated)]
+        return [_listify(item, paths) for item in _as_list(self.attrs[name])]
+
+
+def _as_list(v: Any) -> list[Any]:
+    return list(v) if isinstance(v, (list, tuple)) else [v]
+
+
+def _listify(item: Any, paths: list[list[str]]) -> Any:
+    """``item`` (a nested message, a dict) with the fields at ``paths`` made lists."""
+    if not paths or not isinstance(item, dict):
+        return item
+    out = dict(item)
+    for key in {p[0] for p in paths}:
+        if key not in out:
+            continue
+        deeper = [p[1:] for p in paths if p[0] == key and len(p) > 1]
+        if any(p[0] == key and len(p) == 1 for p in paths):
+            out[key] = [_listify(v, deeper) for v in _as_list(out[key])]
+        elif isinstance(out[key], list):
+            out[key] = [_listify(v, deeper) for v in out[key]]
+        else:
+            out[key] = _listify(out[key], deeper)
+    return out
+
 
 @dataclass
 class OriginGraph:
