@@ -151,6 +151,17 @@ def test_inner_tensor_read_outside_is_not_fused(where):
     assert not _linear_pattern().rewrite(_to_gemm)(b.build()).modified
 
 
+def test_placeholder_bound_inside_the_match_is_not_fused():
+    # Add(Relu(x), y) on Add(r, r): y would be bound to r, which the rewrite removes
+    b = ob.GraphBuilder("twice")
+    x = b.input("x", "f32", (2, 3))
+    r = b.op("Relu", [x], name="r")
+    b.output(b.op("Add", [r, r], name="add"))
+    p = Pattern("p")
+    p.op("Add", p.op("Relu", p.any("x")), p.any("y"))
+    assert not p.rewrite(lambda m, rw: rw.op("Sub", [m["x"], m["y"]]))(b.build()).modified
+
+
 def test_every_match_is_rewritten_and_chains():
     b = ob.GraphBuilder("two")
     h = b.input("x", "f32", (2, 4))

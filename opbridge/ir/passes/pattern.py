@@ -138,6 +138,9 @@ class Match:
         """Every matched node (the root included)."""
         return list(self.nodes_by_name.values())
 
+    def __repr__(self) -> str:
+        return f"Match({self.pattern.name!r} at {self.root.where}: {[n.name for n in self.nodes]})"
+
 
 @dataclass
 class _State:
@@ -166,6 +169,9 @@ class Pattern:
         self.name = name
         self.ops: list[POp] = []
         self.placeholders: dict[str, PValue] = {}
+
+    def __repr__(self) -> str:
+        return f"Pattern({self.name!r}: {' -> '.join('|'.join(p.op_types) for p in self.ops)})"
 
     # -- building -------------------------------------------------------------------------
     def _placeholder(self, kind: str, name: str, dtype: str | Sequence[str] | None, rank: int | None,
@@ -343,15 +349,18 @@ class Pattern:
 
     def _self_contained(self, st: _State, root: Node, outputs: frozenset[int]) -> bool:
         """No tensor made inside the match (other than the root's) is read outside it or is a
-        graph output."""
+        graph output, and no input placeholder is bound to one (it would vanish with its node)."""
         inside = set(st.claimed)
+        made: set[int] = set()
         for node in st.nodes.values():
             if node is root:
                 continue
             for v in node.outputs:
+                made.add(id(v))
                 if id(v) in outputs or any(id(u) not in inside for u in v.users):
                     return False
-        return True
+        return not any(pv.op is None and id(st.values[id(pv)]) in made
+                       for pv in self.placeholders.values() if id(pv) in st.values)
 
     def _to_match(self, st: _State, root: Node) -> Match:
         values = {pv.name: st.values[id(pv)] for pv in self.placeholders.values()
