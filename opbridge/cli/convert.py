@@ -16,7 +16,9 @@ def add_parser(sub: Any) -> None:
         help="convert a model (.onnx, Caffe .prototxt, TorchScript .ts.json) to a .obir graph",
         description="Parse MODEL, map every op through the mapping registry (every unsupported op "
         "is reported at once, with the line that would register a mapping), verify the IR, run "
-        "the IR passes (constant folding, dead-code elimination) and write OUT.obir atomically.",
+        "the IR passes (constant folding, dead-code elimination, and each --pass: a fusion a "
+        "plugin registers, checked against the unfused graph with --check-passes) and write "
+        "OUT.obir atomically.",
     )
     p.add_argument("model", help="the model file")
     p.add_argument("--weights", metavar="W", help="weights file (Caffe .caffemodel)")

@@ -148,3 +148,20 @@ def test_python_validate_reports_a_wrong_fusion(tmp_path):
                    for e in report.errors)
     finally:
         PASSES.pop("test_wrong_ffn", None)
+
+
+@requires_ort
+def test_cli_compile_runs_the_pass_on_a_saved_graph(tmp_path, capsys):
+    # a graph saved unfused: compile --pass fuses it, checked; the program matches onnxruntime
+    model = ffn_model(shape=(2, 1, 8, 16))
+    path = tmp_path / "ffn.onnx"
+    onnx.save(model, path)
+    assert main(["convert", str(path), "-o", str(tmp_path / "ffn.obir")]) == 0
+    prog_path = tmp_path / "ffn.obprog"
+    assert main(["compile", str(tmp_path / "ffn.obir"), "--plugin", str(PLUGIN), "--pass", "fuse_ffn",
+                 "--check-passes", "-o", str(prog_path)]) == 0
+    assert "check: pass fuse_ffn: 1 match" in capsys.readouterr().out
+    prog = ob.load_program(prog_path)
+    assert [u.nodes for u in prog.groups] == [("add2_0",)]
+    x = np.random.default_rng(3).standard_normal((2, 1, 8, 16)).astype(np.float32)
+    np.testing.assert_allclose(prog.run({"x": x})["y"], ort_run(model, x), rtol=1e-5, atol=1e-5)
