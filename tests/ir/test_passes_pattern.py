@@ -268,6 +268,28 @@ def test_function_pass_results(pass_name, result):
     assert g.nodes[0].name == "renamed"
 
 
+def test_pass_class_registered_by_decorator_runs_fresh_each_time(pass_name):
+    made = []
+
+    @ob.register_pass(pass_name)
+    class Count:
+        name = "count"  # its own name; messages use the registered one
+
+        def __init__(self):
+            made.append(self)
+
+        def __call__(self, g):
+            from opbridge.ir.passes import PassResult
+
+            return PassResult(g, False)
+
+    assert isinstance(Count, type)  # the decorator returns the class unchanged
+    passes = make_passes([pass_name, pass_name])
+    assert [p.name for p in passes] == [pass_name, pass_name] and len(made) == 2
+    optimize(_gelu_graph("none"), [pass_name])
+    assert len(made) == 3
+
+
 def test_function_pass_bad_result_and_exception_are_pass_errors(pass_name):
     ob.register_pass(pass_name)(lambda g: 42)
     with pytest.raises(PassError, match=rf"pass '{pass_name}' \(registered at .*\) returned a int"):
