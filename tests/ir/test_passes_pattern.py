@@ -199,6 +199,25 @@ def test_replacement_of_another_shape_is_an_error():
         rw(_gelu_graph("none"))
 
 
+def test_replacement_that_raises_names_pass_and_node():
+    p = Pattern("boom")
+    p.op("Gelu", p.any("x"))
+    with pytest.raises(PatternError, match=r"pass 'boom' at node 'gelu' \(Gelu\): the replacement "
+                                           r"function failed: KeyError"):
+        p.rewrite(lambda m, r: m.values["nope"])(_gelu_graph("none"))
+
+
+def test_only_the_matched_ops_unused_constants_go():
+    b = ob.GraphBuilder("consts")
+    x = b.input("x", "f32", (2, 4))
+    b.constant("unrelated", np.ones(2, np.float32))  # unused before the pass: stays
+    mm = b.op("MatMul", [x, b.constant("W", np.ones((4, 3), np.float32))], name="mm")
+    b.output(b.op("Add", [mm, b.constant("b", np.ones(3, np.float32))], name="lin"))
+    g = b.build()
+    r = _linear_pattern().rewrite(lambda m, rw: rw.op("Relu", [rw.op("Gemm", [m["x"], m["W"]])]))(g)
+    assert sorted(r.graph.constants) == ["W", "unrelated"]  # b was read only by the matched Add
+
+
 def test_replacement_must_return_a_new_value():
     p = Pattern("identity")
     p.op("Gelu", p.any("x"))

@@ -510,8 +510,12 @@ class RewritePass:
         nodes: list[Node] = []
         for n in graph.nodes:
             nodes.extend(inserted.get(id(n), [] if id(n) in dropped else [n]))
+        # the matched ops' constants nothing reads any more go (the weights the fused op took
+        # over stay); other constants are not this pass's business
         read = {id(v) for n in nodes for v in n.inputs if v is not None} | {id(v) for v in graph.outputs}
-        kept = [c for c in constants.values() if id(c) in read or c.name not in graph.constants]
+        was_read = {id(v) for m in matches for n in m.nodes if id(n) in dropped for v in n.inputs
+                    if v is not None}
+        kept = [c for c in constants.values() if id(c) in read or id(c) not in was_read]
         g = Graph(graph.name, graph.inputs, graph.outputs, nodes, kept, graph.registry, graph.metadata)
         g.rebuild_uses()
         made = sorted({n.op for ns in inserted.values() for n in ns})
@@ -527,6 +531,11 @@ class RewritePass:
             if not err.detail.startswith(f"pass '{self.name}'"):
                 err.detail = f"pass '{self.name}' at {m.root.where}: {err.detail}"
             raise
+        except Exception as err:
+            raise PatternError(
+                f"pass '{self.name}' at {m.root.where}: the replacement function failed: "
+                f"{type(err).__name__}: {err}", hint="fix the function given to Pattern.rewrite",
+                ir_node=m.root.name, ir_op=m.root.op) from err
 
     def _describe(self) -> str:
         return " -> ".join("|".join(p.op_types) for p in self.pattern.ops)
