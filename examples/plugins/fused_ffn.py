@@ -10,7 +10,11 @@ an IR pass, and a plugin registers one from the same file as its op:
    constant weights and vector biases, and the function that replaces each match by a FusedFFN;
 3. ``ob.register_pass("fuse_ffn")``: the pass, by name;
 4. (optional) the simulator kernel: token rows are independent, so the op may be tiled along
-   N and H like MatMul (rank-4 activations); rank-3 ones run it as one global layer.
+   N and H like MatMul (rank-4 activations); rank-3 ones run it as one global layer;
+5. ``fuse_gelu_erf``: exporters older than ONNX's Gelu (opset 20) write GELU as
+   ``x * 0.5 * (1 + erf(x / sqrt(2)))``; this pass (a small DAG: ``x`` feeds two branches,
+   constants checked by value) turns both orders of it back into one Gelu, so that
+   ``--pass fuse_gelu_erf --pass fuse_ffn`` fuses those blocks too.
 
 Use it::
 
@@ -30,7 +34,7 @@ import math
 import numpy as np
 
 import opbridge as ob
-from opbridge.ir.passes import Match, Pattern, Rewriter
+from opbridge.ir.passes import Match, PassResult, Pattern, Rewriter
 from opbridge.simulator.kernels import register_kernel
 
 OP = "FusedFFN"
@@ -123,3 +127,44 @@ def ffn_cost(node, out_shape) -> float:
 
 
 register_kernel(OP).split("N", "H").input_slice(ffn_rows).cost(ffn_cost)
+
+
+# 5. Gelu written out with Erf (opset < 20 exporters) -------------------------------------------
+def _near(value: float):
+    """A constant placeholder's condition: a single value close to ``value``."""
+    return lambda v: v.data is not None and v.data.size == 1 and abs(float(v.data.ravel()[0]) - value) < 1e-4
+
+
+def _erf_half(p: Pattern, x):
+    """0.5 * (1 + erf(x / sqrt(2))) is built from x the same way in both orders."""
+    e = p.op("Erf", p.op("Div", x, p.constant("sqrt2", where=_near(math.sqrt(2.0)))))
+    return p.op("Add", e, p.constant("one", where=_near(1.0)))
+
+
+def gelu_erf_patterns() -> list[Pattern]:
+    """``(x * (1 + erf(x / sqrt2))) * 0.5`` (torch.onnx) and ``(x * 0.5) * (1 + erf(x / sqrt2))``
+    (Hugging Face's written-out GELU)."""
+    a = Pattern("gelu_erf")
+    x = a.any("x", dtype=FLOATS)
+    a.op("Mul", a.op("Mul", x, _erf_half(a, x)), a.constant("half", where=_near(0.5)))
+    b = Pattern("gelu_erf_half_first")
+    x = b.any("x", dtype=FLOATS)
+    b.op("Mul", b.op("Mul", x, b.constant("half", where=_near(0.5))), _erf_half(b, x))
+    return [a, b]
+
+
+_GELU_ERF = [p.rewrite(lambda m, r: r.op("Gelu", [m["x"]], approximate="none"))
+             for p in gelu_erf_patterns()]
+
+
+@ob.register_pass("fuse_gelu_erf")
+def fuse_gelu_erf(graph) -> PassResult:
+    """Both written-out forms of GELU into one Gelu: a pass may be any function of the graph
+    (returning the new graph, or a PassResult that says whether and what it changed)."""
+    done = []
+    for rewrite in _GELU_ERF:
+        result = rewrite(graph)
+        graph = result.graph
+        if result.modified:
+            done.append(result.detail)
+    return PassResult(graph, bool(done), "; ".join(done) or "no match")

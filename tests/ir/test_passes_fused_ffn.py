@@ -30,8 +30,29 @@ def plugin():
     load_plugins([PLUGIN], env=False)
 
 
-def ffn_model(shape=(1, 8, 16), hidden=32, approximate="none", swap=False, blocks=1) -> onnx.ModelProto:
-    """``blocks`` feed-forward blocks in a row; ``swap`` writes each bias Add as Add(b, h)."""
+def gelu_nodes(x: str, y: str, k: int, form: str) -> tuple[list, list]:
+    """GELU as one Gelu node, or written out with Erf as exporters before opset 20 do:
+    ``torch`` (x * (1 + erf(x / sqrt2))) * 0.5, ``hf`` (x * 0.5) * (1 + erf(x / sqrt2))."""
+    if form == "gelu":
+        return [helper.make_node("Gelu", [x], [y], name=f"gelu_{k}")], []
+    c = {f"sqrt2_{k}": np.float32(np.sqrt(2.0)), f"one_{k}": np.float32(1.0), f"half_{k}": np.float32(0.5)}
+    inits = [numpy_helper.from_array(np.array(v), n) for n, v in c.items()]
+    nodes = [helper.make_node("Div", [x, f"sqrt2_{k}"], [f"d_{k}"]),
+             helper.make_node("Erf", [f"d_{k}"], [f"e_{k}"]),
+             helper.make_node("Add", [f"e_{k}", f"one_{k}"], [f"p_{k}"])]
+    if form == "torch":
+        nodes += [helper.make_node("Mul", [x, f"p_{k}"], [f"m_{k}"]),
+                  helper.make_node("Mul", [f"m_{k}", f"half_{k}"], [y])]
+    else:
+        nodes += [helper.make_node("Mul", [x, f"half_{k}"], [f"m_{k}"]),
+                  helper.make_node("Mul", [f"m_{k}", f"p_{k}"], [y])]
+    return nodes, inits
+
+
+def ffn_model(shape=(1, 8, 16), hidden=32, approximate="none", swap=False, blocks=1,
+              gelu="gelu") -> onnx.ModelProto:
+    """``blocks`` feed-forward blocks in a row; ``swap`` writes each bias Add as Add(b, h);
+    ``gelu``: how GELU is written (see :func:`gelu_nodes`)."""
     rng = np.random.default_rng(0)
     d = shape[-1]
     nodes, inits, x = [], [], "x"
@@ -44,14 +65,16 @@ def ffn_model(shape=(1, 8, 16), hidden=32, approximate="none", swap=False, block
             helper.make_node("MatMul", [x, f"w1_{k}"], [f"h1_{k}"], name=f"mm1_{k}"),
             helper.make_node("Add", [f"b1_{k}", f"h1_{k}"] if swap else [f"h1_{k}", f"b1_{k}"],
                              [f"h2_{k}"], name=f"add1_{k}"),
-            helper.make_node("Gelu", [f"h2_{k}"], [f"h3_{k}"], name=f"gelu_{k}", approximate=approximate),
+            *(gelu_nodes(f"h2_{k}", f"h3_{k}", k, gelu)[0] if gelu != "gelu" else
+              [helper.make_node("Gelu", [f"h2_{k}"], [f"h3_{k}"], name=f"gelu_{k}", approximate=approximate)]),
             helper.make_node("MatMul", [f"h3_{k}", f"w2_{k}"], [f"h4_{k}"], name=f"mm2_{k}"),
             helper.make_node("Add", [f"h4_{k}", f"b2_{k}"], [y], name=f"add2_{k}"),
         ]
+        inits += gelu_nodes(f"h2_{k}", f"h3_{k}", k, gelu)[1]
         x = y
     g = helper.make_graph(nodes, "ffn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], initializer=inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20 if gelu == "gelu" else 17)])
     m.ir_version = 9
     onnx.checker.check_model(m)
     return m
@@ -99,6 +122,27 @@ def test_rank4_is_tiled_in_a_layer_group():
     assert groups and groups[0].tiles > 1
     x = np.random.default_rng(2).standard_normal((2, 1, 64, 16)).astype(np.float32)
     np.testing.assert_allclose(prog.run({"x": x})["y"], ort_run(model, x), rtol=1e-5, atol=1e-5)
+
+
+@requires_ort
+@pytest.mark.parametrize("form", ["torch", "hf"])
+def test_written_out_gelu_is_fused_first(form):
+    model = ffn_model(gelu=form, blocks=2, shape=(1, 4, 16))
+    assert "FusedFFN" not in ob.convert(model, passes=with_passes(["fuse_ffn"])).op_counts()
+    g = ob.convert(model, passes=with_passes(["fuse_gelu_erf", "fuse_ffn"]), check_passes=True)
+    assert [n.op for n in g.nodes] == ["FusedFFN", "FusedFFN"]
+    x = np.random.default_rng(4).standard_normal((1, 4, 16)).astype(np.float32)
+    np.testing.assert_allclose(ob.interpret(g, {"x": x})["y"], ort_run(model, x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("value", [0.25, 2.0], ids=["half=0.25", "sqrt2=2"])
+def test_gelu_constants_are_checked_by_value(value):
+    model = ffn_model(gelu="torch")
+    name = "half_0" if value == 0.25 else "sqrt2_0"
+    t = next(t for t in model.graph.initializer if t.name == name)
+    t.CopyFrom(numpy_helper.from_array(np.array(np.float32(value)), name))
+    g = ob.convert(model, passes=with_passes(["fuse_gelu_erf"]))
+    assert "Gelu" not in g.op_counts() and "Erf" in g.op_counts()
 
 
 def test_bias_of_another_shape_is_not_fused():
