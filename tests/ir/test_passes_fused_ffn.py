@@ -20,7 +20,7 @@ import opbridge as ob
 from opbridge.cli import main
 from opbridge.ir.passes import PASSES, with_passes
 from opbridge.plugins_loader import load_plugins
-from tests.conftest import ROOT, requires_ort
+from tests.conftest import ROOT, requires_ort, requires_torch
 
 PLUGIN = ROOT / "examples" / "plugins" / "fused_ffn.py"
 
@@ -133,6 +133,29 @@ def test_written_out_gelu_is_fused_first(form):
     assert [n.op for n in g.nodes] == ["FusedFFN", "FusedFFN"]
     x = np.random.default_rng(4).standard_normal((1, 4, 16)).astype(np.float32)
     np.testing.assert_allclose(ob.interpret(g, {"x": x})["y"], ort_run(model, x), rtol=1e-5, atol=1e-5)
+
+
+@requires_ort
+@requires_torch
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_torch_exported_ffn_is_fused(tmp_path):
+    # a real exporter's output: torch.onnx (TorchScript-based, opset 17) writes Linear as
+    # MatMul + Add and GELU with Erf
+    import torch
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 16)).eval()
+    x = torch.randn(1, 8, 16)
+    path = tmp_path / "ffn.onnx"
+    torch.onnx.export(net, (x,), str(path), opset_version=17, dynamo=False, input_names=["x"],
+                      output_names=["y"])
+    g = ob.convert(str(path), passes=with_passes(["fuse_gelu_erf", "fuse_ffn"]), check_passes=True)
+    assert [n.op for n in g.nodes] == ["FusedFFN"]
+    with torch.no_grad():
+        want = net(x).numpy()
+    np.testing.assert_allclose(ob.interpret(g, {"x": x.numpy()})["y"], want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ob.interpret(g, {"x": x.numpy()})["y"], ort_run(onnx.load(path), x.numpy()),
+                               rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("value", [0.25, 2.0], ids=["half=0.25", "sqrt2=2"])
