@@ -14,6 +14,9 @@ registrations:
 2. the mapping from the $title op onto it;
 3. the simulator kernel: how the layer-group compiler may tile the op, and what it costs.
 
+To fuse several ops of a model into this one, add a pattern pass in this file
+(``ob.register_pass``, run with ``--pass NAME``; see docs/custom-ops.md, "Fusing several ops").
+
 The example semantics are y = x * alpha + beta: replace them with your op's, and keep
 its test passing (``python -m pytest $test_path``; the test lives in a tests/ folder so
 that a plugin folder on OPBRIDGE_PLUGIN_PATH never imports it as a plugin).$override_doc
