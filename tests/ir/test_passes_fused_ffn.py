@@ -232,3 +232,13 @@ def test_cli_compile_runs_the_pass_on_a_saved_graph(tmp_path, capsys):
     assert [u.nodes for u in prog.groups] == [("add2_0",)]
     x = np.random.default_rng(3).standard_normal((2, 1, 8, 16)).astype(np.float32)
     np.testing.assert_allclose(prog.run({"x": x})["y"], ort_run(model, x), rtol=1e-5, atol=1e-5)
+
+
+@requires_ort
+def test_cli_demo_takes_pass(tmp_path, capsys):
+    path = tmp_path / "ffn.onnx"
+    onnx.save(ffn_model(), path)
+    assert main(["demo", str(path), "--plugin", str(PLUGIN), "--pass", "fuse_ffn",
+                 "--out-dir", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "converted: 1 IR nodes" in out and "FusedFFN" in out
