@@ -108,6 +108,7 @@ def batch(
     seed: int = 0,
     tolerance: str | tuple[float, float] | None = None,
     progress: bool = False,
+    passes: Sequence[str] | None = None,
 ) -> BatchResult:
     """Validate, convert or compile every model in ``models`` (files, or folders searched for
     ``.onnx``/``.prototxt``/``.ts.json``/``.obir``) and write ``summary.json``, ``summary.html`` and
@@ -117,6 +118,8 @@ def batch(
     runs them as Ray tasks on a local ``ray.init()``, ``ray="ADDRESS"`` on that cluster.
     A Caffe prototxt takes ``weights`` only when it is the only model; otherwise its sibling
     ``NAME.caffemodel`` when present, else random weights (seeded by ``seed``).
+    ``passes`` replace the default IR passes as in ``convert`` (``--pass NAME`` gives
+    ``opbridge.ir.passes.with_passes([NAME])``); plugins register their own.
     """
     from .summary import write_summary
 
@@ -130,6 +133,7 @@ def batch(
     out = Path(output)
     names = safe_names(paths)
     common = _common_options(mode, plugins, input_shapes, target, seed, tolerance)
+    common["passes"] = list(passes) if passes is not None else None
     tasks, early = _build_tasks(paths, weights, common)
     todo = [(i, t) for i, t in enumerate(tasks) if t is not None]
     executor = ("ray" if ray is True else f"ray at {ray}") if ray else f"local pool ({_jobs(jobs, len(todo))} jobs)"

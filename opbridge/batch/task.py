@@ -101,8 +101,9 @@ def _convert(task: Task, model: Path, weights: str | None, plugins: list[str], w
     from ..convert import convert
     from ..ir.io import save
 
+    kwargs = {} if task.get("passes") is None else {"passes": task["passes"]}
     graph = convert(str(model), weights=weights, input_shapes=task.get("input_shapes") or None,
-                    plugins=plugins)
+                    plugins=plugins, **kwargs)
     save(graph, work / "model.obir")
     return graph
 
@@ -138,7 +139,7 @@ def _task_validate(task: Task, model: Path, weights: str | None, plugins: list[s
 
     report = validate(str(model), weights=weights, plugins=plugins, tolerance=task.get("tolerance"),
                       input_shapes=task.get("input_shapes") or None, target=task["target"],
-                      seed=task.get("seed", 0))
+                      seed=task.get("seed", 0), passes=task.get("passes") or ())
     report.model = task["name"]  # the caller's path, not the task's temporary copy
     figures: dict[str, Any] = {"comparisons": len(report.rows), "failed": len(report.failures)}
     names = ["report.json", "report.html"]

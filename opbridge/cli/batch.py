@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from .common import add_input_shape_option, add_plugin_option
+from .common import add_input_shape_option, add_pass_option, add_plugin_option
 
 
 def add_parser(sub: Any) -> None:
@@ -36,6 +36,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--weights", metavar="W", help="weights file (Caffe .caffemodel), with one model only")
     add_input_shape_option(p)
     add_plugin_option(p)
+    add_pass_option(p, check=False)
     p.add_argument("--target", default="bm1684", help="simulator target preset (default: bm1684)")
     p.add_argument("--seed", type=int, default=0,
                    help="seed of random inputs and random Caffe weights (default 0)")
@@ -48,10 +49,12 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from ..batch import batch
+    from ..ir.passes import with_passes
 
     result = batch(args.mode, args.models, output=args.output, jobs=args.jobs, ray=args.ray,
                    weights=args.weights, plugins=args.plugin, input_shapes=dict(args.input_shape) or None,
-                   target=args.target, seed=args.seed, tolerance=args.tolerance, progress=True)
+                   target=args.target, seed=args.seed, tolerance=args.tolerance, progress=True,
+                   passes=with_passes(args.extra_passes) if args.extra_passes else None)
     console = Console(width=160 if not sys.stdout.isatty() else None)
     result.print(console)
     return result.exit_code

@@ -242,3 +242,18 @@ def test_cli_demo_takes_pass(tmp_path, capsys):
                  "--out-dir", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
     assert "converted: 1 IR nodes" in out and "FusedFFN" in out
+
+
+@requires_ort
+def test_cli_batch_takes_pass(tmp_path):
+    path = tmp_path / "ffn.onnx"
+    onnx.save(ffn_model(), path)
+    out = tmp_path / "out"
+    assert main(["batch", "validate", str(path), "--plugin", str(PLUGIN), "--pass", "fuse_ffn",
+                 "--jobs", "1", "-o", str(out)]) == 0
+    report = next(out.rglob("report.json")).read_text()
+    assert "pass fuse_ffn: 1 match" in report
+    assert main(["batch", "convert", str(path), "--plugin", str(PLUGIN), "--pass", "fuse_ffn",
+                 "--jobs", "1", "-o", str(out)]) == 0
+    obir = next(out.rglob("model.obir"))
+    assert [n.op for n in ob.load(obir).nodes] == ["FusedFFN"]
