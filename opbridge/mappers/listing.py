@@ -33,10 +33,27 @@ def mapped_ops(framework: Framework | str, registry: MappingRegistry | None = No
         })
         row["versions"].append(e.since)
         row["defined_at"].append(e.defined_at)
+    handled, site = _parser_handled(Framework(framework))
+    for op_type, what in handled.items():
+        rows.setdefault((op_type, ""), {
+            "op_type": op_type, "domain": "*", "versions": [1], "ranges": [], "ir_op": None,
+            "defined_at": [site], "handled_by": f"the parser: {what}",
+        })
     for row in rows.values():
         vs = row["versions"]
         row["ranges"] = [[v, nxt - 1] for v, nxt in zip(vs, vs[1:])] + [[vs[-1], None]]
     return [rows[k] for k in sorted(rows)]
+
+
+def _parser_handled(fw: Framework) -> tuple[dict[str, str], str]:
+    """Op types a framework's parser resolves itself (Caffe's data and loss layers), and the
+    site of that table: listed beside the mapped types, since a model with them converts
+    without a mapping."""
+    if fw != Framework.CAFFE:
+        return {}, ""
+    from ..parsers.caffe import parser_handled_layers as table
+
+    return table(), f"{table.__code__.co_filename}:{table.__code__.co_firstlineno}"
 
 
 def format_mapped_ops(framework: Framework | str, registry: MappingRegistry | None = None) -> str:
@@ -52,7 +69,8 @@ def format_mapped_ops(framework: Framework | str, registry: MappingRegistry | No
         key = r["op_type"] if r["domain"] == "*" else f"{r['domain']}::{r['op_type']}"
         vs = ", ".join(str(v) for v in r["versions"])
         sites = ", ".join(dict.fromkeys(short_site(s) for s in r["defined_at"]))
-        target = f"  -> {r['ir_op']}" if r["ir_op"] else ""
+        target = f"  -> {r['ir_op']}" if r["ir_op"] else (
+            f"  ({r['handled_by']})" if r.get("handled_by") else "")
         lines.append(f"  {key:<{width}}  {vs:<{vwidth}}{target}  at {sites}")
     lines += [f"unmapped {fw} ops are still converted when this fallback handles them: {name}"
               for name in reg.fallback_names(fw)]

@@ -13,8 +13,14 @@
   tensor, and the final writer's tensor keeps the blob's name, so ``conv1`` is still found as
   ``conv1``; earlier versions are named ``BLOB/LAYER`` (the blob as written by that layer).
   A graph input keeps its name for feeding: a layer writing it in place gets ``BLOB/LAYER``.
-* ``Split`` tops become aliases of their bottom and ``Silence`` layers are dropped (neither
-  computes anything); layers excluded from the TEST phase by include/exclude rules are dropped.
+* ``Split`` tops become aliases of their bottom. Layers that only train or write files
+  (``Accuracy``, every ``*Loss``, ``Silence``, ``HDF5Output``) are dropped with a warning, and a
+  data layer's top that only they read (its label) is no input; layers excluded from the
+  TEST phase by include/exclude rules are dropped.
+* Repeated layer names (Caffe accepts them) are renamed as OpenCV does: the k-th repeat of
+  ``crop`` becomes ``crop_k``, with a warning.
+* A ``Python`` layer's node has the domain ``module.layer`` of its python_param, so the
+  unsupported-op report names the class a plugin must provide (``"module.layer::Python"``).
 * Weights (caffemodel blobs) are matched to layers by name and listed in ``node.weights``; the
   mapping checks their shapes, since those depend on the input shapes.
 """
@@ -55,6 +61,36 @@ DATA_LAYERS = frozenset({
     "Data", "ImageData", "MemoryData", "DummyData", "HDF5Data", "WindowData",
     "AnnotatedData", "VideoData",
 })
+
+#: Layers that only train or only write files: dropped from the deploy graph with a note
+#: (besides these, every type whose name ends in "Loss", forks' losses included).
+TRAINING_ONLY_LAYERS = frozenset({"Accuracy", "Silence", "HDF5Output"})
+
+
+def is_training_only(op_type: str) -> bool:
+    """Is ``op_type`` a layer the deploy graph drops (accuracy, losses, Silence, HDF5Output)?"""
+    return op_type in TRAINING_ONLY_LAYERS or op_type.endswith("Loss")
+
+
+#: Loss layers of BVLC master and of the widely used forks (SSD's MultiBoxLoss,
+#: py-faster-rcnn's SmoothL1Loss), listed by ``opbridge ops``; any other ``*Loss`` is dropped too.
+KNOWN_LOSS_LAYERS = (
+    "ContrastiveLoss", "EuclideanLoss", "HingeLoss", "InfogainLoss", "MultinomialLogisticLoss",
+    "SigmoidCrossEntropyLoss", "SoftmaxWithLoss", "MultiBoxLoss", "SmoothL1Loss",
+)
+
+
+def parser_handled_layers() -> dict[str, str]:
+    """Layer type -> what the parser does with it, for the layer types it resolves itself
+    (no mapping is involved): data layers become graph inputs, training-only layers are
+    dropped. ``opbridge ops --framework caffe`` lists them beside the mapped types."""
+    out = {t: "a graph input (its shape from the layer, or from input_shapes)"
+           for t in ("Input", *sorted(DATA_LAYERS))}
+    out.update((t, "dropped from the deploy graph, with a warning")
+               for t in (*sorted(TRAINING_ONLY_LAYERS), *KNOWN_LOSS_LAYERS))
+    out["Split"] = "its tops alias its bottom"
+    return out
+
 
 #: LayerParameter fields that are not parameter blocks (structure, training settings).
 _STRUCTURAL = frozenset({
@@ -230,7 +266,19 @@ def parse_caffe(
                                hint="is this a solver file or an empty net?")
 
     declared = set(inputs)
-    nodes = _to_ssa(layers, inputs, source)
+    renamed = rename_duplicates(layers, source)
+    dropped: list[_Layer] = []
+    nodes = _to_ssa(layers, inputs, source, dropped)
+    if dropped:
+        shown = ", ".join(f"'{d.name}' ({d.op_type})" for d in dropped[:8])
+        warnings.warn(
+            f"[caffe] {source}: dropped {len(dropped)} training-only layer(s) from the deploy "
+            f"graph: {shown}{' ...' if len(dropped) > 8 else ''}",
+            stacklevel=2,
+        )
+    if not nodes:
+        raise ModelFormatError(f"[caffe] {source}: the prototxt has no layers the deploy graph "
+                               "keeps", hint="is this a training net without a model?")
     used = {i for n in nodes for i in n.inputs}
     for name in [n for n in inputs if n not in declared and n not in used]:
         del inputs[name]  # a data layer's top nothing reads (its label, in a deploy net)
@@ -240,38 +288,68 @@ def parse_caffe(
     graph.inputs = [TensorInfo(n, np.dtype(np.float32), s) for n, s in inputs.items()]
     graph.nodes = nodes
     graph.outputs = [TensorInfo(n) for n in _outputs(nodes, inputs)]
+    if renamed:
+        graph.metadata["renamed_layers"] = dict(renamed)
     if weights is not None:
-        _attach_weights(graph, Path(weights))
+        _attach_weights(graph, Path(weights), renamed)
     return graph
 
 
+def rename_duplicates(layers: list[_Layer], source: str) -> dict[str, str]:
+    """Give repeated layer names OpenCV's spelling (the k-th repeat of ``crop`` is ``crop_k``;
+    Caffe accepts repeats, HED's deploy has five ``crop`` layers). Returns new name -> old."""
+    taken = {layer.name for layer in layers}
+    seen: dict[str, int] = {}
+    renamed: dict[str, str] = {}
+    for layer in layers:
+        k = seen.get(layer.name, 0)
+        seen[layer.name] = k + 1
+        if not k:
+            continue
+        new = f"{layer.name}_{k}"
+        while new in taken:  # a layer already has that name: one more suffix
+            new += "_1"
+        taken.add(new)
+        renamed[new] = layer.name
+        layer.name = new
+    if renamed:
+        shown = ", ".join(f"'{old}' -> '{new}'" for new, old in list(renamed.items())[:6])
+        warnings.warn(
+            f"[caffe] {source}: {len(renamed)} layer(s) repeat an earlier layer's name; renamed "
+            f"as OpenCV does: {shown}{' ...' if len(renamed) > 6 else ''} (their caffemodel "
+            "blobs are looked up by the new name, else by the old one)",
+            stacklevel=3,
+        )
+    return renamed
+
+
+def _python_domain(layer: _Layer) -> str:
+    """A ``Python`` layer's ``module.layer`` (its python_param), which a plugin registers as
+    ``"module.layer::Python"``; "" when python_param does not name them."""
+    module, cls = layer.attrs.get("module"), layer.attrs.get("layer")
+    if layer.op_type != "Python" or not module or not cls:
+        return ""
+    return f"{module}.{cls}"
+
+
 def _to_ssa(layers: list[_Layer], inputs: dict[str, tuple[int, ...] | None],
-            source: str) -> list[OriginNode]:
-    """Layers -> nodes in SSA form; also registers Input/data layers' tops as inputs."""
+            source: str, dropped: list[_Layer]) -> list[OriginNode]:
+    """Layers -> nodes in SSA form; also registers Input/data layers' tops as inputs and
+    appends the training-only layers it leaves out to ``dropped``."""
     writers: dict[str, int] = {}
     for layer in layers:
-        if layer.op_type in ("Input", "Split", "Silence") or layer.op_type in DATA_LAYERS:
+        if layer.op_type in ("Input", "Split") or layer.op_type in DATA_LAYERS \
+                or is_training_only(layer.op_type):
             continue
         for t in layer.tops:
             writers[t] = writers.get(t, 0) + 1
     current: dict[str, str] = {n: n for n in inputs}
     taken: set[str] = set(current) | set(writers)
-    seen_names: dict[str, int] = {}
+    dropped_tops: dict[str, _Layer] = {}
     nodes: list[OriginNode] = []
     for layer in layers:
         where = f"[caffe] {source}:{layer.line}: layer '{layer.name}' ({layer.op_type})"
-        if layer.name in seen_names:
-            raise ModelFormatError(f"{where}: a layer with this name is already defined",
-                                   hint="layer names must be unique (weights are matched by name)")
-        seen_names[layer.name] = layer.line
-        bottoms = []
-        for b in layer.bottoms:
-            if b not in current:
-                raise ModelFormatError(
-                    f"{where}: bottom '{b}' is not produced by any earlier layer or input",
-                    hint="check the blob name; layers must come after the layers they read",
-                )
-            bottoms.append(current[b])
+        bottoms = [_bottom(b, current, dropped_tops, where) for b in layer.bottoms]
         if layer.op_type == "Input" or layer.op_type in DATA_LAYERS:
             data_layer_inputs(layer.op_type, layer.tops, layer.attrs, inputs, where)
             for t in layer.tops:
@@ -283,7 +361,9 @@ def _to_ssa(layers: list[_Layer], inputs: dict[str, tuple[int, ...] | None],
             for t in layer.tops:
                 current[t] = bottoms[0]
             continue
-        if layer.op_type == "Silence":
+        if is_training_only(layer.op_type):
+            dropped.append(layer)
+            dropped_tops.update((t, layer) for t in layer.tops if t not in current)
             continue
         outs = []
         for t in layer.tops:
@@ -301,9 +381,28 @@ def _to_ssa(layers: list[_Layer], inputs: dict[str, tuple[int, ...] | None],
             outs.append(name)
         nodes.append(OriginNode(
             name=layer.name, op_type=layer.op_type, inputs=bottoms, outputs=outs,
-            attrs=layer.attrs, framework=Framework.CAFFE, location=str(layer.line),
+            attrs=layer.attrs, framework=Framework.CAFFE, domain=_python_domain(layer),
+            location=str(layer.line),
         ))
     return nodes
+
+
+def _bottom(blob: str, current: dict[str, str], dropped_tops: dict[str, _Layer], where: str) -> str:
+    """The SSA name of a bottom; an error when no earlier layer (kept in the deploy graph)
+    writes it."""
+    if blob in current:
+        return current[blob]
+    if blob in dropped_tops:
+        d = dropped_tops[blob]
+        raise ModelFormatError(
+            f"{where}: bottom '{blob}' is the output of '{d.name}' ({d.op_type}), a training-only "
+            "layer that the deploy graph drops",
+            hint="remove the layers that read it from the deploy prototxt",
+        )
+    raise ModelFormatError(
+        f"{where}: bottom '{blob}' is not produced by any earlier layer or input",
+        hint="check the blob name; layers must come after the layers they read",
+    )
 
 
 def _outputs(nodes: list[OriginNode], inputs: dict[str, Any]) -> list[str]:
@@ -311,15 +410,20 @@ def _outputs(nodes: list[OriginNode], inputs: dict[str, Any]) -> list[str]:
     return [o for n in nodes for o in n.outputs if o not in used]
 
 
-def _attach_weights(graph: OriginGraph, path: Path) -> None:
+def _attach_weights(graph: OriginGraph, path: Path, renamed: dict[str, str]) -> None:
     blobs = read_caffemodel(path)
     tensors: dict[str, np.ndarray] = {}
     by_name = {n.name: n for n in graph.nodes}
+    for new, old in renamed.items():
+        # a renamed layer takes the blobs stored under its old name (as OpenCV does) unless
+        # the caffemodel has its own under the new one (as random-weights writes them)
+        if new not in blobs and old in blobs and new in by_name:
+            blobs[new] = blobs[old]
     extra = []
     for lname, arrays in blobs.items():
         node = by_name.get(lname)
         if node is None:
-            if arrays:
+            if arrays and lname not in renamed.values():
                 extra.append(lname)
             continue
         for i, arr in enumerate(arrays):

@@ -85,12 +85,14 @@ def data_layer_inputs(op_type: str, tops: list[str], attrs: dict[str, Any], inpu
     shapes: list[tuple[int, ...]] = []
     if op_type in ("Input", "DummyData"):
         shapes = [shape_of(s, where) for s in as_list(attrs.get("shape", []))]
+        if op_type == "DummyData" and not shapes and "num" in attrs:
+            shapes = _legacy_dummy_shapes(attrs, len(tops), where)
     elif op_type == "MemoryData" and "batch_size" in attrs:
         dims = [attrs.get(k, 0) for k in ("batch_size", "channels", "height", "width")]
         if not all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
             raise ModelFormatError(f"{where}: memory_data_param sizes {dims} are not all integers")
         shapes = [tuple(dims)]
-    if len(shapes) not in (0, 1, len(tops)) and op_type == "Input":
+    if len(shapes) not in (0, 1, len(tops)) and op_type in ("Input", "DummyData"):
         raise ModelFormatError(
             f"{where}: {len(shapes)} shapes for {len(tops)} tops",
             hint="give one shape, or one per top",
@@ -100,10 +102,22 @@ def data_layer_inputs(op_type: str, tops: list[str], attrs: dict[str, Any], inpu
             raise ModelFormatError(f"{where}: input '{t}' is declared twice")
         if i < len(shapes):
             inputs[t] = shapes[i]
-        elif len(shapes) == 1 and op_type == "Input":
+        elif len(shapes) == 1 and op_type in ("Input", "DummyData"):
             inputs[t] = shapes[0]
         else:
             inputs[t] = None
+
+
+def _legacy_dummy_shapes(attrs: dict[str, Any], ntops: int, where: str) -> list[tuple[int, ...]]:
+    """DummyData's deprecated 4-D sizes: num/channels/height/width, one value for every top
+    or one per top (as DummyDataLayer::LayerSetUp reads them)."""
+    cols = [as_list(attrs.get(k, [])) for k in ("num", "channels", "height", "width")]
+    if any(len(c) not in (1, ntops) for c in cols):
+        raise ModelFormatError(f"{where}: dummy_data_param num/channels/height/width need 1 value "
+                               f"or one per top ({ntops})")
+    if not all(isinstance(d, int) and not isinstance(d, bool) for c in cols for d in c):
+        raise ModelFormatError(f"{where}: dummy_data_param sizes {cols} are not all integers")
+    return [tuple(c[i] if len(c) > 1 else c[0] for c in cols) for i in range(ntops)]
 
 
 def apply_input_shapes(inputs: Inputs, given: dict[str, tuple[int, ...]], where: str) -> None:

@@ -161,7 +161,7 @@ def mapped_section(framework: str, title: str) -> list[str]:
         mods = ", ".join(sorted({_module(s) for s in sites}))
         vs = ", ".join(str(v) for v in r["versions"])
         dom = "any" if r["domain"] == "*" else (r["domain"] or "ai.onnx")
-        lines.append(f"| {_cell(r['op_type'])} | {dom} | {vs} | {r['ir_op'] or '(function)'} | {mods} |")
+        lines.append(f"| {_cell(r['op_type'])} | {dom} | {vs} | {r['ir_op'] or ('(parser)' if r.get('handled_by') else '(function)')} | {mods} |")
     return lines + [""]
 
 

@@ -150,10 +150,11 @@ def test_unknown_field_in_a_known_block_warns(tmp_path: Path) -> None:
     ('layer { name: "a" type: "ReLU" type: "TanH" bottom: "data" top: "a" }', r"'type' given twice"),
     ('layer { name: "a" type: "ReLU" bottom: "nothing" top: "a" }', r"layer 'a' \(ReLU\): bottom 'nothing'"),
     ('layer { name: "a" bottom: "data" top: "a" }', r"layer 'a'.*no 'type'"),
-    ('layer { name: "a" type: "ReLU" bottom: "data" top: "a" }\nlayer { name: "a" type: "ReLU" bottom: "a" top: "b" }',
-     r":3: layer 'a'.*already defined"),
+    ('layer { name: "l" type: "SoftmaxWithLoss" bottom: "data" bottom: "data" top: "loss" }\n'
+     'layer { name: "r" type: "ReLU" bottom: "loss" top: "r" }',
+     r":3: layer 'r' \(ReLU\): bottom 'loss' is the output of 'l' \(SoftmaxWithLoss\), a training-only"),
 ], ids=["unclosed", "extra brace", "string for int", "bad enum", "duplicate field", "unknown bottom",
-        "no type", "duplicate layer name"])
+        "no type", "reads a dropped loss"])
 def test_malformed_prototxt_names_line_or_layer(tmp_path: Path, text: str, match: str) -> None:
     p = write(tmp_path, 'input: "data" input_shape { dim: 1 dim: 1 dim: 2 dim: 2 }\n' + text)
     with pytest.raises(ModelFormatError, match=match):

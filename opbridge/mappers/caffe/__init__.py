@@ -9,5 +9,6 @@ from . import (  # noqa: F401
     elementwise,
     norm,
     pool,
+    recurrent,
     shape,
 )
