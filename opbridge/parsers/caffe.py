@@ -349,6 +349,10 @@ def _to_ssa(layers: list[_Layer], inputs: dict[str, tuple[int, ...] | None],
     nodes: list[OriginNode] = []
     for layer in layers:
         where = f"[caffe] {source}:{layer.line}: layer '{layer.name}' ({layer.op_type})"
+        if is_training_only(layer.op_type):  # its bottoms need not exist (a label nothing feeds)
+            dropped.append(layer)
+            dropped_tops.update((t, layer) for t in layer.tops if t not in current)
+            continue
         bottoms = [_bottom(b, current, dropped_tops, where) for b in layer.bottoms]
         if layer.op_type == "Input" or layer.op_type in DATA_LAYERS:
             data_layer_inputs(layer.op_type, layer.tops, layer.attrs, inputs, where)
@@ -360,10 +364,6 @@ def _to_ssa(layers: list[_Layer], inputs: dict[str, tuple[int, ...] | None],
                 raise ModelFormatError(f"{where}: takes 1 bottom, got {len(bottoms)}")
             for t in layer.tops:
                 current[t] = bottoms[0]
-            continue
-        if is_training_only(layer.op_type):
-            dropped.append(layer)
-            dropped_tops.update((t, layer) for t in layer.tops if t not in current)
             continue
         outs = []
         for t in layer.tops:

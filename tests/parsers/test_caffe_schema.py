@@ -57,6 +57,9 @@ def test_generated_module_is_current(tmp_path: Path) -> None:
         ("BlobProto", "width", 4), ("ConvolutionParameter", "dilation", 18),
         ("PoolingParameter", "global_pooling", 12), ("PoolingParameter", "round_mode", 13),
         ("PriorBoxParameter", "offset", 13), ("DetectionOutputParameter", "keep_top_k", 7),
+        ("LayerParameter", "recurrent_param", 146), ("LayerParameter", "hdf5_data_param", 112),
+        ("RecurrentParameter", "num_output", 1), ("RecurrentParameter", "expose_hidden", 5),
+        ("HDF5DataParameter", "batch_size", 2),
     ],
     ids=lambda v: str(v),
 )
@@ -78,6 +81,7 @@ def test_field_numbers(message: str, field: str, number: int) -> None:
         ("norm_param", "eps", pytest.approx(1e-10)), ("norm_param", "across_spatial", True),
         ("detection_output_param", "keep_top_k", -1), ("upsample_param", "scale", 2),
         ("softmax_param", "axis", 1), ("relu_param", "negative_slope", 0.0),
+        ("recurrent_param", "num_output", 0), ("recurrent_param", "expose_hidden", False),
     ],
     ids=lambda v: str(v),
 )
