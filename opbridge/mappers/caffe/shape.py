@@ -229,25 +229,43 @@ def reduction(node: OriginNode, g: Any) -> Value:
     return y
 
 
+def _caffe_topk(g: Any, x: Value, k: int, axis: int) -> tuple[Value, Value]:
+    """(values, indices) of the k largest along ``axis`` in Caffe's order: partial_sort of
+    (value, index) pairs with std::greater, so equal values give the higher index first. TopK
+    gives the lower index first: it runs on the reversed axis, whose indices are mapped back."""
+    dim = int(x.shape[axis])
+    rev = g.op("Gather", [x, g.constant(np.arange(dim - 1, -1, -1, dtype=np.int64))], axis=axis)
+    vals, idx = g.op("TopK", [rev], k=k, axis=axis)
+    back = g.op("Sub", [g.constant(np.array(dim - 1, np.int64)), idx])
+    return vals, g.op("Cast", [back], to="f32")
+
+
 @mapping(CAFFE, "ArgMax")
 def argmax(node: OriginNode, g: Any) -> Value:
-    """Indices (as floats) of the top_k values along ``axis``; without an axis, over each
-    sample's flattened values, shaped (N, 1, k) — or (N, 2, k) [indices, values] with
-    out_max_val; with an axis and out_max_val, the values instead of the indices."""
+    """Indices (as floats) of the top_k values along ``axis``, or with out_max_val the values
+    (BVLC argmax_layer.cpp). Without an axis, over each sample's flattened values: the top is
+    (N, 1, top_k) — (N, 2, top_k) [indices, values] with out_max_val — padded with trailing
+    ones to the bottom's rank when that is above 3."""
     p = Params(node, "argmax_param")
     x = g.input(0)
     k = int(p.get("top_k"))
     if p.has("axis"):
         axis = norm_axis(p, "axis", int(p.get("axis")), len(x.shape))
-        vals, idx = g.op("TopK", [x], k=k, axis=axis)
-        return vals if p.get("out_max_val") else g.op("Cast", [idx], to="f32")
+        if not 1 <= k <= int(x.shape[axis]):
+            raise p.error("top_k", k, f"must be in [1, {int(x.shape[axis])}] (the axis' size)")
+        vals, idx = _caffe_topk(g, x, k, axis)
+        return vals if p.get("out_max_val") else idx
     n = int(x.shape[0])
-    flat = g.op("Reshape", [x], shape=(n, int(np.prod(x.shape[1:]))))
-    vals, idx = g.op("TopK", [flat], k=k, axis=1)
-    fidx = g.op("Reshape", [g.op("Cast", [idx], to="f32")], shape=(n, 1, k))
+    count = int(np.prod(x.shape[1:]))
+    if not 1 <= k <= count:
+        raise p.error("top_k", k, f"must be in [1, {count}] (the values per sample)")
+    vals, idx = _caffe_topk(g, g.op("Reshape", [x], shape=(n, count)), k, 1)
+    ones = (1,) * max(len(x.shape) - 3, 0)
     if not p.get("out_max_val"):
-        return fidx
-    return g.op("Concat", [fidx, g.op("Reshape", [vals], shape=(n, 1, k))], axis=1)
+        return g.op("Reshape", [idx], shape=(n, 1, k, *ones))
+    both = g.op("Concat", [g.op("Reshape", [idx], shape=(n, 1, k)), g.op("Reshape", [vals], shape=(n, 1, k))],
+                axis=1)
+    return g.op("Reshape", [both], shape=(n, 2, k, *ones)) if ones else both
 
 
 @mapping(CAFFE, "Embed")

@@ -205,3 +205,21 @@ def test_recurrent_errors_name_the_layer(tmp_path: Path, text: str, match: str) 
         write_random_weights(proto, tmp_path / "bad.caffemodel")
     assert "rec" in str(info.value)
     assert not isinstance(info.value, MappingError) or "failed" not in str(info.value)
+
+
+def test_lstm_compiles_and_runs_on_the_simulator(tmp_path: Path) -> None:
+    t, n, hid = 3, 2, 4
+    rng = np.random.default_rng(4)
+    feeds = {"x": rng.standard_normal((t, n, 5)).astype(np.float32), "cont": CONT["cont=restarts"](t, n),
+             "h0": rng.standard_normal((1, n, hid)).astype(np.float32),
+             "c0": rng.standard_normal((1, n, hid)).astype(np.float32)}
+    proto = tmp_path / "net.prototxt"
+    proto.write_text(_net("LSTM", t, n, (5,), hid, expose=True))
+    model = tmp_path / "net.caffemodel"
+    write_random_weights(proto, model, seed=3)
+    blobs = [b.astype(np.float64) for b in read_caffemodel(model)["rec"]]
+    outs = ob.compile(convert(proto, weights=model), target="bm1684").run(feeds)
+    want = ref_lstm(feeds["x"], feeds["cont"], blobs, hid, None, feeds["h0"], feeds["c0"])
+    for name, ref in zip(["y", "hT", "cT"], want):
+        np.testing.assert_allclose(outs[name], ref, rtol=1e-4, atol=1e-5, err_msg=name)
+

@@ -103,16 +103,18 @@ def test_reduction(tmp_path: Path, params: str, want) -> None:  # noqa: ANN001
 
 
 @pytest.mark.parametrize(("params", "want"), [
-    ("", lambda x: x.reshape(2, -1).argmax(axis=1).reshape(2, 1, 1).astype(np.float32)),
+    ("", lambda x: x.reshape(2, -1).argmax(axis=1).reshape(2, 1, 1, 1).astype(np.float32)),
     ("argmax_param { axis: 1 }", lambda x: x.argmax(axis=1)[:, None].astype(np.float32)),
     ("argmax_param { axis: 1 out_max_val: true }", lambda x: x.max(axis=1, keepdims=True)),
     ("argmax_param { out_max_val: true }", lambda x: np.concatenate(
-        [x.reshape(2, -1).argmax(axis=1).reshape(2, 1, 1).astype(np.float32),
-         x.reshape(2, -1).max(axis=1).reshape(2, 1, 1)], axis=1)),
+        [x.reshape(2, -1).argmax(axis=1).reshape(2, 1, 1, 1).astype(np.float32),
+         x.reshape(2, -1).max(axis=1).reshape(2, 1, 1, 1)], axis=1)),
 ], ids=["axis=absent", "axis=1", "axis=1,out_max_val", "axis=absent,out_max_val"])
 def test_argmax(tmp_path: Path, params: str, want) -> None:  # noqa: ANN001
-    """Caffe's ArgMax (top_k 1): indices as floats, or the values (numpy reference)."""
+    """Caffe's ArgMax (top_k 1): indices as floats, or the values (numpy reference); the top
+    has the bottom's rank (4) with trailing ones, as argmax_layer.cpp's Reshape makes it."""
     got = _ours(tmp_path, layer("ArgMax", params), X)["y"]
+    assert got.shape == want(X).shape
     np.testing.assert_allclose(got, want(X), rtol=1e-6)
 
 
