@@ -8,7 +8,9 @@
   need no schema change. Unset fields are absent; :func:`layer_defaults` gives the schema's
   defaults of a parameter block.
 * Graph inputs come from net-level ``input`` + ``input_shape``/``input_dim``, ``Input`` layers,
-  and data layers (``Data``, ``ImageData`` ...) whose shapes the caller gives.
+  and data layers: ``DummyData`` and ``MemoryData`` declare their shapes, ``ImageData`` and
+  ``WindowData`` when their parameters fix the image size; the caller gives the others
+  (``Data``, ``HDF5Data``) in ``input_shapes``.
 * In-place layers (``top == bottom``) are put in SSA form: every write of a blob gets its own
   tensor, and the final writer's tensor keeps the blob's name, so ``conv1`` is still found as
   ``conv1``; earlier versions are named ``BLOB/LAYER`` (the blob as written by that layer).

@@ -92,6 +92,8 @@ def data_layer_inputs(op_type: str, tops: list[str], attrs: dict[str, Any], inpu
         if not all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
             raise ModelFormatError(f"{where}: memory_data_param sizes {dims} are not all integers")
         shapes = [tuple(dims)]
+    elif op_type in ("ImageData", "WindowData"):
+        shapes = _image_shape(op_type, attrs, where)
     if len(shapes) not in (0, 1, len(tops)) and op_type in ("Input", "DummyData"):
         raise ModelFormatError(
             f"{where}: {len(shapes)} shapes for {len(tops)} tops",
@@ -106,6 +108,34 @@ def data_layer_inputs(op_type: str, tops: list[str], attrs: dict[str, Any], inpu
             inputs[t] = shapes[0]
         else:
             inputs[t] = None
+
+
+def _field(attrs: dict[str, Any], block: str, name: str) -> Any:
+    """A field of a flattened parameter block (the parser prefixes a name that two of the
+    layer's blocks share, such as crop_size in transform_param and image_data_param)."""
+    for key in (f"{block}.{name}", name):
+        if key in attrs:
+            return attrs[key]
+    return None
+
+
+def _image_shape(op_type: str, attrs: dict[str, Any], where: str) -> list[tuple[int, ...]]:
+    """The data top of ImageData/WindowData when the prototxt fixes it: (batch_size, 3 or 1,
+    H, W) with H, W the crop_size, else ImageData's new_height/new_width (as
+    ImageDataLayer::DataLayerSetUp and DataTransformer::InferBlobShape size it); [] when the
+    size comes from the images."""
+    crop = _field(attrs, "transform_param", "crop_size") or attrs.get("image_data_param.crop_size") \
+        or (attrs.get("window_data_param.crop_size") if op_type == "WindowData" else None)
+    block = "image_data_param" if op_type == "ImageData" else "window_data_param"
+    batch = _field(attrs, block, "batch_size") or 1
+    color = attrs.get("is_color", True) if op_type == "ImageData" else True
+    h, w = (crop, crop) if crop else (attrs.get("new_height"), attrs.get("new_width"))
+    if op_type == "WindowData" and not crop:
+        return []
+    dims = (batch, 3 if color else 1, h, w)
+    if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims):
+        return []
+    return [dims]
 
 
 def _legacy_dummy_shapes(attrs: dict[str, Any], ntops: int, where: str) -> list[tuple[int, ...]]:

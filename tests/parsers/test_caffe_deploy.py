@@ -48,6 +48,12 @@ DATA_LAYERS = {
         'num: 2 channels: 3 channels: 1 height: 7 height: 1 width: 7 width: 1 } }', None),
     "MemoryData": ('layer { name: "in" type: "MemoryData" top: "data" top: "label" memory_data_param { '
                    'batch_size: 2 channels: 3 height: 7 width: 7 } }', None),
+    "ImageData,new_height/new_width": (
+        'layer { name: "in" type: "ImageData" top: "data" top: "label" image_data_param { '
+        'source: "list.txt" batch_size: 2 new_height: 7 new_width: 7 } }', None),
+    "ImageData,crop_size": (
+        'layer { name: "in" type: "ImageData" top: "data" top: "label" transform_param { crop_size: 7 } '
+        'image_data_param { source: "list.txt" batch_size: 2 new_height: 9 new_width: 11 } }', None),
     "HDF5Data,shape given": ('layer { name: "in" type: "HDF5Data" top: "data" top: "label" '
                              'hdf5_data_param { source: "train.txt" batch_size: 2 } }', (2, 3, 7, 7)),
     "Data,shape given": ('layer { name: "in" type: "Data" top: "data" top: "label" include { phase: TRAIN } '
@@ -94,6 +100,20 @@ def test_dummy_data_legacy_sizes_give_one_shape_per_top(tmp_path: Path) -> None:
                           + 'layer { name: "e" type: "Eltwise" bottom: "data" bottom: "data" top: "e" }\n'
                           + 'layer { name: "p" type: "Power" bottom: "label" top: "p" }\n'))
     assert [(t.name, t.shape) for t in g.inputs] == [("data", (2, 3, 7, 7)), ("label", (2, 1, 1, 1))]
+
+
+@pytest.mark.parametrize(("data", "shape"), [
+    ('type: "ImageData" image_data_param { source: "l" is_color: false new_height: 5 new_width: 6 }', (1, 1, 5, 6)),
+    ('type: "ImageData" image_data_param { source: "l" crop_size: 4 batch_size: 3 }', (3, 3, 4, 4)),
+    ('type: "ImageData" image_data_param { source: "l" }', None),
+    ('type: "WindowData" window_data_param { source: "w" batch_size: 8 crop_size: 6 }', (8, 3, 6, 6)),
+    ('type: "Data" transform_param { crop_size: 6 } data_param { source: "db" batch_size: 8 }', None),
+], ids=["ImageData,is_color=false", "ImageData,legacy crop_size", "ImageData,sized by its images",
+        "WindowData", "Data (channels unknown)"])
+def test_image_data_layers_declare_the_shape_their_params_fix(tmp_path: Path, data: str, shape) -> None:  # noqa: ANN001
+    g = parse_caffe(write(tmp_path, f'layer {{ name: "in" {data} top: "data" }}\n'
+                          'layer { name: "r" type: "ReLU" bottom: "data" top: "r" }\n'))
+    assert [(t.name, t.shape) for t in g.inputs] == [("data", shape)]
 
 
 def test_only_a_training_net_is_refused(tmp_path: Path) -> None:
