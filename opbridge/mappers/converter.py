@@ -351,8 +351,10 @@ def node_opset(origin: OriginGraph, node: OriginNode) -> int | None:
     return origin.opsets.get(normalize_domain(node.domain))
 
 
-def preflight(origin: OriginGraph, registry: MappingRegistry, ops: OpRegistry) -> dict[int, MappingEntry]:
-    """Find every node's mapping; report every unmapped op (and missing IR op) in one error."""
+def scan_mappings(origin: OriginGraph, registry: MappingRegistry,
+                  ops: OpRegistry) -> tuple[dict[int, MappingEntry], list[str]]:
+    """Every top-level node's mapping (by index), and one report line per unmapped op type
+    (and per missing IR op), subgraphs included."""
     found: dict[int, MappingEntry] = {}
     missing: dict[tuple[str, str, int | None], list[str]] = {}
     no_ir: dict[str, list[str]] = {}
@@ -376,8 +378,6 @@ def preflight(origin: OriginGraph, registry: MappingRegistry, ops: OpRegistry) -
                         visit(sub.nodes, False, f" (in a subgraph of '{node.name}')")
 
     visit(origin.nodes, True, "")
-    if not missing and not no_ir:
-        return found
     fw = Framework(origin.framework)
     lines = []
     for (domain, op, version), nodes in missing.items():
@@ -392,12 +392,72 @@ def preflight(origin: OriginGraph, registry: MappingRegistry, ops: OpRegistry) -
         lines.append(f"  - IR op '{ir_op}' (target of a register_custom_op mapping) is not defined; "
                      f"node(s) {', '.join(nodes[:5])}; define it with "
                      f'opbridge.define_op("{ir_op}")')
-    n = len(lines)
+    return found, lines
+
+
+def unsupported_report(origin: OriginGraph, type_lines: list[str],
+                       cases: Sequence[OpbridgeError] = (), unchecked: int = 0) -> UnsupportedOpError:
+    """One error listing every unmapped op type (``type_lines``, from :func:`scan_mappings`)
+    and every node whose mapping refused its case (``cases``), one per line."""
+    fw = Framework(origin.framework)
     src = f" in '{origin.source}'" if origin.source else ""
-    raise UnsupportedOpError(
-        f"[{fw}] {n} unsupported op type{'s' if n > 1 else ''}{src}:\n" + "\n".join(lines),
+    n, m = len(type_lines), len(cases)
+    parts = []
+    if n:
+        parts.append(f"[{fw}] {n} unsupported op type{'s' if n > 1 else ''}{src}:")
+        parts += type_lines
+    if m:
+        head = f"{m} unsupported case{'s' if m > 1 else ''} of mapped op types"
+        parts.append(f"and {head}:" if n else f"[{fw}] {head}{src}:")
+        parts += [f"  - {e.message}" + (f" ({e.hint})" if e.hint else "") for e in cases]
+    if unchecked:
+        parts.append(f"({unchecked} node(s) that read their outputs were not checked)")
+    return UnsupportedOpError(
+        "\n".join(parts),
         hint="register mappings in a plugin file and pass it with --plugin FILE (plugins=[...])",
     )
+
+
+def preflight(origin: OriginGraph, registry: MappingRegistry, ops: OpRegistry) -> dict[int, MappingEntry]:
+    """Find every node's mapping; report every unmapped op (and missing IR op) in one error."""
+    found, lines = scan_mappings(origin, registry, ops)
+    if lines:
+        raise unsupported_report(origin, lines)
+    return found
+
+
+def _map_all(conv: Conversion, origin: OriginGraph, entries: dict[int, MappingEntry],
+             type_lines: list[str]) -> None:
+    """Map every node; on problems, go on with the nodes that do not depend on a failed one,
+    so that the error lists every unsupported node at once (a refused case of a mapped op,
+    such as a layer form the mapping does not handle, with the unmapped types)."""
+    cases: list[OpbridgeError] = []
+    first: OpbridgeError | None = None
+    failed: set[str] = set()
+    unchecked = 0
+    for idx, node in enumerate(origin.nodes):
+        entry = entries.get(idx)
+        if entry is None or any(i in failed for i in node.inputs if i):
+            failed.update(o for o in node.outputs if o)
+            unchecked += entry is not None
+            continue
+        version = node_opset(origin, node)
+        try:
+            conv.map_node(node, entry, version if version is not None else entry.since)
+        except OpbridgeError as err:
+            if not (type_lines or cases or first) and not isinstance(err, UnsupportedOpError):
+                raise  # no unsupported op so far: the usual error, at once
+            failed.update(o for o in node.outputs if o)
+            if isinstance(err, UnsupportedOpError):
+                cases.append(err)
+            elif first is None:
+                first = err
+    if type_lines or len(cases) > 1:
+        raise unsupported_report(origin, type_lines, cases, unchecked)
+    if cases:
+        raise cases[0]
+    if first is not None:
+        raise first
 
 
 def convert_origin_graph(
@@ -418,21 +478,24 @@ def convert_origin_graph(
     registry = registry if registry is not None else DEFAULT_MAPPINGS
     ops = ops if ops is not None else DEFAULT_OPS
     bound = dict(constant_inputs or {})
-    entries = preflight(origin, registry, ops)
+    entries, type_lines = scan_mappings(origin, registry, ops)
     conv = Conversion(origin, registry, ops, bound, const_requests)
     free = [t for t in origin.inputs if t.name not in bound]
     sub = OriginGraph(origin.name, origin.framework, inputs=free)
-    for t in _fix_inputs(sub, input_shapes, require_static=True):
+    try:
+        fixed = _fix_inputs(sub, input_shapes, require_static=True)
+    except OpbridgeError:
+        if type_lines:  # the unmapped types come first, as before anything is converted
+            raise unsupported_report(origin, type_lines) from None
+        raise
+    for t in fixed:
         conv._claim_origin(t.name)
         v = conv.builder.input(t.name, _ir_dtype(t.dtype, f"input '{t.name}'"), t.shape)
         conv.values[t.name] = conv.inputs[t.name] = v
     for name, arr in bound.items():
         conv._claim_origin(name)
         conv.values[name] = conv.builder.constant(name, np.asarray(arr))
-    for idx, node in enumerate(origin.nodes):
-        entry = entries[idx]
-        version = node_opset(origin, node)
-        conv.map_node(node, entry, version if version is not None else entry.since)
+    _map_all(conv, origin, entries, type_lines)
     for t in origin.outputs:
         v = conv.values.get(t.name)
         if v is None and t.name in origin.tensors:

@@ -195,9 +195,20 @@ layer { name: "other" type: "Python" bottom: "odd2" top: "y" python_param { modu
 '''
 
 
+def _builtin_registry() -> MappingRegistry:
+    """The built-in Caffe mappings alone (a plugin another test loaded may map Python layers)."""
+    from opbridge.mappers.registry import DEFAULT_MAPPINGS
+
+    reg = MappingRegistry()
+    for e in DEFAULT_MAPPINGS.entries("caffe"):
+        if "/opbridge/mappers/caffe/" in e.defined_at.replace("\\", "/"):
+            reg.register(e.framework, e.key_text, e.fn, since_opset=e.since, defined_at=e.defined_at)
+    return reg
+
+
 def test_unsupported_report_lists_every_layer_and_the_python_class(tmp_path: Path) -> None:
     with pytest.raises(UnsupportedOpError) as info:
-        convert(write(tmp_path, PY))
+        convert(write(tmp_path, PY), registry=_builtin_registry())
     lines = str(info.value).splitlines()
     assert "3 unsupported op types" in lines[0]
     rpn = [ln for ln in lines if "'rpn'" in ln]
@@ -208,11 +219,7 @@ def test_unsupported_report_lists_every_layer_and_the_python_class(tmp_path: Pat
 
 
 def test_a_plugin_mapping_for_a_python_class_converts_it(tmp_path: Path) -> None:
-    reg = MappingRegistry()
-    from opbridge.mappers.registry import DEFAULT_MAPPINGS
-
-    for e in DEFAULT_MAPPINGS.entries("caffe"):
-        reg.register(e.framework, e.key_text, e.fn, since_opset=e.since, defined_at=e.defined_at)
+    reg = _builtin_registry()
     seen = []
 
     @ob.mapping(ob.Framework.CAFFE, "rpn.proposal_layer.ProposalLayer::Python", registry=reg)
@@ -237,3 +244,32 @@ def test_ops_lists_the_layer_types_the_parser_resolves() -> None:
         assert rows[t]["handled_by"].startswith("the parser: "), t
         assert "opbridge/parsers/caffe.py" in rows[t]["defined_at"][0].replace("\\", "/")
     assert "handled_by" not in rows["LSTM"]  # a mapped type, not one the parser resolves
+
+
+REFUSED = '''input: "data" input_shape { dim: 1 dim: 2 dim: 8 dim: 8 }
+layer { name: "sto" type: "Pooling" bottom: "data" top: "sto" pooling_param { pool: STOCHASTIC kernel_size: 2 } }
+layer { name: "after" type: "ReLU" bottom: "sto" top: "after" }
+layer { name: "fork" type: "FancyFork" bottom: "data" top: "fork" }
+layer { name: "itp" type: "Interp" bottom: "data" top: "itp" interp_param { pad_beg: 1 height: 4 width: 4 } }
+layer { name: "ok" type: "ReLU" bottom: "data" top: "ok" }
+'''
+
+
+def test_refused_cases_of_mapped_layers_are_listed_with_the_unmapped_types(tmp_path: Path) -> None:
+    """A layer form a mapping refuses (STOCHASTIC pooling, a padding Interp) is in the same
+    report as the unmapped types, not discovered after they are fixed."""
+    with pytest.raises(UnsupportedOpError) as info:
+        convert(write(tmp_path, REFUSED), registry=_builtin_registry())
+    lines = str(info.value).splitlines()
+    assert "1 unsupported op type" in lines[0]
+    assert any(ln.startswith("  - FancyFork: node(s) 'fork'") for ln in lines)
+    assert any(ln.startswith("and 2 unsupported cases of mapped op types") for ln in lines)
+    assert any("layer 'sto' (Pooling)" in ln and "STOCHASTIC" in ln for ln in lines)
+    assert any("layer 'itp' (Interp)" in ln and "pad_beg" in ln for ln in lines)
+    assert any("1 node(s) that read their outputs were not checked" in ln for ln in lines)
+
+
+def test_a_single_refused_case_keeps_its_own_error(tmp_path: Path) -> None:
+    text = REFUSED.replace('type: "FancyFork"', 'type: "ReLU"').replace("pad_beg: 1", "pad_beg: 0")
+    with pytest.raises(UnsupportedOpError, match=r"^\[caffe\] layer 'sto' \(Pooling\).*STOCHASTIC"):
+        convert(write(tmp_path, text), registry=_builtin_registry())
