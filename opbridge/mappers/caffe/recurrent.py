@@ -21,8 +21,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
 from ...ir.graph import Value
 from ...parsers.origin import Framework, OriginNode
 from ..registry import mapping
@@ -60,7 +58,9 @@ class _Recurrent:
                           f"with N = {self.batch}")
         first = 3 if self.static is not None else 2
         state_shape = (1, self.batch, self.hidden)
-        self.initial: list[Value] = []
+        #: The state before step 1, (N, hidden) each; None for a zero state (the terms it
+        #: feeds are left out).
+        self.initial: list[Value | None] = []
         for i in range(states):
             if self.expose:
                 v = g.input(first + i)
@@ -69,7 +69,7 @@ class _Recurrent:
                                   f"needs {list(state_shape)}")
                 self.initial.append(g.op("Reshape", [v], shape=(self.batch, self.hidden)))
             else:
-                self.initial.append(g.constant(np.zeros((self.batch, self.hidden), np.float32)))
+                self.initial.append(None)
 
     def input_transform(self, gates: int, w: Value, b: Value, w_static: Value | None) -> list[Value]:
         """W * x_t + b (+ W_static * x_static) for every step, each (N, gates * hidden)."""
@@ -124,12 +124,14 @@ def lstm(node: OriginNode, g: Any) -> Any:
     w_s = g.weight(2, (4 * hid, ks), kind="linear", fan_in=ks) if ks is not None else None
     w_h = g.weight(3 if ks is not None else 2, (4 * hid, hid), kind="linear", fan_in=hid)
     h, c = r.initial
-    outs = []
+    outs: list[Value] = []
     for gx, cont in zip(r.input_transform(4, w_x, b, w_s), r.conts()):
-        pre = g.op("Add", [gx, g.op("Gemm", [g.op("Mul", [h, cont]), w_h], transB=1)])
+        pre = gx if h is None else g.op("Add", [gx, g.op("Gemm", [g.op("Mul", [h, cont]), w_h], transB=1)])
         i, f, o, gg = g.op("Split", [pre], axis=1, split=[hid] * 4, num_outputs=4)
-        f = g.op("Mul", [g.op("Sigmoid", [f]), cont])
-        c = g.op("Add", [g.op("Mul", [f, c]), g.op("Mul", [g.op("Sigmoid", [i]), g.op("Tanh", [gg])])])
+        c_new = g.op("Mul", [g.op("Sigmoid", [i]), g.op("Tanh", [gg])])
+        if c is not None:
+            c_new = g.op("Add", [g.op("Mul", [g.op("Mul", [g.op("Sigmoid", [f]), cont]), c]), c_new])
+        c = c_new
         h = g.op("Mul", [g.op("Sigmoid", [o]), g.op("Tanh", [c])])
         outs.append(h)
     seq = r.sequence(outs)
@@ -155,9 +157,10 @@ def rnn(node: OriginNode, g: Any) -> Any:
     w_ho = g.weight(nxt + 1, (hid, hid), kind="linear", fan_in=hid)
     b_o = g.weight(nxt + 2, (hid,), kind="bias")
     (h,) = r.initial
-    outs = []
+    outs: list[Value] = []
     for gx, cont in zip(r.input_transform(1, w_x, b_h, w_s), r.conts()):
-        h = g.op("Tanh", [g.op("Add", [gx, g.op("Gemm", [g.op("Mul", [h, cont]), w_hh], transB=1)])])
+        pre = gx if h is None else g.op("Add", [gx, g.op("Gemm", [g.op("Mul", [h, cont]), w_hh], transB=1)])
+        h = g.op("Tanh", [pre])
         outs.append(g.op("Tanh", [g.op("Gemm", [h, w_ho, b_o], transB=1)]))
     seq = r.sequence(outs)
     return (seq, r.final(h)) if r.expose else seq
