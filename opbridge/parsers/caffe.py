@@ -290,8 +290,6 @@ def parse_caffe(
     graph.inputs = [TensorInfo(n, np.dtype(np.float32), s) for n, s in inputs.items()]
     graph.nodes = nodes
     graph.outputs = [TensorInfo(n) for n in _outputs(nodes, inputs)]
-    if renamed:
-        graph.metadata["renamed_layers"] = dict(renamed)
     if weights is not None:
         _attach_weights(graph, Path(weights), renamed)
     return graph
