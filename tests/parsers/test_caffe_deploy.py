@@ -273,3 +273,18 @@ def test_a_single_refused_case_keeps_its_own_error(tmp_path: Path) -> None:
     text = REFUSED.replace('type: "FancyFork"', 'type: "ReLU"').replace("pad_beg: 1", "pad_beg: 0")
     with pytest.raises(UnsupportedOpError, match=r"^\[caffe\] layer 'sto' \(Pooling\).*STOCHASTIC"):
         convert(write(tmp_path, text), registry=_builtin_registry())
+
+
+def test_v1_train_net_drops_its_loss_and_accuracy(tmp_path: Path) -> None:
+    """V1 ``layers {}`` with enum types: DATA is an input, SOFTMAX_LOSS and ACCURACY are dropped."""
+    p = write(tmp_path, '''name: "v1"
+layers { name: "data" type: DATA top: "data" top: "label" data_param { source: "db" batch_size: 4 } }
+layers { name: "fc" type: INNER_PRODUCT bottom: "data" top: "fc" inner_product_param { num_output: 3 } }
+layers { name: "loss" type: SOFTMAX_LOSS bottom: "fc" bottom: "label" top: "loss" }
+layers { name: "acc" type: ACCURACY bottom: "fc" bottom: "label" top: "acc" }
+''')
+    with pytest.warns(UserWarning, match=r"'loss' \(SoftmaxWithLoss\), 'acc' \(Accuracy\)"):
+        g = parse_caffe(p, input_shapes={"data": (4, 5)})
+    assert [(t.name, t.shape) for t in g.inputs] == [("data", (4, 5))]
+    assert [n.op_type for n in g.nodes] == ["InnerProduct"]
+    assert [t.name for t in g.outputs] == ["fc"]
