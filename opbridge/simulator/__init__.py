@@ -11,7 +11,15 @@ from __future__ import annotations
 
 from .compiler import compile  # noqa: A004 - the public name DESIGN.md gives it
 from .cost import Profile, UnitProfile
-from .kernels import DEFAULT_KERNELS, Kernel, KernelRegistry, register_kernel, tile_pads, window_rows
+from .kernels import (
+    DEFAULT_KERNELS,
+    Kernel,
+    KernelRegistry,
+    register_kernel,
+    tile_pads,
+    tile_pads_w,
+    window_rows,
+)
 from .program import Program, load_program
 from .schema import (
     Alloc,
@@ -34,5 +42,5 @@ __all__ = [
     "DEFAULT_KERNELS", "PRESETS", "Alloc", "Compute", "DdrPlan", "DdrTensor", "GlobalOp",
     "GlobalUnit", "GroupUnit", "HostOp", "HostUnit", "Kernel", "KernelRegistry", "Load", "Operand",
     "Profile", "Program", "Store", "StreamUnit", "Target", "UnitProfile", "compile",
-    "load_program", "register_kernel", "tile_pads", "window_rows",
+    "load_program", "register_kernel", "tile_pads", "tile_pads_w", "window_rows",
 ]

@@ -103,13 +103,33 @@ def _diff_attrs(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _tile_attrs(ln: Lowered, rows: Rows, needs: list[tuple[Rows, Rows] | None]) -> dict[str, Any]:
-    """The attributes a tile overrides (a convolution's pads at the tile edges), as JSON values."""
-    if ln.kernel is None or ln.kernel.tile_attrs_fn is None:
+def _tile_attrs(ln: Lowered, rows: Rows, needs: list[tuple[Rows, Rows] | None],
+                cols: Rows | None = None, needs_w: list[tuple[Rows, Rows] | None] | None = None
+                ) -> dict[str, Any]:
+    """The attributes a tile overrides (a convolution's pads at the tile edges), as JSON
+    values; ``cols`` / ``needs_w`` for a tile cut along W too."""
+    k = ln.kernel
+    if k is None or (k.tile_attrs_fn is None and (cols is None or k.tile_attrs_w_fn is None)):
         return {}
-    full = ln.kernel.hint("tile_attrs", ln.node, rows[0], rows[1],
-                          [x[0] if x else None for x in needs], [x[1] if x else None for x in needs])
+    full = dict(ln.node.attrs)
+    if k.tile_attrs_fn is not None:
+        full = k.hint("tile_attrs", ln.node, rows[0], rows[1],
+                      [x[0] if x else None for x in needs], [x[1] if x else None for x in needs])
+    if cols is not None and needs_w is not None and k.tile_attrs_w_fn is not None:
+        full = k.hint("tile_attrs_w", _TileNode(ln.node, full), cols[0], cols[1],
+                      [x[0] if x else None for x in needs_w], [x[1] if x else None for x in needs_w])
     return _diff_attrs(ln.node.attrs, full)
+
+
+class _TileNode:
+    """A node seen with a tile's attributes (the W hints get those the H hint gave)."""
+
+    def __init__(self, node: Any, attrs: dict[str, Any]) -> None:
+        self._node = node
+        self.attrs = attrs
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._node, name)
 
 
 def _cost(ln: Lowered, shape: tuple[int, ...]) -> float:
@@ -119,10 +139,11 @@ def _cost(ln: Lowered, shape: tuple[int, ...]) -> float:
 
 
 def _compute(ln: Lowered, target: Target, group: int | None, tile: int,
-             ins: list[Operand | None], out: Operand, attrs: dict[str, Any]) -> Compute:
+             ins: list[Operand | None], out: Operand, attrs: dict[str, Any],
+             scratch: Rows | None = None) -> Compute:
     return Compute(group=group, tile=tile, node=ln.node.name, ins=tuple(ins), out=out, attrs=attrs,
                    flops=_cost(ln, out.shape),
-                   eff=_efficiency(target, out.shape, ln.node.outputs[0].dtype))
+                   eff=_efficiency(target, out.shape, ln.node.outputs[0].dtype), scratch=scratch)
 
 
 class _GroupEmitter:
@@ -147,7 +168,14 @@ class _GroupEmitter:
         lo, hi = t.rows[v.name]
         shp = static_shape(v)
         n = (t.n[1] - t.n[0]) if shp[0] == self.n_group else shp[0]
+        if self.g.kw > 1:
+            c0, c1 = t.cols.get(v.name, (0, 0))
+            return (n, shp[1], hi - lo, c1 - c0)
         return (n, shp[1], hi - lo, shp[3])
+
+    def cols(self, v: Value, t: Tile) -> Rows | None:
+        """The columns of ``v`` a tile holds (None: all of them, the group is not cut on W)."""
+        return t.cols.get(v.name, (0, 0)) if self.g.kw > 1 else None
 
     def batch(self, v: Value, t: Tile) -> Rows:
         n = static_shape(v)[0]
@@ -189,62 +217,87 @@ class _GroupEmitter:
         t = self.g.tiles[ti]
         if v.name not in t.rows or t.rows[v.name][0] >= t.rows[v.name][1]:
             return
+        w = self.cols(v, t)
+        if w is not None and w[0] >= w[1]:
+            return
         shp = self.tile_shape(v, t)
         b = self.buf(v.name, ti)
         self.instrs.append(Load(
             group=self.gi, tile=ti, tensor=v.name, buf=b, lmem=self.g.alloc[b][0],
             n=self.batch(v, t), h=t.rows[v.name], c=None, sel=None, const=False,
             bytes=math.prod(shp) * itemsize(v.dtype),
-            lane_bytes=activation_lane_bytes(self.target, shp, v.dtype)))
+            lane_bytes=activation_lane_bytes(self.target, shp, v.dtype), w=w))
 
-    def operand(self, v: Value, ti: int, t: Tile, h: Rows | None) -> Operand:
+    def operand(self, v: Value, ti: int, t: Tile, h: Rows | None, w: Rows | None = None) -> Operand:
         b = self.buf(v.name, ti)
         shp = self.tile_shape(v, t)
         return Operand(tensor=v.name, buf=b, lmem=self.g.alloc[b][0], shape=shp,
                        lane_bytes=activation_lane_bytes(self.target, shp, v.dtype), h=h, n=None,
-                       const=False)
+                       const=False, w=w)
 
     def compute(self, ln: Lowered, ti: int, t: Tile, r: Rows) -> None:
         node = ln.node
         needs = t.needs[node.name]
+        cut_w = self.g.kw > 1
+        rw = t.computed_w[node.name] if cut_w else None
+        needs_w = t.needs_w[node.name] if cut_w else None
         ins: list[Operand | None] = []
         for i, v in enumerate(node.inputs):
             if v is None:
                 ins.append(None)
             elif v.is_constant:
-                ins.append(self.const_view(ln, i, v, r, t.n))
+                ins.append(self.const_view(ln, i, v, r, t.n, rw))
             else:
                 nd = needs[i]
                 assert nd is not None
                 tlo = t.rows[v.name][0]
-                ins.append(self.operand(v, ti, t, (nd[1][0] - tlo, nd[1][1] - tlo)))
+                w = None
+                if needs_w is not None:
+                    ndw = needs_w[i]
+                    assert ndw is not None
+                    w = (ndw[1][0] - t.cols[v.name][0], ndw[1][1] - t.cols[v.name][0])
+                ins.append(self.operand(v, ti, t, (nd[1][0] - tlo, nd[1][1] - tlo), w))
         out = self.operand(node.outputs[0], ti, t, None)
-        self.instrs.append(_compute(ln, self.target, self.gi, ti, ins, out, _tile_attrs(ln, r, needs)))
+        sc = self.g.alloc.get(f"scratch/{node.name}")
+        self.instrs.append(_compute(ln, self.target, self.gi, ti, ins, out,
+                                    _tile_attrs(ln, r, needs, rw, needs_w),
+                                    None if sc is None else (sc[0], sc[0] + sc[1])))
 
     def store(self, out: Value, ti: int, t: Tile, s: Rows) -> None:
         shp = self.tile_shape(out, t)
         b = self.buf(out.name, ti)
+        w = t.stores_w[out.name] if self.g.kw > 1 else None
+        width = shp[3] if w is None else w[1] - w[0]
         self.instrs.append(Store(
             group=self.gi, tile=ti, tensor=out.name, buf=b, lmem=self.g.alloc[b][0], tile_shape=shp,
             tile_h0=t.rows[out.name][0], n=self.batch(out, t), h=s, c=None,
-            bytes=shp[0] * shp[1] * (s[1] - s[0]) * shp[3] * itemsize(out.dtype),
-            lane_bytes=activation_lane_bytes(self.target, shp, out.dtype)))
+            bytes=shp[0] * shp[1] * (s[1] - s[0]) * width * itemsize(out.dtype),
+            lane_bytes=activation_lane_bytes(self.target, shp, out.dtype), w=w,
+            tile_w0=t.cols[out.name][0] if w is not None else 0))
 
-    def const_view(self, ln: Lowered, i: int, v: Value, r: Rows, n: Rows) -> Operand:
+    def const_view(self, ln: Lowered, i: int, v: Value, r: Rows, n: Rows,
+                   rw: Rows | None = None) -> Operand:
         """A constant input of a tile: resident whole in local memory, but an operand shaped
-        like the activations (N, C, H, W) is read at the tile's rows and batch items."""
+        like the activations (N, C, H, W) is read at the tile's rows, columns (``rw``: the
+        group is cut along W) and batch items."""
         shp = static_shape(v)
         h: Rows | None = None
+        w: Rows | None = None
         nr: Rows | None = None
         if len(shp) == 4:
             hv = shp[2]
             lo, hi = row_fn(ln, i, v)(r[0], r[1])
             if (lo, hi) != (0, hv):
                 h = clip((lo, hi), hv)
+            if rw is not None:
+                wlo, whi = row_fn(ln, i, v, "W")(rw[0], rw[1])
+                if (wlo, whi) != (0, shp[3]):
+                    w = clip((wlo, whi), shp[3])
             if shp[0] == self.n_group and self.n_group > 1 and tuple(n) != (0, self.n_group):
                 nr = n
         return Operand(tensor=v.name, buf=v.name, lmem=self.g.alloc[v.name][0], shape=tuple(shp),
-                       lane_bytes=constant_lane_bytes(self.target, shp, v.dtype), h=h, n=nr, const=True)
+                       lane_bytes=constant_lane_bytes(self.target, shp, v.dtype), h=h, n=nr, const=True,
+                       w=w)
 
 
 class _StreamEmitter:
@@ -346,7 +399,7 @@ def _emit_unit(u: PlannedUnit, gi: int, target: Target, instrs: list[Instruction
             alloc=_alloc(u.alloc), lmem_peak=u.lmem_peak, redundancy=round(u.redundancy, 4),
             double_buffered=u.double, inputs=tuple(v.name for v in u.inputs),
             outputs=tuple(v.name for v in u.outputs), consts=tuple(v.name for v in u.consts),
-            instrs=(start, len(instrs)))
+            instrs=(start, len(instrs)), kw=u.kw, aliases=dict(u.aliases), lmem_saved=u.lmem_saved)
     if isinstance(u, StreamPlan):
         _StreamEmitter(u, target, instrs).emit()
         return StreamUnit(

@@ -1,6 +1,7 @@
-"""Layer groups: runs of local layers tiled on N and H so that every live tile fits local memory.
+"""Layer groups: runs of local layers tiled on N, H and W so that every live tile fits local memory.
 
-For a candidate group and a tiling (``n_per`` batch items, ``k`` row tiles) the compiler
+For a candidate group and a tiling (``n_per`` batch items, ``k`` row tiles, ``kw`` column
+tiles) the compiler
 slices *backwards* from the group's outputs, as bmcompiler's backward slice functions do:
 each stored output asks for its next rows, each node computes the hull of the rows its
 consumers need, and its kernel says which input rows that takes (the halo of a window).
@@ -9,6 +10,11 @@ and a local address from a lifetime-based allocator; the tiling fits when the al
 peak is within the lane's local memory. ``partition.py`` grows a group node by node while
 a tiling fits and the recomputed halo rows stay under :data:`MAX_REDUNDANCY`, and decides
 what becomes of a node that fits no tiling on its own.
+
+Rows and columns are sliced independently (an ``input_slice`` along H depends on rows only,
+along W on columns only, as bmcompiler's ``backward_hslice`` and ``backward_wslice``), so a
+tile is a row tile crossed with a column tile. Columns are cut only when every node may be
+cut along W and no row tiling fits (a tensor of one huge row): ``kw = 1`` otherwise.
 """
 
 from __future__ import annotations
@@ -30,15 +36,34 @@ MAX_REDUNDANCY = 1.15
 MAX_GROUP_NODES = 48
 
 
+Needs = dict[str, list[tuple[Rows, Rows] | None]]
+
+
+@dataclass
+class AxisTile:
+    """One cut along H (or W): per tensor the rows held, per node the rows computed and per
+    input the (needed, clipped) rows, per stored output the rows stored."""
+
+    held: dict[str, Rows]
+    computed: dict[str, Rows]
+    needs: Needs
+    stores: dict[str, Rows]
+
+
 @dataclass
 class Tile:
-    """One tile: its batch range, the rows of every tensor it holds, what it stores."""
+    """One tile: its batch range, the rows of every tensor it holds, what it stores; the
+    ``*_w`` twins say the same of columns (whole rows when the group is not cut along W)."""
 
     n: Rows
     rows: dict[str, Rows]
     computed: dict[str, Rows]                       # node name -> output rows computed
-    needs: dict[str, list[tuple[Rows, Rows] | None]]  # node -> per input (needed, clipped)
+    needs: Needs                                    # node -> per input (needed, clipped)
     stores: dict[str, Rows]                         # output tensor -> rows stored
+    cols: dict[str, Rows] = field(default_factory=dict)
+    computed_w: dict[str, Rows] = field(default_factory=dict)
+    needs_w: Needs = field(default_factory=dict)
+    stores_w: dict[str, Rows] = field(default_factory=dict)
 
 
 @dataclass
@@ -59,6 +84,11 @@ class GroupPlan:
     #: loaded inputs and stored outputs have two buffers (``name`` and ``name#1``), used by
     #: even and odd tiles, so the next tile's loads overlap this tile's computes
     double: bool = False
+    #: column cuts per tile
+    kw: int = 1
+    #: tensor -> the tensor whose buffer it shares (in-place layers), and the bytes saved
+    aliases: dict[str, str] = field(default_factory=dict)
+    lmem_saved: int = 0
 
     @property
     def node_names(self) -> list[str]:
@@ -106,96 +136,156 @@ class GroupCandidate:
         self.n = static_shape(nodes[0].node.outputs[0])[0]
         self.anchor = nodes[-1].node.outputs[0]
         self.can_split_n = all("N" in ln.axes for ln in nodes)
-        # per node, in reverse order: what backward slicing needs, computed once
-        self._rev = []
-        for ln in reversed(nodes):
-            node = ln.node
-            out = node.outputs[0]
-            ins = [(i, v.name, static_shape(v)[2], row_fn(ln, i, v)) for i, v in enumerate(node.inputs)
-                   if v is not None and not v.is_constant]
-            self._rev.append((node.name, out.name, static_shape(out)[2], "H" in ln.axes, ins,
-                              len(node.inputs)))
+        self.can_split_w = all("W" in ln.axes for ln in nodes)
+        # per axis, per node in reverse order: what backward slicing needs, computed once
+        self._rev: dict[str, list] = {}
+        for axis, dim in (("H", 2), ("W", 3)):
+            rev = []
+            for ln in reversed(nodes):
+                node = ln.node
+                out = node.outputs[0]
+                ins = [(i, v.name, static_shape(v)[dim], row_fn(ln, i, v, axis))
+                       for i, v in enumerate(node.inputs) if v is not None and not v.is_constant]
+                rev.append((node.name, out.name, static_shape(out)[dim], axis in ln.axes, ins,
+                            len(node.inputs)))
+            self._rev[axis] = rev
+        self._cuts: dict[tuple[str, int], list[AxisTile]] = {}
 
-    def slice(self, n_per: int, k: int) -> list[Tile]:
-        """Backward slicing of every tile of the tiling (n_per, k)."""
-        href = static_shape(self.anchor)[2]
+    def axis_tiles(self, axis: str, k: int) -> list[AxisTile]:
+        """Backward slicing of ``k`` cuts along ``axis`` (H or W), from the group's outputs."""
+        key = (axis, k)
+        if key in self._cuts:
+            return self._cuts[key]
+        dim = 2 if axis == "H" else 3
+        href = static_shape(self.anchor)[dim]
         bounds = [round(i * href / k) for i in range(k + 1)]
+        upto = {v.name: 0 for v in self.outputs}
+        cuts = []
+        for t in range(k):
+            last = t == k - 1
+            req: dict[str, Rows] = {}
+            for v in self.outputs:
+                h = static_shape(v)[dim]
+                hi = h if last else -(-bounds[t + 1] * h // href)
+                lo = upto[v.name]
+                req[v.name] = (lo, max(lo, hi))
+            computed: dict[str, Rows] = {}
+            needs: Needs = {}
+            for name, out_name, out_h, split_h, ins, n_in in self._rev[axis]:
+                r = req.get(out_name)
+                if r is None or r[0] >= r[1]:
+                    continue
+                if not split_h:
+                    r = (0, out_h)
+                    req[out_name] = r
+                computed[name] = r
+                nd: list[tuple[Rows, Rows] | None] = [None] * n_in
+                for i, vname, hv, row_of in ins:
+                    s = row_of(r[0], r[1])
+                    c = clip(s, hv)
+                    nd[i] = (s, c)
+                    req[vname] = _merge(req.get(vname), c)
+                needs[name] = nd
+            stores = {}
+            for v in self.outputs:
+                r = req[v.name]
+                if r[1] > upto[v.name]:
+                    stores[v.name] = (upto[v.name], r[1])
+                    upto[v.name] = r[1]
+            # a slice may be empty (a convolution's rows that read only padding): the
+            # tile then holds no row of that tensor
+            held = {name: r for name, r in req.items() if r[1] >= r[0]}
+            cuts.append(AxisTile(held, computed, needs, stores))
+        for v in self.outputs:
+            if upto[v.name] != static_shape(v)[dim]:
+                raise SimulatorError(
+                    f"layer group ending at {self.nodes[-1].node.where}: tiling stores "
+                    f"{'rows' if axis == 'H' else 'columns'} [0, {upto[v.name]}) of '{v.name}', "
+                    f"not all {static_shape(v)[dim]}",
+                    hint=f"a kernel's input_slice (axis {axis}) is inconsistent with its op",
+                )
+        self._cuts[key] = cuts
+        return cuts
+
+    def slice(self, n_per: int, k: int, kw: int = 1) -> list[Tile]:
+        """Every tile of the tiling (n_per, k, kw): row cuts crossed with column cuts."""
+        hs, ws = self.axis_tiles("H", k), self.axis_tiles("W", kw)
         tiles = []
         for n0 in range(0, self.n, n_per):
             n1 = min(self.n, n0 + n_per)
-            upto = {v.name: 0 for v in self.outputs}
-            for t in range(k):
-                last = t == k - 1
-                req: dict[str, Rows] = {}
-                for v in self.outputs:
-                    h = static_shape(v)[2]
-                    hi = h if last else -(-bounds[t + 1] * h // href)
-                    lo = upto[v.name]
-                    req[v.name] = (lo, max(lo, hi))
-                computed: dict[str, Rows] = {}
-                needs: dict[str, list[tuple[Rows, Rows] | None]] = {}
-                for name, out_name, out_h, split_h, ins, n_in in self._rev:
-                    r = req.get(out_name)
-                    if r is None or r[0] >= r[1]:
-                        continue
-                    if not split_h:
-                        r = (0, out_h)
-                        req[out_name] = r
-                    computed[name] = r
-                    nd: list[tuple[Rows, Rows] | None] = [None] * n_in
-                    for i, vname, hv, row_of in ins:
-                        s = row_of(r[0], r[1])
-                        c = clip(s, hv)
-                        nd[i] = (s, c)
-                        req[vname] = _merge(req.get(vname), c)
-                    needs[name] = nd
-                stores = {}
-                for v in self.outputs:
-                    r = req[v.name]
-                    if r[1] > upto[v.name]:
-                        stores[v.name] = (upto[v.name], r[1])
-                        upto[v.name] = r[1]
-                # a slice may be empty (a convolution's rows that read only padding): the
-                # tile then holds no row of that tensor
-                rows = {name: r for name, r in req.items() if r[1] >= r[0]}
-                tiles.append(Tile((n0, n1), rows, computed, needs, stores))
-            for v in self.outputs:
-                if upto[v.name] != static_shape(v)[2]:
-                    raise SimulatorError(
-                        f"layer group ending at {self.nodes[-1].node.where}: tiling stores rows "
-                        f"[0, {upto[v.name]}) of '{v.name}', not all {static_shape(v)[2]}",
-                        hint="a kernel's input_slice is inconsistent with its op",
-                    )
+            for th in hs:
+                for tw in ws:
+                    computed = {nm: r for nm, r in th.computed.items() if nm in tw.computed}
+                    stores = {v: r for v, r in th.stores.items() if v in tw.stores}
+                    tiles.append(Tile((n0, n1), th.held, computed, th.needs, stores, tw.held,
+                                      tw.computed, tw.needs,
+                                      {v: r for v, r in tw.stores.items() if v in stores}))
         return tiles
 
-    def fit(self, target: Target, n_per: int, k: int, double: bool = False) -> GroupPlan | None:
-        """The tiling (n_per, k) with its local-memory allocation, or None if it does not fit.
+    def fit(self, target: Target, n_per: int, k: int, double: bool = False,
+            kw: int = 1) -> GroupPlan | None:
+        """The tiling (n_per, k, kw) with its local-memory allocation, or None if it does not fit.
 
         ``double``: give every loaded input and stored output two buffers (ping-pong), live
         for the whole group."""
-        tiles = self.slice(n_per, k)
+        tiles = self.slice(n_per, k, kw)
+        max_rows: dict[str, int] = {}
+        max_cols: dict[str, int] = {}
+        for t in tiles:
+            for ext, held in ((max_rows, t.rows), (max_cols, t.cols)):
+                for name, (lo, hi) in held.items():
+                    if hi - lo >= ext.get(name, 0):
+                        ext[name] = hi - lo
+        buffers, aliases, saved = self._buffers(target, n_per, max_rows, max_cols, double)
+        budget = target.lmem_bytes_per_lane
+        last = len(self.nodes) - 1
+        if sum(b.size for b in buffers if b.first == 0 and b.last == last) > budget:
+            return None
+        peak = plan(buffers, target.lmem_align_bytes)
+        if peak > budget:
+            return None
+        alloc = {b.key: (b.offset, b.size, b.first, b.last) for b in buffers}
+        for name, base in aliases.items():
+            alloc[name] = alloc[base]
+        return GroupPlan(self.nodes, self.inputs, self.consts, self.outputs, n_per, k, tiles,
+                         alloc, peak, self._redundancy(tiles), double, kw, aliases, saved)
+
+    def _values(self) -> dict[str, Value]:
         values = {v.name: v for v in self.inputs}
         for ln in self.nodes:
             values[ln.node.outputs[0].name] = ln.node.outputs[0]
-        max_rows: dict[str, int] = {}
-        for t in tiles:
-            for name, (lo, hi) in t.rows.items():
-                if hi - lo >= max_rows.get(name, 0):
-                    max_rows[name] = hi - lo
-        budget = target.lmem_bytes_per_lane
+        return values
+
+    def _buffers(self, target: Target, n_per: int, max_rows: dict[str, int],
+                 max_cols: dict[str, int], double: bool
+                 ) -> tuple[list[Buffer], dict[str, str], int]:
+        """The local buffers of a tiling (constants, tiles, ping-pong pairs, scratch), the
+        in-place outputs that share their input's buffer, and the per-lane bytes that saves."""
+        values = self._values()
         last = len(self.nodes) - 1
+        aliases = self._aliases(max_rows, max_cols, double)
         buffers: list[Buffer] = []
         for c in self.consts:
             buffers.append(Buffer(c.name, constant_lane_bytes(target, static_shape(c), c.dtype), 0, last))
+        sizes: dict[str, int] = {}
+        spans: dict[str, tuple[int, int]] = {}
         for name, rows in max_rows.items():
             v = values[name]
-            n_ext = (min(n_per, self.n) if static_shape(v)[0] == self.n else 1)
-            size = activation_lane_bytes(target, (n_ext, static_shape(v)[1], rows, static_shape(v)[3]), v.dtype)
+            shp = static_shape(v)
+            n_ext = (min(n_per, self.n) if shp[0] == self.n else 1)
+            sizes[name] = activation_lane_bytes(target, (n_ext, shp[1], rows, max_cols.get(name, 0)),
+                                                v.dtype)
             if name in self.produced:
                 first = self.produced[name]
-                lastu = max(first, self.last_use.get(name, first))
+                spans[name] = (first, max(first, self.last_use.get(name, first)))
             else:
-                first, lastu = self.first_use[name], self.last_use[name]
+                spans[name] = (self.first_use[name], self.last_use[name])
+        for out, base in aliases.items():  # the shared buffer lives as long as either tensor
+            spans[base] = (min(spans[base][0], spans[out][0]), max(spans[base][1], spans[out][1]))
+        for name, size in sizes.items():
+            if name in aliases:
+                continue
+            first, lastu = spans[name]
             if double and (name not in self.produced or name in self.stored):
                 buffers.append(Buffer(name, size, 0, last))
                 buffers.append(Buffer(name + "#1", size, 0, last))
@@ -204,52 +294,71 @@ class GroupCandidate:
         for j, ln in enumerate(self.nodes):
             if ln.kernel is not None and ln.kernel.scratch_fn is not None:
                 out = ln.node.outputs[0]
-                r = max_rows.get(out.name, 0)
-                shape = (n_per, static_shape(out)[1], r, static_shape(out)[3])
+                shape = (n_per, static_shape(out)[1], max_rows.get(out.name, 0),
+                         max_cols.get(out.name, 0))
                 size = int(ln.kernel.hint("scratch", ln.node, shape))
                 if size > 0:
                     buffers.append(Buffer(f"scratch/{ln.node.name}", size, j, j))
-        if sum(b.size for b in buffers if b.first == 0 and b.last == last) > budget:
-            return None
-        peak = plan(buffers, target.lmem_align_bytes)
-        if peak > budget:
-            return None
+        return buffers, aliases, sum(sizes[o] for o in aliases)
+
+    def _aliases(self, max_rows: dict[str, int], max_cols: dict[str, int], double: bool
+                 ) -> dict[str, str]:
+        """In-place layers whose output may take input 0's buffer: same shape and dtype, the
+        input produced in the group, read by this node only and not stored, neither tensor
+        in a ping-pong pair, and the same tile extent in every tile."""
+        aliases: dict[str, str] = {}
+        for j, ln in enumerate(self.nodes):
+            if ln.kernel is None or not ln.kernel.in_place or not ln.node.inputs:
+                continue
+            x, y = ln.node.inputs[0], ln.node.outputs[0]
+            if (ln.kernel.input_slice_fn is not None or ln.kernel.input_slice_w_fn is not None
+                    or x is None or x.is_constant or x.name not in self.produced or x.name in self.stored
+                    or len(x.users) != 1 or x.dtype != y.dtype or static_shape(x) != static_shape(y)
+                    or (double and y.name in self.stored) or x.name not in max_rows
+                    or (max_rows[x.name], max_cols.get(x.name)) != (max_rows.get(y.name),
+                                                                   max_cols.get(y.name))):
+                continue
+            aliases[y.name] = aliases.get(x.name, x.name)
+        return aliases
+
+    def _redundancy(self, tiles: list[Tile]) -> float:
+        """Computed over needed elements (halo rows and columns recomputed by several tiles)."""
         done = needed = 0.0
         for ln in self.nodes:
             out = ln.node.outputs[0]
-            per_row = math.prod(static_shape(out)) / static_shape(out)[2] / static_shape(out)[0]
-            needed += math.prod(static_shape(out))
+            shp = static_shape(out)
+            per_row = math.prod(shp) / shp[2] / shp[0]
+            needed += math.prod(shp)
             for t in tiles:
                 cr = t.computed.get(ln.node.name)
                 if cr is not None:
-                    done += (cr[1] - cr[0]) * per_row * (t.n[1] - t.n[0])
-        return GroupPlan(
-            self.nodes, self.inputs, self.consts, self.outputs, n_per, k, tiles,
-            {b.key: (b.offset, b.size, b.first, b.last) for b in buffers}, peak,
-            done / max(needed, 1.0), double,
-        )
+                    cw = t.computed_w.get(ln.node.name, (0, shp[3]))
+                    done += (cr[1] - cr[0]) * per_row * (t.n[1] - t.n[0]) * ((cw[1] - cw[0]) / shp[3])
+        return done / max(needed, 1.0)
 
-    def best(self, target: Target, start: tuple[int, int] | None = None,
+    def best(self, target: Target, start: tuple[int, ...] | None = None,
              double: bool = False) -> GroupPlan | None:
-        """The tiling with the fewest tiles that fits (``start``: try that tiling first);
-        ``double``: then ping-pong buffers for its loads and stores, if they fit too."""
+        """The tiling with the fewest tiles that fits (``start``: try that tiling (n_per, k,
+        kw) first); ``double``: then ping-pong buffers for its loads and stores, if they fit too."""
         p = self._best(target, start)
         if double and p is not None and len(p.tiles) > 1:
             # pipelining is worth a few more tiles, not many: about twice as many row cuts
-            d = self._min_k(target, p.n_per, static_shape(self.anchor)[2], double=True)
+            d = self._min_k(target, p.n_per, static_shape(self.anchor)[2], double=True, kw=p.kw)
             if d is not None and d.k <= 2 * p.k + 2 and d.redundancy <= max(p.redundancy, MAX_REDUNDANCY):
                 return d
         return p
 
-    def _best(self, target: Target, start: tuple[int, int] | None) -> GroupPlan | None:
+    def _best(self, target: Target, start: tuple[int, ...] | None) -> GroupPlan | None:
         if start is not None:
-            p = self.fit(target, *start)
-            if p is not None:
-                return p
-            # a grown group rarely needs fewer cuts: search upwards from the last tiling
-            p = self._min_k(target, start[0], static_shape(self.anchor)[2], k_from=start[1])
-            if p is not None:
-                return p
+            n_per, k, kw = (*start, 1)[:3]
+            if kw == 1 or self.can_split_w:
+                p = self.fit(target, n_per, k, kw=kw)
+                if p is not None:
+                    return p
+                # a grown group rarely needs fewer cuts: search upwards from the last tiling
+                p = self._min_k(target, n_per, static_shape(self.anchor)[2], k_from=k, kw=kw)
+                if p is not None:
+                    return p
         href = static_shape(self.anchor)[2]
         n_options = [self.n]
         if self.can_split_n:
@@ -264,21 +373,46 @@ class GroupCandidate:
                 best = p
             if best is not None and best.k == 1:
                 break
+        if best is None and self.can_split_w:
+            best = self._min_kw(target, n_options[-1], href)
         return best
 
+    def _min_kw(self, target: Target, n_per: int, href: int) -> GroupPlan | None:
+        """No row tiling fits: the fewest column cuts (each with the fewest row cuts) that
+        fit, by doubling then bisecting."""
+        wref = static_shape(self.anchor)[3]
+        lo, hi = 1, 2
+        found: GroupPlan | None = None
+        while True:
+            hi = min(hi, wref)
+            found = self._min_k(target, n_per, href, kw=hi)
+            if found is not None or hi >= wref:
+                break
+            lo, hi = hi, hi * 2
+        if found is None:
+            return None
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            p = self._min_k(target, n_per, href, kw=mid)
+            if p is not None:
+                found, hi = p, mid
+            else:
+                lo = mid
+        return found
+
     def _min_k(self, target: Target, n_per: int, href: int, double: bool = False,
-               k_from: int = 1) -> GroupPlan | None:
+               k_from: int = 1, kw: int = 1) -> GroupPlan | None:
         """The fewest row cuts (>= ``k_from``) with which the group fits, by doubling then
         bisecting (the footprint shrinks as the cuts grow)."""
         k_from = max(1, min(k_from, href))
-        p = self.fit(target, n_per, k_from, double)
+        p = self.fit(target, n_per, k_from, double, kw)
         if p is not None:
             return p
         lo, hi = k_from, 2 * k_from
         found: GroupPlan | None = None
         while True:
             hi = min(hi, href)
-            found = self.fit(target, n_per, hi, double)
+            found = self.fit(target, n_per, hi, double, kw)
             if found is not None or hi >= href:
                 break
             lo, hi = hi, hi * 2
@@ -286,7 +420,7 @@ class GroupCandidate:
             return None
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            p = self.fit(target, n_per, mid, double)
+            p = self.fit(target, n_per, mid, double, kw)
             if p is not None:
                 found, hi = p, mid
             else:

@@ -58,12 +58,17 @@ def _layout_ok(node: Node) -> bool:
     return all(isinstance(d, int) for d in node.outputs[0].shape)
 
 
-def _whole_rows_constant(node: Node, k: Kernel | None) -> bool:
+def _whole_rows_constant(node: Node, k: Kernel | None, axis: str = "H") -> bool:
     """Whether a constant of rank 2 or 3 broadcasts along the output's rows (an (H, W) mask
     added to scores): a tile takes such a constant whole (only a rank-4 one is read at the
-    tile's rows), so an op that maps rows one to one must not be cut along H."""
-    if k is None or k.input_slice_fn is not None:
+    tile's rows), so an op that maps rows one to one must not be cut along H. Along W
+    (``axis="W"``) a constant of rank 1 to 3 whose last dimension is the output's width."""
+    if k is None or (k.input_slice_fn if axis == "H" else k.input_slice_w_fn) is not None:
         return False
+    if axis == "W":
+        w = node.outputs[0].shape[3]
+        return any(v is not None and v.is_constant and 1 <= len(v.shape) < 4 and v.shape[-1] == w != 1
+                   for v in node.inputs)
     h = node.outputs[0].shape[2]
     return any(v is not None and v.is_constant and 2 <= len(v.shape) < 4 and v.shape[-2] == h != 1
                for v in node.inputs)
@@ -85,5 +90,9 @@ def lower(
         axes = k.split_axes(node) if local and k is not None else frozenset()
         if "H" in axes and _whole_rows_constant(node, k):
             axes = axes - {"H"}
+        if "W" in axes and _whole_rows_constant(node, k, "W"):
+            axes = axes - {"W"}
+        if k is not None:
+            k.check_dtype(node)
         out.append(Lowered(i, node, where, k, local, axes))
     return out

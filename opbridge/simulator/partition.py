@@ -42,7 +42,8 @@ def partition(lowered: list[Lowered], target: Target, graph_outputs: set[str]) -
         n = static_shape(ln.node.outputs[0])[0]
         if cur and len(cur) < MAX_GROUP_NODES and static_shape(cur[0].node.outputs[0])[0] == n:
             assert cur_plan is not None
-            p = GroupCandidate(cur + [ln], graph_outputs).best(target, start=(cur_plan.n_per, cur_plan.k))
+            p = GroupCandidate(cur + [ln], graph_outputs).best(target, start=(cur_plan.n_per, cur_plan.k,
+                                                                               cur_plan.kw))
             if p is not None and p.redundancy <= MAX_REDUNDANCY:
                 cur.append(ln)
                 cur_plan = p

@@ -63,7 +63,11 @@ __all__ = [
 FORMAT = "opbridge.obprog"
 #: 2: typed instructions and units (``kind: "stream"`` units, ``lane_bytes`` on every
 #: local-memory access); version 1 files are refused with a re-compile hint.
-FORMAT_VERSION = 2
+#: 3: optional fields for column tiles, shared (aliased) buffers and scratch buffers. A file
+#: is written with the lowest version that can read it: 2 unless it uses one of them.
+FORMAT_VERSION = 3
+#: The oldest version this opbridge reads (and writes, for programs that need no more).
+BASE_VERSION = 2
 
 
 # -- the program ------------------------------------------------------------------------
@@ -143,6 +147,11 @@ class Program:
                   for i, d in enumerate(read_list(doc["instructions"], "instructions"))]
         return cls(graph, target, units, instrs, DdrPlan.from_json(doc["ddr"], "the DDR plan"))
 
+    def format_version(self) -> int:
+        """The lowest ``.obprog`` version that can hold this program."""
+        records: list[Any] = [*self.units, *self.instrs, self.ddr]
+        return FORMAT_VERSION if any(r.extended() for r in records) else BASE_VERSION
+
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the program as a ``.obprog`` file (documented in docs/obprog.md)."""
         from safetensors.numpy import save_file
@@ -151,7 +160,7 @@ class Program:
         gdoc = graph_to_json(self.graph, tensors)
         meta = {
             "format": FORMAT,
-            "format_version": str(FORMAT_VERSION),
+            "format_version": str(self.format_version()),
             "graph": json.dumps(gdoc, separators=(",", ":")),
             "program": json.dumps(self.to_json(), separators=(",", ":")),
         }
@@ -166,10 +175,10 @@ def load_program(path: str | os.PathLike[str]) -> Program:
     if version < 1:
         raise ModelFormatError(f"'{path}': format_version {version} is not a version opbridge writes",
                                hint=RECOMPILE_HINT)
-    if version < FORMAT_VERSION:
+    if version < BASE_VERSION:
         raise ModelFormatError(
             f"'{path}' has .obprog format version {version}: it was written by an older opbridge "
-            f"(this one reads version {FORMAT_VERSION})", hint=RECOMPILE_HINT)
+            f"(this one reads versions {BASE_VERSION} to {FORMAT_VERSION})", hint=RECOMPILE_HINT)
     gdoc = read_json(meta.get("graph", ""), f"'{path}': the graph JSON")
     pdoc = read_json(meta.get("program", ""), f"'{path}': the program JSON")
     try:
@@ -235,6 +244,13 @@ def _check_ddr(prog: Program, where: str) -> None:
     for name, t in tensors.items():
         if t.addr < 0 or t.nbytes < 0 or t.addr + t.nbytes > total:
             raise SimulatorError(f"{where}: tensor '{name}' lies outside the DDR plan")
+        if t.region == "scratch":  # a global layer's scratch buffer: bytes, no graph value
+            if t.dtype != "u8" or list(t.shape) != [t.nbytes]:
+                raise ModelFormatError(f"{where}: scratch buffer '{name}' is not {t.nbytes} u8 bytes")
+            continue
+        if t.alias_of is not None and (t.alias_of not in tensors or tensors[t.alias_of].addr != t.addr):
+            raise ModelFormatError(f"{where}: '{name}' shares the bytes of '{t.alias_of}', "
+                                   "which the DDR plan does not place at the same address")
         # the plan must describe the graph's own tensor: same shape, dtype and size
         v = values.get(name)
         if v is None:

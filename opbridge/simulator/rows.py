@@ -11,20 +11,24 @@ from .lower import Lowered
 Rows = tuple[int, int]
 
 
-def row_fn(ln: Lowered, i: int, v: Value) -> Callable[[int, int], Rows]:
-    """``fn(lo, hi) -> (lo, hi)``: the rows of input ``i`` that output rows [lo, hi) need
-    (the kernel's ``input_slice``; else row to row for an input of the output's height, and
-    the whole input otherwise)."""
+def row_fn(ln: Lowered, i: int, v: Value, axis: str = "H") -> Callable[[int, int], Rows]:
+    """``fn(lo, hi) -> (lo, hi)``: the rows (``axis="H"``) or columns (``"W"``) of input ``i``
+    that output rows [lo, hi) need (the kernel's ``input_slice`` for that axis; else one to
+    one for an input of the output's extent, and the whole input otherwise)."""
     node = ln.node
-    hv = static_shape(v)[2]
+    dim = 2 if axis == "H" else 3
+    hv = static_shape(v)[dim]
     k = ln.kernel
-    if k is not None and k.input_slice_fn is not None:
+    fn = None if k is None else (k.input_slice_fn if axis == "H" else k.input_slice_w_fn)
+    if k is not None and fn is not None:
+        name = "input_slice" if axis == "H" else "input_slice_w"
+
         def sliced(lo: int, hi: int) -> Rows:
-            s = k.hint("input_slice", node, i, lo, hi)
+            s = k.hint(name, node, i, lo, hi)
             return (0, hv) if s is None else (int(s[0]), int(s[1]))
 
         return sliced
-    if hv == static_shape(node.outputs[0])[2]:
+    if hv == static_shape(node.outputs[0])[dim]:
         return lambda lo, hi: (lo, hi)
     return lambda lo, hi: (0, hv)
 

@@ -122,20 +122,22 @@ class Executor:
         off = addr * self.lanes
         return self.lmem[off:off + n].view(dt).reshape(shape)
 
-    def _fn(self, node_name: str, into: bool = False) -> tuple[Any, bool]:
-        """The function that computes a node, and whether it writes into its output tile."""
+    def _fn(self, node_name: str, into: bool = False) -> tuple[Any, bool, bool]:
+        """The function that computes a node, whether it writes into its output tile, and
+        whether it is the kernel's own (which takes a scratch buffer)."""
         node = self.nodes[node_name]
         reg = self.prog.kernels if self.prog.kernels is not None else DEFAULT_KERNELS
         k = reg.get(node.op)
-        if into and k is not None and k.compute_into_fn is not None:
-            return k.compute_into_fn, True
-        if k is not None and k.compute_fn is not None:
-            return k.compute_fn, False
+        if k is not None:
+            k.check_dtype(node)
+            own = k.kernel_for(node, into)
+            if own is not None:
+                return own[0], own[1], True
         fn = self.prog.graph.registry.get(node.op).compute_function
         if fn is None:
             raise SimulatorError(f"{node.where}: op has no compute function",
                                  hint="give its define_op a .compute(fn)")
-        return fn, False
+        return fn, False, False
 
     @staticmethod
     def _copy(dst: np.ndarray, src: np.ndarray, ins: Load | Store) -> Step:
@@ -156,7 +158,7 @@ class Executor:
             case Compute():
                 return self._prepare_compute(ins)
             case GlobalOp() | HostOp():
-                return self._prepare_whole(ins.node)
+                return self._prepare_whole(ins)
         raise TypeError(f"not an instruction: {ins!r}")
 
     def _prepare_load(self, ins: Load) -> Step:
@@ -169,7 +171,8 @@ class Executor:
                 raise ModelFormatError(f"load of '{ins.tensor}' gives batch items but no rows",
                                        hint=RECOMPILE_HINT)
             c = slice(*ins.c) if ins.c is not None else slice(None)
-            src = src[ins.n[0]:ins.n[1], c, ins.h[0]:ins.h[1], :]
+            w = slice(*ins.w) if ins.w is not None else slice(None)
+            src = src[ins.n[0]:ins.n[1], c, ins.h[0]:ins.h[1], w]
         dtype = self.prog.ddr.tensors[ins.tensor].dtype
         dst = self._lmem_view(ins.lmem, list(src.shape), dtype, f"load of '{ins.tensor}'", ins.const)
         return self._copy(dst, src, ins)
@@ -179,14 +182,18 @@ class Executor:
         tile = self._lmem_view(ins.lmem, list(ins.tile_shape), dtype, f"store of '{ins.tensor}'")
         h0 = ins.tile_h0
         s0, s1 = ins.h
-        src = tile[:, :, s0 - h0:s1 - h0, :]
+        w, tw = slice(None), slice(None)
+        if ins.w is not None:
+            w = slice(*ins.w)
+            tw = slice(ins.w[0] - ins.tile_w0, ins.w[1] - ins.tile_w0)
+        src = tile[:, :, s0 - h0:s1 - h0, tw]
         c = slice(*ins.c) if ins.c is not None else slice(None)
-        dst = self.views[ins.tensor][ins.n[0]:ins.n[1], c, s0:s1, :]
+        dst = self.views[ins.tensor][ins.n[0]:ins.n[1], c, s0:s1, w]
         return self._copy(dst, src, ins)
 
     def _prepare_compute(self, ins: Compute) -> Step:
         node = self.nodes[ins.node]
-        fn, into = self._fn(node.name, into=len(node.outputs) == 1)
+        fn, into, own = self._fn(node.name, into=len(node.outputs) == 1)
         attrs = dict(node.attrs)
         attrs.update({k: tuple(v) if isinstance(v, list) else v for k, v in ins.attrs.items()})
         args: list[np.ndarray | None] = []
@@ -199,18 +206,33 @@ class Executor:
                 view = view[a.n[0]:a.n[1]]
             if a.h is not None:
                 view = view[:, :, a.h[0]:a.h[1], :]
+            if a.w is not None:
+                view = view[..., a.w[0]:a.w[1]]
             args.append(view)
         o = ins.out
         out = self._lmem_view(o.lmem, list(o.shape), node.outputs[0].dtype, node.where)
+        if ins.scratch is not None and own:
+            lo, hi = ins.scratch
+            if lo < 0 or hi < lo or hi > self.budget:
+                raise ModelFormatError(f"{node.where}: scratch range [{lo}, {hi}) lies outside "
+                                       f"the lane's {self.budget} bytes", hint=RECOMPILE_HINT)
+            attrs["scratch"] = self.lmem[lo * self.lanes:hi * self.lanes]
         return ("into" if into else "compute", fn, args, attrs, [out], node)
 
-    def _prepare_whole(self, node_name: str) -> Step:
-        """A global layer or host op: the node on whole tensors in DDR."""
-        node = self.nodes[node_name]
-        fn, into = self._fn(node.name, into=len(node.outputs) == 1)
+    def _prepare_whole(self, ins: GlobalOp | HostOp) -> Step:
+        """A global layer or host op: the node on whole tensors in DDR (nothing to run for a
+        reshape whose output shares its input's bytes)."""
+        node = self.nodes[ins.node]
+        if isinstance(ins, GlobalOp) and ins.alias:
+            return ("noop",)
+        fn, into, own = self._fn(node.name, into=len(node.outputs) == 1)
         args = [self.views[v.name] if v is not None else None for v in node.inputs]
         outs = [self.views[v.name] for v in node.outputs]
-        return ("into" if into else "compute", fn, args, dict(node.attrs), outs, node)
+        attrs = dict(node.attrs)
+        scratch = ins.scratch if isinstance(ins, GlobalOp) else None
+        if scratch is not None and own:
+            attrs["scratch"] = self.views[scratch]
+        return ("into" if into else "compute", fn, args, attrs, outs, node)
 
     # -- running -------------------------------------------------------------------------
     def run(self, feeds: Mapping[str, Any], *, keep_intermediates: bool = False
@@ -232,6 +254,8 @@ class Executor:
                 next_end = next(ends, None)
             if step[0] == "copy":
                 np.copyto(step[1], step[2])
+                continue
+            if step[0] == "noop":
                 continue
             kind, fn, args, attrs, outs, node = step
             try:

@@ -37,10 +37,29 @@ class _Record:
     _V1_NAMES: ClassVar[dict[str, str]] = {"g": "group", "t": "tile"}
 
     def to_json(self) -> dict[str, Any]:
+        """Every field by name, but a field of format version 3 only when it is not at its
+        default, so a program that uses none of them is written as version 2 wrote it."""
         doc: dict[str, Any] = {self.TAG_KEY: self.TAG} if self.TAG_KEY else {}
+        defaults = _defaults(type(self))
         for f in dataclasses.fields(self):  # type: ignore[arg-type]
-            doc[f.name] = _encode(getattr(self, f.name))
+            value = getattr(self, f.name)
+            if f.name in defaults and value == defaults[f.name]:
+                continue
+            doc[f.name] = _encode(value)
         return doc
+
+    def extended(self) -> bool:
+        """Whether this record (or one inside it) uses a field of format version 3."""
+        defaults = _defaults(type(self))
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            if f.name in defaults and value != defaults[f.name]:
+                return True
+            inner = value.values() if isinstance(value, dict) else (
+                value if isinstance(value, tuple) else (value,))
+            if any(isinstance(x, _Record) and x.extended() for x in inner):
+                return True
+        return False
 
     @classmethod
     def from_json(cls, doc: Any, where: str) -> Any:
@@ -59,7 +78,11 @@ class _Record:
             if k not in fields and k != cls.TAG_KEY:
                 raise _Bad(f"unknown field '{k}'")
         values = {}
+        defaults = _defaults(cls)
         for name, read in fields.items():
+            if name not in doc and name in defaults:
+                values[name] = defaults[name]
+                continue
             if name not in doc:
                 raise _Bad(f"missing field '{name}'")
             try:
@@ -114,6 +137,8 @@ class Operand(_Record):
     h: Range | None
     n: Range | None
     const: bool
+    #: columns of it the node reads, relative to the tile (a layer group cut along W)
+    w: Range | None = None
 
 
 @dataclass(frozen=True)
@@ -135,6 +160,8 @@ class Load(_Record):
     const: bool
     bytes: int
     lane_bytes: int
+    #: columns of ``tensor`` (all when None)
+    w: Range | None = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +183,9 @@ class Store(_Record):
     c: Range | None
     bytes: int
     lane_bytes: int
+    #: columns stored (all when None) and the tile's first column
+    w: Range | None = None
+    tile_w0: int = 0
 
 
 @dataclass(frozen=True)
@@ -173,11 +203,15 @@ class Compute(_Record):
     attrs: dict[str, Any]
     flops: float
     eff: float
+    #: the tile's scratch buffer: per-lane local range [lo, hi) (bmcompiler's local buffer)
+    scratch: Range | None = None
 
 
 @dataclass(frozen=True)
 class GlobalOp(_Record):
-    """Run ``node`` on whole tensors in DDR, streaming them through local memory."""
+    """Run ``node`` on whole tensors in DDR, streaming them through local memory; ``alias``:
+    its output shares its input's DDR bytes (a reshape: nothing to run); ``scratch`` names
+    its scratch buffer in the DDR plan."""
 
     TAG_KEY = "op"
     TAG = "global"
@@ -185,6 +219,8 @@ class GlobalOp(_Record):
     bytes: int
     flops: float
     eff: float
+    alias: bool = False
+    scratch: str | None = None
 
 
 @dataclass(frozen=True)
@@ -236,6 +272,12 @@ class GroupUnit(_Unit):
     outputs: tuple[str, ...]
     consts: tuple[str, ...]
     instrs: Range
+    #: column cuts per tile (1: whole rows)
+    kw: int = 1
+    #: tensor -> the tensor whose local buffer it shares (an in-place layer's output)
+    aliases: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: per-lane bytes the shared buffers save
+    lmem_saved: int = 0
 
 
 @dataclass(frozen=True)
@@ -293,11 +335,14 @@ class DdrTensor(_Record):
     dtype: str
     nbytes: int
     region: str
+    #: the tensor whose bytes it shares (a reshape's or an in-place layer's output)
+    alias_of: str | None = None
 
 
 @dataclass(frozen=True)
 class DdrPlan(_Record):
-    """One byte address space: weights first, then activations with lifetime-based reuse."""
+    """One byte address space: weights first, then activations with lifetime-based reuse;
+    ``region: "scratch"`` entries are global layers' scratch buffers (``shape`` in bytes)."""
 
     tensors: dict[str, DdrTensor]
     weights_bytes: int
@@ -336,6 +381,20 @@ class _Bad(Exception):
 
 
 _FIELDS: dict[type, dict[str, Callable[[Any], Any]]] = {}
+_DEFAULTS: dict[type, dict[str, Any]] = {}
+
+
+def _defaults(cls: type) -> dict[str, Any]:
+    """The fields of format version 3 (those with a default) and their defaults."""
+    if cls not in _DEFAULTS:
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            if f.default is not dataclasses.MISSING:
+                out[f.name] = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                out[f.name] = f.default_factory()
+        _DEFAULTS[cls] = out
+    return _DEFAULTS[cls]
 
 
 def _fields(cls: type) -> dict[str, Callable[[Any], Any]]:

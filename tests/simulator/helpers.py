@@ -57,6 +57,8 @@ def _moved_shape(prog: Program, ins: Load) -> tuple[int, ...]:
         shape[2] = ins.h[1] - ins.h[0]
         if ins.c is not None:
             shape[1] = ins.c[1] - ins.c[0]
+        if ins.w is not None:
+            shape[3] = ins.w[1] - ins.w[0]
     return tuple(shape)
 
 
@@ -88,7 +90,9 @@ def audit_local_memory(prog: Program) -> int:
     checked = 0
     for g in (u for u in prog.units if isinstance(u, (GroupUnit, StreamUnit))):
         # buffers live at the same time never share bytes
-        items = list(g.alloc.items())
+        # an in-place layer's output shares its input's buffer on purpose
+        shared = getattr(g, "aliases", {})
+        items = [(k, a) for k, a in g.alloc.items() if k not in shared]
         for i, (ka, a) in enumerate(items):
             assert 0 <= a.addr and a.addr + a.size <= budget, f"{ka} at {a.addr}+{a.size} exceeds {budget}"
             for kb, b in items[i + 1:]:

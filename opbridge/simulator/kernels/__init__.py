@@ -13,6 +13,7 @@ from .registry import (
     KernelRegistry,
     register_kernel,
     tile_pads,
+    tile_pads_w,
     window_rows,
 )
 
@@ -20,5 +21,5 @@ FAMILIES = ("activation", "conv", "elementwise", "matmul", "norm", "pool", "soft
 
 __all__ = [
     "DEFAULT_KERNELS", "FAMILIES", "Kernel", "KernelRegistry", "register_kernel", "tile_pads",
-    "window_rows",
+    "tile_pads_w", "window_rows",
 ]

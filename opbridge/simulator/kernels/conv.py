@@ -1,8 +1,9 @@
-"""Kernel of Conv (2-D): tiled on N and H, with the halo of its window.
+"""Kernel of Conv (2-D): tiled on N, H and W, with the halo of its window.
 
 Output rows ``[lo, hi)`` read input rows ``[lo*s - pad_top, (hi-1)*s - pad_top + (k-1)*d + 1)``
 (bmcompiler's ``backward_hslice`` / ``backward_hidx``); rows outside the input are padding,
-so a tile at the top or bottom edge keeps that padding and an inner tile has none.
+so a tile at the top or bottom edge keeps that padding and an inner tile has none. Columns
+likewise, with the kernel's width, stride, dilation and left pad (``backward_wslice``).
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ import numpy as np
 
 from ...ir.graph import Node
 from ...ir.opdef import DEFAULT_OPS
-from .registry import register_kernel, static_shape, tile_pads, window_rows
+from .registry import register_kernel, static_shape, tile_pads, tile_pads_w, window_rows
 
 
-def _conv2d_params(node: Node) -> tuple[int, int, int, tuple[int, ...]]:
+def _conv2d_params(node: Node, axis: int = 0) -> tuple[int, int, int, tuple[int, ...]]:
     # every Conv node holds its per-axis parameters explicitly (the IR fills and verifies them)
     a = node.attrs
-    return int(a["kernel_shape"][0]), int(a["strides"][0]), int(a["dilations"][0]), tuple(a["pads"])
+    return (int(a["kernel_shape"][axis]), int(a["strides"][axis]), int(a["dilations"][axis]),
+            tuple(a["pads"]))
 
 
 def conv_split(node: Node) -> tuple[str, ...]:
@@ -27,7 +29,7 @@ def conv_split(node: Node) -> tuple[str, ...]:
     computed in chunks of output channels."""
     if len(static_shape(node.inputs[0])) != 4:
         return ()
-    return ("N", "C", "H") if node.attrs["group"] == 1 else ("N", "H")
+    return ("N", "C", "H", "W") if node.attrs["group"] == 1 else ("N", "H", "W")
 
 
 def conv_rows(node: Node, i: int, lo: int, hi: int) -> tuple[int, int] | None:
@@ -35,6 +37,13 @@ def conv_rows(node: Node, i: int, lo: int, hi: int) -> tuple[int, int] | None:
         return None
     kh, sh, dh, pads = _conv2d_params(node)
     return window_rows(lo, hi, kh, sh, dh, pads[0])
+
+
+def conv_cols(node: Node, i: int, lo: int, hi: int) -> tuple[int, int] | None:
+    if i != 0:
+        return None
+    kw, sw, dw, pads = _conv2d_params(node, 1)
+    return window_rows(lo, hi, kw, sw, dw, pads[1])
 
 
 def conv_channels(node: Node, i: int, c0: int, c1: int) -> tuple[int, int, int] | None:
@@ -47,6 +56,12 @@ def conv_tile_attrs(node: Node, lo: int, hi: int, needed, clipped) -> dict:
     attrs = dict(node.attrs)
     _, _, _, pads = _conv2d_params(node)
     attrs["pads"] = tile_pads(pads, needed[0], clipped[0])
+    return attrs
+
+
+def conv_tile_attrs_w(node: Node, lo: int, hi: int, needed, clipped) -> dict:
+    attrs = dict(node.attrs)
+    attrs["pads"] = tile_pads_w(node.attrs["pads"], needed[0], clipped[0])
     return attrs
 
 
@@ -126,8 +141,10 @@ def conv2d_into(out: np.ndarray, x: np.ndarray, w: np.ndarray, b: np.ndarray | N
     register_kernel("Conv")
     .split_when(lambda n: conv_split(n))
     .input_slice(conv_rows)
+    .input_slice(conv_cols, axis="W")
     .channel_slice(conv_channels)
     .tile_attrs(conv_tile_attrs)
+    .tile_attrs(conv_tile_attrs_w, axis="W")
     .cost(conv_cost)
     .compute_into(conv2d_into)
 )

@@ -14,14 +14,27 @@ spirit of bmcompiler's ``LayerDescriptor`` (``can_split_local_h_w``, ``backward_
 - ``input_slice(fn)``: ``fn(node, i, lo, hi) -> (lo, hi) | None``: the rows (axis H) of input
   ``i`` that output rows ``[lo, hi)`` need; rows outside ``[0, H)`` are padding; ``None``
   means the whole input. Without it, an input with the output's H maps row to row and an
-  input with H = 1 (broadcast) is taken whole;
+  input with H = 1 (broadcast) is taken whole. ``input_slice(fn, axis="W")`` says the same
+  of columns (bmcompiler's ``backward_wslice`` / ``backward_widx``);
 - ``tile_attrs(fn)``: ``fn(node, lo, hi, needed, clipped) -> attrs``: the attributes that
   run the compute on a tile (a convolution's pads change at the tile edges);
-- ``scratch(fn)``: ``fn(node, tile_out_shape) -> bytes per lane`` of scratch buffer;
+  ``tile_attrs(fn, axis="W")`` likewise for a column tile: its ``node.attrs`` are then those
+  the H hint gave, so it changes only what the columns decide (left / right pads);
+- ``scratch(fn)``: ``fn(node, out_shape) -> bytes per lane`` of scratch buffer, reserved in
+  local memory for each tile of a layer group (``out_shape`` the largest output tile) and in
+  DDR for a global layer (``out_shape`` the whole output; ``lanes`` times that many bytes,
+  bmcompiler's ``get_global_buffer_size``); the kernel's own ``compute`` / ``compute_into``
+  gets it as the keyword argument ``scratch``, a ``uint8`` array;
+- ``inplace()``: the output may take the input's memory (bmcompiler's ``can_inplace``): in
+  DDR when the op runs as a global layer, in local memory inside a layer group, whenever
+  input 0 has the output's shape and dtype and nothing reads it afterwards;
 - ``cost(fn)``: ``fn(node, out_shape) -> FLOPs`` for one output tile of that shape;
 - ``compute(fn)``: a tile kernel used instead of the op's own compute (same signature);
 - ``compute_into(fn)``: ``fn(out, *inputs, **attrs)`` writes the (single) output tile into
-  ``out``, a view of local memory, instead of returning a new array;
+  ``out``, a view of local memory, instead of returning a new array. Both take ``dtype=``
+  (one dtype name or several) to register a variant for that dtype of input 0 (TIM-VX
+  picks a kernel by dtype); once a kernel has variants, a node whose dtype has none (and no
+  variant registered without ``dtype``) is a compile error;
 - ``cpu()``: deprecated; where an op runs is its definition's ``placement("cpu")`` (or a
   node's own ``placement``), which this now writes;
 - ``global_only()``: the op never joins a layer group.
@@ -41,6 +54,7 @@ from typing import Any
 from ...errors import OpbridgeError, RegistryError, SimulatorError
 from ...ir.graph import Node, Value
 from ...ir.opdef import DEFAULT_OPS
+from ...ir.types import DTYPES
 from ...sites import caller_site
 
 Rows = tuple[int, int]
@@ -50,6 +64,26 @@ ScratchFn = Callable[[Node, tuple[int, ...]], int]
 CostFn = Callable[[Node, tuple[int, ...]], float]
 
 AXES = ("N", "C", "H", "W")
+
+
+def _axis(op: str, hint: str, axis: str) -> str:
+    if axis not in ("H", "W"):
+        raise RegistryError(f"kernel {op}: {hint} axis {axis!r} is not H or W")
+    return axis
+
+
+def _dtypes(op: str, dtype: str | Sequence[str] | None) -> tuple[str, ...]:
+    names = () if dtype is None else (dtype,) if isinstance(dtype, str) else tuple(dtype)
+    bad = [d for d in names if d not in DTYPES]
+    if bad:
+        raise RegistryError(f"kernel {op}: dtype {bad[0]!r} is not one of {', '.join(DTYPES)}")
+    return names
+
+
+def kernel_dtype(node: Node) -> str:
+    """The dtype that picks a kernel variant: input 0's (the output's if it has no input)."""
+    v = node.inputs[0] if node.inputs and node.inputs[0] is not None else node.outputs[0]
+    return str(v.dtype)
 
 
 def _site() -> str:
@@ -77,6 +111,12 @@ class Kernel:
         self.cost_fn: CostFn = elementwise_cost
         self.compute_fn: Callable[..., Any] | None = None
         self.compute_into_fn: Callable[..., None] | None = None
+        #: the W-axis counterparts of ``input_slice_fn`` and ``tile_attrs_fn``
+        self.input_slice_w_fn: InputSliceFn | None = None
+        self.tile_attrs_w_fn: TileAttrsFn | None = None
+        self.in_place = False
+        #: dtype -> (fn, writes into its output): the per-dtype variants of the tile kernel
+        self.variants: dict[str, tuple[Callable[..., Any], bool]] = {}
 
     # -- building ---------------------------------------------------------------------
     def split(self, *axes: str) -> Kernel:
@@ -94,8 +134,12 @@ class Kernel:
         self.local = True
         return self
 
-    def input_slice(self, fn: InputSliceFn) -> Kernel:
-        self.input_slice_fn = fn
+    def input_slice(self, fn: InputSliceFn, axis: str = "H") -> Kernel:
+        """The rows (``axis="H"``) or columns (``axis="W"``) of an input a tile needs."""
+        if _axis(self.op, "input_slice", axis) == "W":
+            self.input_slice_w_fn = fn
+        else:
+            self.input_slice_fn = fn
         return self
 
     def channel_slice(self, fn: Callable[[Node, int, int, int], tuple[int, int, int] | None]
@@ -103,25 +147,68 @@ class Kernel:
         self.channel_slice_fn = fn
         return self
 
-    def tile_attrs(self, fn: TileAttrsFn) -> Kernel:
-        self.tile_attrs_fn = fn
+    def tile_attrs(self, fn: TileAttrsFn, axis: str = "H") -> Kernel:
+        """The attributes of a row tile (``axis="H"``) or of a column tile (``axis="W"``)."""
+        if _axis(self.op, "tile_attrs", axis) == "W":
+            self.tile_attrs_w_fn = fn
+        else:
+            self.tile_attrs_fn = fn
         return self
 
     def scratch(self, fn: ScratchFn) -> Kernel:
         self.scratch_fn = fn
         return self
 
+    def inplace(self, on: bool = True) -> Kernel:
+        """The output may overwrite input 0 (same shape and dtype) when nothing reads it later."""
+        self.in_place = on
+        return self
+
     def cost(self, fn: CostFn) -> Kernel:
         self.cost_fn = fn
         return self
 
-    def compute(self, fn: Callable[..., Any]) -> Kernel:
-        self.compute_fn = fn
+    def compute(self, fn: Callable[..., Any], *, dtype: str | Sequence[str] | None = None) -> Kernel:
+        """The tile kernel (returns its output); ``dtype``: only for inputs of that dtype."""
+        if dtype is None:
+            self.compute_fn = fn
+        for d in _dtypes(self.op, dtype):
+            self.variants[d] = (fn, False)
         return self
 
-    def compute_into(self, fn: Callable[..., None]) -> Kernel:
-        self.compute_into_fn = fn
+    def compute_into(self, fn: Callable[..., None], *,
+                     dtype: str | Sequence[str] | None = None) -> Kernel:
+        """The tile kernel that writes into its output tile; ``dtype`` as for :meth:`compute`."""
+        if dtype is None:
+            self.compute_into_fn = fn
+        for d in _dtypes(self.op, dtype):
+            self.variants[d] = (fn, True)
         return self
+
+    def kernel_for(self, node: Node, into: bool = True) -> tuple[Callable[..., Any], bool] | None:
+        """The kernel's own function for ``node`` and whether it writes into its output: the
+        variant for the dtype of input 0, else the one registered without a dtype (None: the
+        op's compute). ``into``: a writing kernel may be used (the node has one output)."""
+        if self.variants:
+            v = self.variants.get(kernel_dtype(node))
+            if v is not None and (into or not v[1]):
+                return v
+        if into and self.compute_into_fn is not None:
+            return self.compute_into_fn, True
+        if self.compute_fn is not None:
+            return self.compute_fn, False
+        return None
+
+    def check_dtype(self, node: Node) -> None:
+        """A kernel with per-dtype variants must have one for ``node`` (or a dtype-less one)."""
+        if not self.variants or self.compute_fn is not None or self.compute_into_fn is not None:
+            return
+        dt = kernel_dtype(node)
+        if dt not in self.variants:
+            raise SimulatorError(
+                f"{node.where}: kernel {self.op!r} (registered at {self.registered_at}) has no "
+                f"variant for dtype {dt}; it has {', '.join(sorted(self.variants))}",
+                hint=f'register one: register_kernel({self.op!r}).compute(fn, dtype="{dt}")')
 
     def cpu(self) -> Kernel:
         """Deprecated: declares the op's default placement "cpu" on its definition in the
@@ -235,3 +322,11 @@ def tile_pads(pads: Sequence[int], needed: Rows, clipped: Rows) -> tuple[int, ..
     top = max(0, min(clipped[0], needed[1]) - needed[0])
     bottom = max(0, needed[1] - max(clipped[1], needed[0]))
     return (top, pads[1], bottom, pads[3])
+
+
+def tile_pads_w(pads: Sequence[int], needed: Rows, clipped: Rows) -> tuple[int, ...]:
+    """2-D pads (top, left, bottom, right) for a tile whose input columns were clipped: the
+    column counterpart of :func:`tile_pads` (top and bottom are kept as given)."""
+    left = max(0, min(clipped[0], needed[1]) - needed[0])
+    right = max(0, needed[1] - max(clipped[1], needed[0]))
+    return (pads[0], left, pads[2], right)
