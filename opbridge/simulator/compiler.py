@@ -50,7 +50,8 @@ def _check_static(graph: Graph) -> None:
 
 
 def _ddr_plan(graph: Graph, units: list[PlannedUnit], target: Target) -> DdrPlan:
-    """One DDR address space: weights first, then activations with lifetime-based reuse."""
+    """One DDR address space: weights first, then activations with lifetime-based reuse;
+    a reshape's or an in-place layer's output shares its input's bytes (:func:`_ddr_aliases`)."""
     unit_of: dict[str, int] = {}
     for ui, u in enumerate(units):
         for ln in (u.nodes if isinstance(u, (GroupPlan, StreamPlan)) else [u]):
@@ -76,23 +77,78 @@ def _ddr_plan(graph: Graph, units: list[PlannedUnit], target: Target) -> DdrPlan
         tensors[name] = DdrTensor(off, tuple(static_shape(c)), c.dtype, _nbytes(c), "weight")
         off = align(off + _nbytes(c), target.ddr_align_bytes)
     weights_bytes = off
-    buffers = []
+    last: dict[str, int] = {}
     for name, v in in_ddr.items():
-        last = end if name in outputs else max(
+        last[name] = end if name in outputs else max(
             [unit_of[u.name] for u in v.users if u.name in unit_of] + [first[name]])
-        buffers.append(Buffer(name, _nbytes(v), first[name], last))
+    alias = _ddr_aliases(units, in_ddr, last, outputs)
+    for name, root in alias.items():
+        last[root] = max(last[root], last[name])
+    buffers = [Buffer(name, _nbytes(v), first[name], last[name]) for name, v in in_ddr.items()
+               if name not in alias]
+    buffers += _scratch_buffers(units, target)
     peak = plan(buffers, target.ddr_align_bytes)
     for b in buffers:
+        if b.key.startswith("scratch/"):
+            tensors[b.key] = DdrTensor(weights_bytes + b.offset, (b.size,), "u8", b.size, "scratch")
+            continue
         v = in_ddr[b.key]
         tensors[b.key] = DdrTensor(weights_bytes + b.offset, tuple(static_shape(v)), v.dtype, b.size,
                                    "activation")
+    for name, root in alias.items():
+        v = in_ddr[name]
+        tensors[name] = DdrTensor(tensors[root].addr, tuple(static_shape(v)), v.dtype, _nbytes(v),
+                                  "activation", alias_of=root)
     return DdrPlan(
         tensors=tensors,
         weights_bytes=weights_bytes,
         activation_peak_bytes=peak,
-        activation_no_reuse_bytes=sum(align(b.size, target.ddr_align_bytes) for b in buffers),
+        activation_no_reuse_bytes=sum(align(b.size, target.ddr_align_bytes) for b in buffers)
+        + sum(align(_nbytes(in_ddr[n]), target.ddr_align_bytes) for n in alias),
         total_bytes=weights_bytes + peak,
     )
+
+
+def _ddr_aliases(units: list[PlannedUnit], in_ddr: dict[str, Value], last: dict[str, int],
+                 outputs: set[str]) -> dict[str, str]:
+    """Outputs of single layers that share their input 0's DDR bytes, each -> the tensor that
+    owns the bytes: a ``just_reshape`` kernel's (the same bytes under another shape), and an
+    ``inplace`` kernel's when nothing reads the input, or a tensor sharing its bytes, later."""
+    alias: dict[str, str] = {}
+    members: dict[str, list[str]] = {}
+    for ui, u in enumerate(units):
+        if isinstance(u, (GroupPlan, StreamPlan)) or u.kernel is None or len(u.node.outputs) != 1:
+            continue
+        k, node = u.kernel, u.node
+        x, y = (node.inputs[0] if node.inputs else None), node.outputs[0]
+        if x is None or x.name not in in_ddr or y.name not in in_ddr or x.dtype != y.dtype:
+            continue
+        root = alias.get(x.name, x.name)
+        if k.reshape_only and _nbytes(x) == _nbytes(y):
+            pass
+        elif k.in_place and static_shape(x) == static_shape(y):
+            group = [root, *members.get(root, [])]
+            if any(m in outputs or last[m] > ui for m in group):
+                continue
+        else:
+            continue
+        alias[y.name] = root
+        members.setdefault(root, []).append(y.name)
+    return alias
+
+
+def _scratch_buffers(units: list[PlannedUnit], target: Target) -> list[Buffer]:
+    """DDR scratch buffers of global layers whose kernel asks for one (bmcompiler's
+    ``get_global_buffer_size``): ``lanes`` times the kernel's per-lane bytes, live for the layer."""
+    out = []
+    for ui, u in enumerate(units):
+        if isinstance(u, (GroupPlan, StreamPlan)) or u.kernel is None or u.kernel.scratch_fn is None:
+            continue
+        shape = tuple(static_shape(u.node.outputs[0])) if u.node.outputs else ()
+        size = int(u.kernel.hint("scratch", u.node, shape)) * target.lanes
+        if size > 0:
+            out.append(Buffer(f"scratch/{u.node.name}", size, ui, ui))
+    return out
 
 
 def _diff_attrs(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
@@ -388,7 +444,8 @@ def _alloc(alloc: dict[str, tuple[int, int, int, int]]) -> dict[str, Alloc]:
     return {k: Alloc(*v) for k, v in alloc.items()}
 
 
-def _emit_unit(u: PlannedUnit, gi: int, target: Target, instrs: list[Instruction]) -> Unit:
+def _emit_unit(u: PlannedUnit, gi: int, target: Target, instrs: list[Instruction],
+               ddr: DdrPlan) -> Unit:
     """Append the instructions of one planned unit (``gi``: its index if it is a layer
     group) and return the unit that records them."""
     start = len(instrs)
@@ -415,7 +472,14 @@ def _emit_unit(u: PlannedUnit, gi: int, target: Target, instrs: list[Instruction
     if u.placement == CPU:
         instrs.append(HostOp(node=node.name, bytes=nbytes, flops=flops, eff=eff))
         return HostUnit(nodes=(node.name,), op=node.op, instrs=span)
-    instrs.append(GlobalOp(node=node.name, bytes=nbytes, flops=flops, eff=eff))
+    out = ddr.tensors.get(node.outputs[0].name) if node.outputs else None
+    if out is not None and out.alias_of is not None and u.kernel is not None and u.kernel.reshape_only:
+        # the output is the input's bytes: nothing moves, nothing runs
+        instrs.append(GlobalOp(node=node.name, bytes=0, flops=0.0, eff=eff, alias=True))
+    else:
+        scratch = f"scratch/{node.name}"
+        instrs.append(GlobalOp(node=node.name, bytes=nbytes, flops=flops, eff=eff,
+                               scratch=scratch if scratch in ddr.tensors else None))
     return GlobalUnit(nodes=(node.name,), op=node.op, fits_no_tile=bool(u.local), instrs=span)
 
 
@@ -439,7 +503,7 @@ def compile(  # noqa: A001 - the public name DESIGN.md gives it
     units: list[Unit] = []
     groups = 0  # layer groups are numbered in program order
     for u in planned:
-        unit = _emit_unit(u, groups, tgt, instrs)
+        unit = _emit_unit(u, groups, tgt, instrs, ddr)
         groups += isinstance(unit, GroupUnit)
         units.append(unit)
     prog = Program(graph, tgt, units, instrs, ddr)

@@ -79,6 +79,10 @@ class Profile:
     ddr_peak_bytes: int
     ddr_no_reuse_bytes: int
     weights_bytes: int
+    #: DDR bytes not allocated because a tensor shares another's (reshapes, in-place layers)
+    ddr_shared_bytes: int = 0
+    #: per-lane local bytes not allocated because in-place layers share their input's buffer
+    lmem_shared_bytes: int = 0
     events: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -269,5 +273,7 @@ def profile(prog: Program) -> Profile:
         ddr_peak_bytes=prog.ddr.activation_peak_bytes,
         ddr_no_reuse_bytes=prog.ddr.activation_no_reuse_bytes,
         weights_bytes=prog.ddr.weights_bytes,
+        ddr_shared_bytes=sum(t.nbytes for t in prog.ddr.tensors.values() if t.alias_of is not None),
+        lmem_shared_bytes=sum(u.lmem_saved for u in prog.groups),
         events=sched.events,
     )

@@ -28,6 +28,9 @@ spirit of bmcompiler's ``LayerDescriptor`` (``can_split_local_h_w``, ``backward_
 - ``inplace()``: the output may take the input's memory (bmcompiler's ``can_inplace``): in
   DDR when the op runs as a global layer, in local memory inside a layer group, whenever
   input 0 has the output's shape and dtype and nothing reads it afterwards;
+- ``just_reshape()``: the output is input 0's bytes under another shape (Reshape, Flatten,
+  Squeeze, Unsqueeze): it shares them in DDR and nothing runs (bmcompiler's ``just_reshape``
+  / ``is_share_mem_layer``);
 - ``cost(fn)``: ``fn(node, out_shape) -> FLOPs`` for one output tile of that shape;
 - ``compute(fn)``: a tile kernel used instead of the op's own compute (same signature);
 - ``compute_into(fn)``: ``fn(out, *inputs, **attrs)`` writes the (single) output tile into
@@ -115,6 +118,7 @@ class Kernel:
         self.input_slice_w_fn: InputSliceFn | None = None
         self.tile_attrs_w_fn: TileAttrsFn | None = None
         self.in_place = False
+        self.reshape_only = False
         #: dtype -> (fn, writes into its output): the per-dtype variants of the tile kernel
         self.variants: dict[str, tuple[Callable[..., Any], bool]] = {}
 
@@ -162,6 +166,12 @@ class Kernel:
     def inplace(self, on: bool = True) -> Kernel:
         """The output may overwrite input 0 (same shape and dtype) when nothing reads it later."""
         self.in_place = on
+        return self
+
+    def just_reshape(self, on: bool = True) -> Kernel:
+        """The output is input 0's bytes under another shape: a global layer of the op then
+        shares its input's DDR bytes and runs nothing (bmcompiler's ``just_reshape``)."""
+        self.reshape_only = on
         return self
 
     def cost(self, fn: CostFn) -> Kernel:
