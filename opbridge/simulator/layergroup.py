@@ -236,6 +236,8 @@ class GroupCandidate:
                 for name, (lo, hi) in held.items():
                     if hi - lo >= ext.get(name, 0):
                         ext[name] = hi - lo
+        if kw == 1:  # a tile then holds whole rows, whatever columns its consumers read
+            max_cols = {name: static_shape(v)[3] for name, v in self._values().items()}
         buffers, aliases, saved = self._buffers(target, n_per, max_rows, max_cols, double)
         budget = target.lmem_bytes_per_lane
         last = len(self.nodes) - 1
