@@ -145,7 +145,7 @@ def _scratch_buffers(units: list[PlannedUnit], target: Target) -> list[Buffer]:
         if isinstance(u, (GroupPlan, StreamPlan)) or u.kernel is None or u.kernel.scratch_fn is None:
             continue
         shape = tuple(static_shape(u.node.outputs[0])) if u.node.outputs else ()
-        size = int(u.kernel.hint("scratch", u.node, shape)) * target.lanes
+        size = u.kernel.scratch_lane_bytes(u.node, shape, target.lanes) * target.lanes
         if size > 0:
             out.append(Buffer(f"scratch/{u.node.name}", size, ui, ui))
     return out

@@ -298,7 +298,7 @@ class GroupCandidate:
                 out = ln.node.outputs[0]
                 shape = (n_per, static_shape(out)[1], max_rows.get(out.name, 0),
                          max_cols.get(out.name, 0))
-                size = int(ln.kernel.hint("scratch", ln.node, shape))
+                size = ln.kernel.scratch_lane_bytes(ln.node, shape, target.lanes)
                 if size > 0:
                     buffers.append(Buffer(f"scratch/{ln.node.name}", size, j, j))
         return buffers, aliases, sum(sizes[o] for o in aliases)

@@ -20,11 +20,13 @@ spirit of bmcompiler's ``LayerDescriptor`` (``can_split_local_h_w``, ``backward_
   run the compute on a tile (a convolution's pads change at the tile edges);
   ``tile_attrs(fn, axis="W")`` likewise for a column tile: its ``node.attrs`` are then those
   the H hint gave, so it changes only what the columns decide (left / right pads);
-- ``scratch(fn)``: ``fn(node, out_shape) -> bytes per lane`` of scratch buffer, reserved in
-  local memory for each tile of a layer group (``out_shape`` the largest output tile) and in
-  DDR for a global layer (``out_shape`` the whole output; ``lanes`` times that many bytes,
+- ``scratch(fn)``: ``fn(node, out_shape) -> bytes per lane`` of scratch buffer (``per="tile"``:
+  bytes in all, spread over the lanes by the compiler), reserved in local memory for each
+  tile of a layer group (``out_shape`` the largest output tile; bmcompiler's
+  ``get_local_buffer_size``) and in DDR for a global layer (``out_shape`` the whole output;
   bmcompiler's ``get_global_buffer_size``); the kernel's own ``compute`` / ``compute_into``
-  gets it as the keyword argument ``scratch``, a ``uint8`` array;
+  gets it as the keyword argument ``scratch``, a ``uint8`` array of at least that many bytes
+  (``lanes`` times the per-lane bytes);
 - ``inplace()``: the output may take the input's memory (bmcompiler's ``can_inplace``): in
   DDR when the op runs as a global layer, in local memory inside a layer group, whenever
   input 0 has the output's shape and dtype and nothing reads it afterwards;
@@ -111,6 +113,7 @@ class Kernel:
         self.channel_slice_fn: Callable[[Node, int, int, int], tuple[int, int, int] | None] | None = None
         self.tile_attrs_fn: TileAttrsFn | None = None
         self.scratch_fn: ScratchFn | None = None
+        self.scratch_per_tile = False
         self.cost_fn: CostFn = elementwise_cost
         self.compute_fn: Callable[..., Any] | None = None
         self.compute_into_fn: Callable[..., None] | None = None
@@ -159,9 +162,19 @@ class Kernel:
             self.tile_attrs_fn = fn
         return self
 
-    def scratch(self, fn: ScratchFn) -> Kernel:
+    def scratch(self, fn: ScratchFn, per: str = "lane") -> Kernel:
+        """A scratch buffer: ``fn(node, out_shape)`` bytes per lane (``per="lane"``), or in
+        all (``per="tile"``: the compiler spreads them over the lanes)."""
+        if per not in ("lane", "tile"):
+            raise RegistryError(f"kernel {self.op}: scratch per={per!r} is not 'lane' or 'tile'")
         self.scratch_fn = fn
+        self.scratch_per_tile = per == "tile"
         return self
+
+    def scratch_lane_bytes(self, node: Node, shape: tuple[int, ...], lanes: int) -> int:
+        """The per-lane bytes of ``node``'s scratch buffer for an output tile of ``shape``."""
+        size = int(self.hint("scratch", node, shape))
+        return -(-size // lanes) if self.scratch_per_tile else size
 
     def inplace(self, on: bool = True) -> Kernel:
         """The output may overwrite input 0 (same shape and dtype) when nothing reads it later."""
