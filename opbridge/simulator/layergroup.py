@@ -309,7 +309,7 @@ class GroupCandidate:
         input produced in the group, read by this node only and not stored, neither tensor
         in a ping-pong pair, and the same tile extent in every tile."""
         aliases: dict[str, str] = {}
-        for j, ln in enumerate(self.nodes):
+        for ln in self.nodes:
             if ln.kernel is None or not ln.kernel.in_place or not ln.node.inputs:
                 continue
             x, y = ln.node.inputs[0], ln.node.outputs[0]

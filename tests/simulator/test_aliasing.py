@@ -4,6 +4,8 @@ the reference interpreter, and the profile counts the bytes saved."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -121,3 +123,40 @@ def test_without_the_hint_nothing_is_shared(add_one):
     prog = ob.compile(g, ob.Target.preset("bm1684", lmem_bytes_per_lane=1024))
     assert all(not u.aliases for u in prog.groups)
     assert prog.format_version() == 2
+
+
+def _tamper(prog: ob.Program, tmp_path, edit) -> ob.Program:
+    from .test_program_io import _rewrite
+
+    good = tmp_path / "good.obprog"
+    prog.save(good)
+    doc = prog.to_json()
+    edit(doc)
+    bad = tmp_path / "bad.obprog"
+    _rewrite(good, bad, program=json.dumps(doc))
+    return bad
+
+
+def test_version_3_fields_are_checked_on_load(tmp_path):
+    """A shared tensor must sit at its owner's address; a scratch entry must be plain bytes."""
+    prog = ob.compile(_reshapes())
+    name = next(k for k, t in prog.ddr.tensors.items() if t.alias_of is not None)
+
+    def move(doc):
+        doc["ddr"]["tensors"][name]["addr"] += 64
+
+    with pytest.raises(ob.ModelFormatError, match=f"'{name}' shares the bytes of"):
+        ob.load_program(_tamper(prog, tmp_path, move))
+
+    def scratch(doc):
+        doc["ddr"]["tensors"]["scratch/x"] = {"addr": 0, "shape": [8, 8], "dtype": "u8", "nbytes": 64,
+                                              "region": "scratch"}
+
+    with pytest.raises(ob.ModelFormatError, match="scratch buffer 'scratch/x'"):
+        ob.load_program(_tamper(prog, tmp_path, scratch))
+
+    def unknown(doc):
+        doc["units"][0]["kw2"] = 1
+
+    with pytest.raises(ob.ModelFormatError, match="unknown field 'kw2'"):
+        ob.load_program(_tamper(prog, tmp_path, unknown))
