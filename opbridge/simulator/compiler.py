@@ -418,8 +418,10 @@ class _StreamEmitter:
         lane = activation_lane_bytes(self.target, ot, out.dtype)
         o = Operand(tensor=out.name, buf=out.name, lmem=addr, shape=ot, lane_bytes=lane, h=None,
                     n=None, const=False)
+        sc = self.sp.alloc.get(f"scratch/{self.node.name}")
         self.instrs.append(_compute(self.sp.ln, self.target, None, ti, ins, o,
-                                    _tile_attrs(self.sp.ln, t.rows, t.needs)))
+                                    _tile_attrs(self.sp.ln, t.rows, t.needs),
+                                    None if sc is None else (sc[0], sc[0] + sc[1])))
         self.instrs.append(Store(
             group=None, tile=ti, tensor=out.name, buf=out.name, lmem=addr, tile_shape=ot,
             tile_h0=t.rows[0], n=t.n, h=t.rows, c=c, bytes=math.prod(ot) * itemsize(out.dtype),

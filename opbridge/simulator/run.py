@@ -122,12 +122,15 @@ class Executor:
         off = addr * self.lanes
         return self.lmem[off:off + n].view(dt).reshape(shape)
 
+    def _kernel(self, node: Any) -> Any:
+        reg = self.prog.kernels if self.prog.kernels is not None else DEFAULT_KERNELS
+        return reg.get(node.op)
+
     def _fn(self, node_name: str, into: bool = False) -> tuple[Any, bool, bool]:
         """The function that computes a node, whether it writes into its output tile, and
         whether it is the kernel's own (which takes a scratch buffer)."""
         node = self.nodes[node_name]
-        reg = self.prog.kernels if self.prog.kernels is not None else DEFAULT_KERNELS
-        k = reg.get(node.op)
+        k = self._kernel(node)
         if k is not None:
             k.check_dtype(node)
             own = k.kernel_for(node, into)
@@ -232,6 +235,13 @@ class Executor:
         scratch = ins.scratch if isinstance(ins, GlobalOp) else None
         if scratch is not None and own:
             attrs["scratch"] = self.views[scratch]
+        elif isinstance(ins, HostOp) and own:
+            # on the host the buffer is host memory, sized as a global layer's would be
+            k = self._kernel(node)
+            if k is not None and k.scratch_fn is not None:
+                shape = tuple(int(d) for d in node.outputs[0].shape)
+                attrs["scratch"] = np.zeros(k.scratch_lane_bytes(node, shape, self.lanes) * self.lanes,
+                                            np.uint8)
         return ("into" if into else "compute", fn, args, attrs, outs, node)
 
     # -- running -------------------------------------------------------------------------

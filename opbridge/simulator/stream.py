@@ -107,6 +107,11 @@ def _fit(ln: Lowered, target: Target, n_per: int, n_chunks: int, k: int) -> Stre
     buffers.append(Buffer(node.outputs[0].name,
                           activation_lane_bytes(target, (n_per, mc, rows_out, w), node.outputs[0].dtype),
                           0, 0))
+    k_ = ln.kernel
+    if k_ is not None and k_.scratch_fn is not None:
+        size = k_.scratch_lane_bytes(node, (n_per, mc, rows_out, w), target.lanes)
+        if size > 0:
+            buffers.append(Buffer(f"scratch/{node.name}", size, 0, 0))
     if sum(b.size for b in buffers) > target.lmem_bytes_per_lane:
         return None
     peak = plan(buffers, target.lmem_align_bytes)

@@ -149,3 +149,53 @@ def test_unknown_variant_dtype_is_a_registry_error():
     with pytest.raises(RegistryError, match="dtype 'float99'"):
         ob.register_kernel("TestBadDtype").compute(lambda x: x, dtype="float99")
     DEFAULT_KERNELS.remove("TestBadDtype")
+
+
+def test_scratch_on_the_host(double_op):
+    """A host-placed op's kernel gets its scratch buffer in host memory."""
+    seen: list[np.ndarray] = []
+    ob.register_kernel("TestDouble").scratch(lambda node, shape: PER_LANE).compute(_scratch_compute(seen))
+    g = _graph()
+    prog = ob.compile(g, placement=lambda n: "cpu" if n.op == "TestDouble" else None)
+    assert prog.profile().num_cpu_layers == 1
+    assert_close(prog.run(_feeds())[g.outputs[0].name], ob.interpret(g, _feeds())[g.outputs[0].name])
+    assert seen and seen[0].size == PER_LANE * prog.target.lanes
+
+
+@pytest.fixture
+def gain_op():
+    """``y = x * mean(g, axis=1)`` per channel: ``g`` is (C, K), too big to stay in a lane whole."""
+    if "TestGain" not in DEFAULT_OPS:
+        (ob.define_op("TestGain").input("x", "T").input("g", "T").output("y", "T")
+         .type_param("T", allowed=("f32",)).shape_fn(lambda ctx: ctx.same_as_input(0))
+         .compute(lambda x, g: x * g.mean(axis=1, dtype=np.float32)[None, :, None, None]))
+    yield
+    DEFAULT_KERNELS.remove("TestGain")
+
+
+def test_scratch_of_a_streamed_layer_is_local_memory(gain_op):
+    seen: list[np.ndarray] = []
+
+    def tile(x, g, *, scratch):
+        seen.append(scratch)
+        m = scratch[: g.shape[0] * 4].view(np.float32)
+        np.mean(g, axis=1, dtype=np.float32, out=m)
+        return x * m[None, :, None, None]
+
+    (ob.register_kernel("TestGain").split("N", "C", "H")
+     .channel_slice(lambda node, i, c0, c1: (1, c0, c1) if i == 0 else (0, c0, c1))
+     .scratch(lambda node, shape: shape[1] * 4, per="tile").compute(tile))
+    b = ob.GraphBuilder("gain")
+    x = b.input("x", "f32", (1, 1024, 8, 8))
+    gv = np.random.default_rng(4).standard_normal((1024, 64)).astype(np.float32)
+    b.output(b.op("TestGain", [x, b.constant("g", gv)]))
+    g = b.build()
+    prog = ob.compile(g, ob.Target.preset("bm1684", lmem_bytes_per_lane=4096))
+    (unit,) = prog.units
+    assert isinstance(unit, ob.simulator.StreamUnit) and unit.chunks > 1
+    node = g.nodes[0].name
+    assert f"scratch/{node}" in unit.alloc
+    feeds = {"x": np.random.default_rng(5).standard_normal((1, 1024, 8, 8)).astype(np.float32)}
+    assert_close(prog.run(feeds)[g.outputs[0].name], ob.interpret(g, feeds)[g.outputs[0].name])
+    assert len(seen) == unit.tiles
+    audit_local_memory(prog)
