@@ -69,6 +69,7 @@ def test_profile_table_and_trace(prog_path, tmp_path, capsys):
     assert main(["profile", str(prog_path), "--trace", str(trace)]) == 0
     text = capsys.readouterr().out
     assert "estimated latency" in text and "group" in text and "bound" in text
+    assert "shared buffers (reshapes, in-place layers) save" in text  # the Flatten before the Gemm
     assert json.loads(trace.read_text())["traceEvents"]
 
 
@@ -79,6 +80,9 @@ def test_profile_json(prog_path, capsys):
                 "num_global_layers", "num_cpu_layers", "groups"):
         assert key in d
     assert d["lmem_peak_bytes"] <= 4096 and d["num_tiles"] > d["num_layer_groups"]
+    # the Flatten before the classifier shares the pooled features' bytes
+    (flat,) = [n for n in ob.load_program(prog_path).graph.nodes if n.op == "Flatten"]
+    assert d["ddr_shared_bytes"] == 4 * int(np.prod(flat.outputs[0].shape)) and d["lmem_shared_bytes"] == 0
 
 
 @pytest.mark.parametrize("argv,match", [
