@@ -53,7 +53,8 @@ class AxisTile:
 @dataclass
 class Tile:
     """One tile: its batch range, the rows of every tensor it holds, what it stores; the
-    ``*_w`` twins say the same of columns (whole rows when the group is not cut along W)."""
+    ``*_w`` twins say the same of columns (empty when the group is not cut along W: every
+    tensor then has whole rows)."""
 
     n: Rows
     rows: dict[str, Rows]
@@ -138,18 +139,24 @@ class GroupCandidate:
         self.can_split_n = all("N" in ln.axes for ln in nodes)
         self.can_split_w = all("W" in ln.axes for ln in nodes)
         # per axis, per node in reverse order: what backward slicing needs, computed once
-        self._rev: dict[str, list] = {}
-        for axis, dim in (("H", 2), ("W", 3)):
-            rev = []
-            for ln in reversed(nodes):
-                node = ln.node
-                out = node.outputs[0]
-                ins = [(i, v.name, static_shape(v)[dim], row_fn(ln, i, v, axis))
-                       for i, v in enumerate(node.inputs) if v is not None and not v.is_constant]
-                rev.append((node.name, out.name, static_shape(out)[dim], axis in ln.axes, ins,
-                            len(node.inputs)))
-            self._rev[axis] = rev
+        self._rev: dict[str, list] = {"H": self._reverse("H")}
         self._cuts: dict[tuple[str, int], list[AxisTile]] = {}
+        self._values = {v.name: v for v in self.inputs}
+        for ln in nodes:
+            self._values[ln.node.outputs[0].name] = ln.node.outputs[0]
+        self._full_cols = {name: static_shape(v)[3] for name, v in self._values.items()}
+
+    def _reverse(self, axis: str) -> list:
+        dim = 2 if axis == "H" else 3
+        rev = []
+        for ln in reversed(self.nodes):
+            node = ln.node
+            out = node.outputs[0]
+            ins = [(i, v.name, static_shape(v)[dim], row_fn(ln, i, v, axis))
+                   for i, v in enumerate(node.inputs) if v is not None and not v.is_constant]
+            rev.append((node.name, out.name, static_shape(out)[dim], axis in ln.axes, ins,
+                        len(node.inputs)))
+        return rev
 
     def axis_tiles(self, axis: str, k: int) -> list[AxisTile]:
         """Backward slicing of ``k`` cuts along ``axis`` (H or W), from the group's outputs."""
@@ -157,6 +164,9 @@ class GroupCandidate:
         if key in self._cuts:
             return self._cuts[key]
         dim = 2 if axis == "H" else 3
+        if axis not in self._rev:
+            self._rev[axis] = self._reverse(axis)
+        rev = self._rev[axis]
         href = static_shape(self.anchor)[dim]
         bounds = [round(i * href / k) for i in range(k + 1)]
         upto = {v.name: 0 for v in self.outputs}
@@ -171,7 +181,7 @@ class GroupCandidate:
                 req[v.name] = (lo, max(lo, hi))
             computed: dict[str, Rows] = {}
             needs: Needs = {}
-            for name, out_name, out_h, split_h, ins, n_in in self._rev[axis]:
+            for name, out_name, out_h, split_h, ins, n_in in rev:
                 r = req.get(out_name)
                 if r is None or r[0] >= r[1]:
                     continue
@@ -209,8 +219,14 @@ class GroupCandidate:
 
     def slice(self, n_per: int, k: int, kw: int = 1) -> list[Tile]:
         """Every tile of the tiling (n_per, k, kw): row cuts crossed with column cuts."""
-        hs, ws = self.axis_tiles("H", k), self.axis_tiles("W", kw)
+        hs = self.axis_tiles("H", k)
         tiles = []
+        if kw == 1:  # whole rows: nothing to slice along W
+            for n0 in range(0, self.n, n_per):
+                n1 = min(self.n, n0 + n_per)
+                tiles += [Tile((n0, n1), th.held, th.computed, th.needs, th.stores) for th in hs]
+            return tiles
+        ws = self.axis_tiles("W", kw)
         for n0 in range(0, self.n, n_per):
             n1 = min(self.n, n0 + n_per)
             for th in hs:
@@ -237,7 +253,7 @@ class GroupCandidate:
                     if hi - lo >= ext.get(name, 0):
                         ext[name] = hi - lo
         if kw == 1:  # a tile then holds whole rows, whatever columns its consumers read
-            max_cols = {name: static_shape(v)[3] for name, v in self._values().items()}
+            max_cols = self._full_cols
         buffers, aliases, saved = self._buffers(target, n_per, max_rows, max_cols, double)
         budget = target.lmem_bytes_per_lane
         last = len(self.nodes) - 1
@@ -252,18 +268,13 @@ class GroupCandidate:
         return GroupPlan(self.nodes, self.inputs, self.consts, self.outputs, n_per, k, tiles,
                          alloc, peak, self._redundancy(tiles), double, kw, aliases, saved)
 
-    def _values(self) -> dict[str, Value]:
-        values = {v.name: v for v in self.inputs}
-        for ln in self.nodes:
-            values[ln.node.outputs[0].name] = ln.node.outputs[0]
-        return values
 
     def _buffers(self, target: Target, n_per: int, max_rows: dict[str, int],
                  max_cols: dict[str, int], double: bool
                  ) -> tuple[list[Buffer], dict[str, str], int]:
         """The local buffers of a tiling (constants, tiles, ping-pong pairs, scratch), the
         in-place outputs that share their input's buffer, and the per-lane bytes that saves."""
-        values = self._values()
+        values = self._values
         last = len(self.nodes) - 1
         aliases = self._aliases(max_rows, max_cols, double)
         buffers: list[Buffer] = []
