@@ -356,10 +356,30 @@ class GroupCandidate:
         p = self._best(target, start)
         if double and p is not None and len(p.tiles) > 1:
             # pipelining is worth a few more tiles, not many: about twice as many row cuts
-            d = self._min_k(target, p.n_per, static_shape(self.anchor)[2], double=True, kw=p.kw)
+            # (column cuts, for a group cut along W)
+            if p.kw > 1:
+                d = self._double_kw(target, p)
+            else:
+                d = self._min_k(target, p.n_per, static_shape(self.anchor)[2], double=True)
             if d is not None and d.k <= 2 * p.k + 2 and d.redundancy <= max(p.redundancy, MAX_REDUNDANCY):
                 return d
         return p
+
+    def _double_kw(self, target: Target, p: GroupPlan) -> GroupPlan | None:
+        """The fewest column cuts, up to about twice ``p``'s, with which ``p``'s row tiling
+        fits with ping-pong buffers (bisecting: the footprint shrinks as the cuts grow)."""
+        lo, hi = p.kw - 1, min(2 * p.kw + 2, static_shape(self.anchor)[3])
+        found = self.fit(target, p.n_per, p.k, True, hi)
+        if found is None:
+            return None
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            q = self.fit(target, p.n_per, p.k, True, mid)
+            if q is not None:
+                found, hi = q, mid
+            else:
+                lo = mid
+        return found
 
     def _best(self, target: Target, start: tuple[int, ...] | None) -> GroupPlan | None:
         if start is not None:

@@ -202,3 +202,22 @@ def test_bad_slice_axis_is_a_registry_error():
     with pytest.raises(RegistryError, match="not H or W"):
         ob.register_kernel("TestBadAxis").input_slice(lambda *a: None, axis="C")
     DEFAULT_KERNELS.remove("TestBadAxis")
+
+
+@requires_ort
+def test_concat_of_channels_cut_along_w(tmp_path):
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
+             helper.make_node("Sigmoid", ["x"], ["b"], name="sig"),
+             helper.make_node("Concat", ["a", "b"], ["c"], name="cat", axis=1),
+             helper.make_node("Tanh", ["c"], ["y"], name="tanh")]
+    prog = _check(_model(nodes, ROW), ROW, tmp_path)
+    assert any("cat" in u.nodes for u in prog.groups)
+
+
+@requires_ort
+def test_column_tiles_are_double_buffered_when_they_fit(tmp_path):
+    """With room for two buffers per loaded and stored tensor, the column tiles pipeline."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Sigmoid", ["r"], ["y"], name="sig")]
+    prog = _check(_model(nodes, ROW), ROW, tmp_path, lmem=8192)
+    assert any(u.double_buffered and u.kw > 1 for u in prog.groups)
