@@ -45,6 +45,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--target", default="bm1684",
                    help="simulator target: a preset name or a target .json file (default bm1684)")
     p.add_argument("--no-simulator", action="store_true", help="skip compiling and simulating")
+    p.add_argument("--per-layer", action="store_true",
+                   help="compile a debugging variant for the simulator that stores every layer's "
+                   "output to DDR, so layers inside a layer group are compared too and the first "
+                   "divergence names the layer whose inputs agree (the report says which mode ran)")
     p.add_argument("--no-origin", action="store_true",
                    help="do not run the origin framework (the interpreter becomes the reference)")
     p.add_argument("--report", metavar="R.json", help="write the report as JSON")
@@ -91,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
         origin=not args.no_origin,
         progress=True,
         passes=with_passes(args.extra_passes) if args.extra_passes else (),
+        per_layer=args.per_layer,
     )
     console = Console(width=160 if not sys.stdout.isatty() else None)
     for name, desc in report.inputs.items():

@@ -491,15 +491,23 @@ def compile(  # noqa: A001 - the public name DESIGN.md gives it
     *,
     kernels: KernelRegistry | None = None,
     placement: Placement | None = None,
+    per_layer: bool = False,
 ) -> Program:
-    """Compile ``graph`` for ``target`` (a preset name or a Target) into a runnable Program."""
+    """Compile ``graph`` for ``target`` (a preset name or a Target) into a runnable Program.
+
+    ``per_layer`` compiles a debugging variant: the same partition, but every layer's output
+    is stored to DDR (as a graph output would be), so ``run(keep_intermediates=True)`` returns
+    every layer's output, tiles included, for validation to compare layer by layer."""
     if not isinstance(graph, Graph):
         raise SimulatorError(f"compile() takes an opbridge Graph, got {type(graph).__name__}",
                              hint="load or convert the model first: ob.load / ob.convert")
     tgt = resolve_target(target)
     _check_static(graph)
     lowered = lower(graph, kernels=kernels, placement=placement)
-    planned = partition(lowered, tgt, {v.name for v in graph.outputs})
+    stored = {v.name for v in graph.outputs}
+    if per_layer:
+        stored |= {v.name for n in graph.nodes for v in n.outputs}
+    planned = partition(lowered, tgt, stored)
     ddr = _ddr_plan(graph, planned, tgt)
     instrs: list[Instruction] = []
     units: list[Unit] = []

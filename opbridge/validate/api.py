@@ -88,6 +88,7 @@ def validate(
     origin: bool = True,
     progress: bool = False,
     passes: Sequence[str] = (),
+    per_layer: bool = False,
 ) -> Report:
     """Validate ``model`` layer by layer; returns a :class:`Report` (``passed``, ``first_divergence``,
     ``rows``).
@@ -105,6 +106,9 @@ def validate(
     ``opbridge.ir.passes.with_passes([NAME])``); each is checked against the graph before them
     (:mod:`opbridge.passcheck`: the report's notes and errors say how they did), and the origin
     framework runs the unfused model.
+    ``per_layer`` compiles a debugging variant for the simulator in which every layer's output
+    is stored to DDR, so layers inside a layer group are compared too (the first divergence
+    then names the layer whose inputs agree and whose output does not).
     """
     from ..plugins_loader import load_plugins
 
@@ -128,7 +132,7 @@ def validate(
         origin_path = None if isinstance(model, Graph) or not origin else str(model)
         report = validate_graph(graph, feeds, framework=framework, source=origin_path, weights=weights,
                                 label=label, tolerance=tol, target=target, stop_after=stop_after,
-                                dump=dump, inputs_desc=where, stages=stages)
+                                dump=dump, inputs_desc=where, stages=stages, per_layer=per_layer)
         if check is not None:
             check.add_to(report)
         return report
@@ -175,12 +179,15 @@ def validate_graph(
     dump: str | None = None,
     inputs_desc: Mapping[str, str] | None = None,
     stages: Stages | None = None,
+    per_layer: bool = False,
 ) -> Report:
     """Validate an already converted ``graph`` on ``feeds``.
 
     ``source`` is the origin model file to run in its framework (None: the interpreter is the
     reference), with ``weights`` for Caffe; ``program`` a Program already compiled from ``graph`` (else it is compiled for
-    ``target`` when the simulator exists; ``target=None`` skips it).
+    ``target`` when the simulator exists; ``target=None`` skips it); ``per_layer``: see
+    :func:`validate` (a given ``program`` is then compiled again, for its target, in the
+    per-layer variant).
     """
     stages = stages or Stages(False, 0)
     origin_name = origin_runner_name(framework) if source else None
@@ -190,14 +197,15 @@ def validate_graph(
     notes: list[str] = []
     errors: list[str] = []
     runs: list[RunOutput] = []
-    origin_run = _run_origin(origin_name, framework, source, weights, feeds, stages, notes)
-    if origin_run is not None:
-        runs.append(origin_run)
+    # the interpreter runs first: its values of custom ops feed the origin framework
     with stages.stage("running the reference interpreter"):
-        runs.append(run_interpreter(graph, feeds, stop_after=stop_after, dump=dump))
+        interp = run_interpreter(graph, feeds, stop_after=stop_after, dump=dump)
+    origin_run = _run_origin(origin_name, framework, source, weights, feeds, stages, notes,
+                             interp.tensors)
+    runs += [origin_run, interp] if origin_run is not None else [interp]
     if simulate:
         try:
-            runs.append(_run_simulated(graph, feeds, target, tgt, program, stages))
+            runs.append(_run_simulated(graph, feeds, target, tgt, program, stages, per_layer))
         except OpbridgeError as err:
             errors.append(f"simulator ({target}): {err.message}")
     elif target is not None and stop_after is not None:
@@ -206,6 +214,7 @@ def validate_graph(
         notes.append("simulator: not available in this opbridge (no opbridge.simulator.compile)")
     with stages.stage("comparing"):
         report = build_report(label or graph.name, framework, graph, runs, tolerance)
+    report.mode = _mode(simulate, per_layer)
     for r in runs:
         notes.extend(r.notes)
     report.notes[:0] = notes
@@ -227,16 +236,18 @@ def _run_origin(
     feeds: Mapping[str, np.ndarray],
     stages: Stages,
     notes: list[str],
+    interpreted: Mapping[str, np.ndarray],
 ) -> RunOutput | None:
     """Run ``source`` in its origin framework (``origin_name``'s runner), or None.
 
     None when there is no source, its framework's runtime is not installed, or it failed to
-    run; ``notes`` then says why the interpreter is the reference instead.
+    run; ``notes`` then says why the interpreter is the reference instead. ``interpreted``
+    (the interpreter's tensors) stands in for the ops the framework cannot run.
     """
     if source is not None and origin_name in _ORIGIN_STAGES:
         with stages.stage(_ORIGIN_STAGES[origin_name]):
             try:
-                return _origin_run(origin_name, source, weights, feeds)
+                return _origin_run(origin_name, source, weights, feeds, interpreted)
             except OriginRunError as err:
                 notes.append(f"{err.message}; the interpreter is the reference")
                 return None
@@ -257,9 +268,9 @@ _ORIGIN_STAGES = {"onnxruntime": "running onnxruntime", "opencv": "running OpenC
 
 
 def _origin_run(origin_name: str, source: str, weights: str | None,
-                feeds: Mapping[str, np.ndarray]) -> RunOutput:
+                feeds: Mapping[str, np.ndarray], interpreted: Mapping[str, np.ndarray]) -> RunOutput:
     if origin_name == "onnxruntime":
-        return run_onnxruntime(source, feeds)
+        return run_onnxruntime(source, feeds, custom_values=interpreted)
     if origin_name == "opencv":
         return run_opencv_caffe(source, weights, feeds)
     from .torch_runner import run_torch_json
@@ -268,14 +279,24 @@ def _origin_run(origin_name: str, source: str, weights: str | None,
 
 
 def _run_simulated(graph: Graph, feeds: Mapping[str, np.ndarray], target: str | None, tgt: Any,
-                   program: Any, stages: Stages) -> RunOutput:
+                   program: Any, stages: Stages, per_layer: bool) -> RunOutput:
     """Run ``program`` on the simulator, compiling ``graph`` for ``tgt`` (resolved from ``target``)
-    first when it is None."""
+    first when it is None (or, for ``per_layer``, again for its target in that variant)."""
+    if per_layer and program is not None:
+        tgt, program = program.target, None
     if program is None:
-        with stages.stage(f"compiling for {target}"):
-            program = compile_program(graph, tgt)
+        variant = " (per-layer debugging variant)" if per_layer else ""
+        with stages.stage(f"compiling for {target}{variant}"):
+            program = compile_program(graph, tgt, per_layer=per_layer)
     with stages.stage("running the simulator"):
-        return run_simulator(program, feeds)
+        return run_simulator(program, feeds, per_layer=per_layer)
+
+
+def _mode(simulated: bool, per_layer: bool) -> str:
+    """The report's mode: how much of the simulator's work was compared."""
+    if not simulated:
+        return "no-simulator"
+    return "per-layer" if per_layer else "layer-groups"
 
 
 def build_report(
@@ -285,37 +306,63 @@ def build_report(
     runs: Sequence[RunOutput],
     tolerance: tuple[float, float] | None,
 ) -> Report:
-    """Compare every run after the first with the first, tensor by tensor in execution order."""
-    ref, cands = runs[0], runs[1:]
+    """Compare every run after the first with the first, tensor by tensor in execution order.
+
+    A tensor the first run (the origin framework) lacks — a custom op's output it was fed, a
+    layer it could not run, an intermediate it did not expose — is compared against the
+    interpreter instead, so the simulator is still checked there; the notes name those layers.
+    """
+    ref = runs[0]
+    fallback = next((r for r in runs[1:] if r.runner == "interpreter"), None) if ref.runner != "interpreter" else None
     outputs = {v.name for v in graph.outputs}
     rows: list[Row] = []
     matched = 0
     notes: list[str] = []
+    unreferenced: list[str] = []
     for node in graph.nodes:
         for v in node.outputs:
-            if v.name not in ref.tensors:
+            base = ref if v.name in ref.tensors else fallback
+            if base is None or v.name not in base.tensors:
                 continue
-            a = ref.tensors[v.name]
+            cands = [c for c in runs[1:] if c is not base]
+            new = _compare_tensor(node, v, base, cands, tolerance, v.name in outputs)
+            rows += new
+            if base is ref:
+                matched += bool(new)
+            elif new and node.origin.name not in unreferenced:
+                unreferenced.append(node.origin.name)
             norm = normalizer_for(node.op, tuple(v.shape))
-            tol = tolerance_for(v.dtype, tolerance) if _ir_dtype_matches(a, v.dtype) else tolerance
-            reads = tuple(x.name for x in node.inputs if x is not None and not x.is_constant)
-            hit = False
-            for c in cands:
-                if v.name not in c.tensors:
-                    continue
-                hit = True
-                b = c.tensors[v.name]
-                res = compare(norm[0](a), norm[0](b), tol) if norm else compare(a, b, tol)
-                rows.append(Row(v.name, node.origin.name, node.origin.op_type, ref.runner, c.runner,
-                                res, is_output=v.name in outputs, inputs=reads))
-            matched += hit
-            if hit and norm is not None:
+            if new and norm is not None:
                 notes.append(f"'{v.name}' ({node.op}) {norm[1]}")
     report = Report(model, framework, [r.runner for r in runs], tolerance, rows, notes=notes,
                     graph=graph, program=next((r.extra["program"] for r in runs if "program" in r.extra), None))
     if ref.runner != "interpreter":
         report.notes.append(f"matched {matched} of {len(ref.tensors)} {ref.runner} tensors by name")
+        report.unreferenced = unreferenced
+        if unreferenced:
+            shown = ", ".join(f"'{n}'" for n in unreferenced[:8])
+            more = f" and {len(unreferenced) - 8} more" if len(unreferenced) > 8 else ""
+            report.notes.append(f"{len(unreferenced)} layer(s) had no {ref.runner} reference and were "
+                                f"compared against the interpreter: {shown}{more}")
     return report
+
+
+def _compare_tensor(node: Any, v: Any, ref: RunOutput, cands: Sequence[RunOutput],
+                    tolerance: tuple[float, float] | None, is_output: bool) -> list[Row]:
+    """The rows comparing ``v`` (an output of ``node``) in each candidate run with ``ref``."""
+    a = ref.tensors[v.name]
+    norm = normalizer_for(node.op, tuple(v.shape))
+    tol = tolerance_for(v.dtype, tolerance) if _ir_dtype_matches(a, v.dtype) else tolerance
+    reads = tuple(x.name for x in node.inputs if x is not None and not x.is_constant)
+    rows = []
+    for c in cands:
+        if v.name not in c.tensors:
+            continue
+        b = c.tensors[v.name]
+        res = compare(norm[0](a), norm[0](b), tol) if norm else compare(a, b, tol)
+        rows.append(Row(v.name, node.origin.name, node.origin.op_type, ref.runner, c.runner, res,
+                        is_output=is_output, inputs=reads))
+    return rows
 
 
 def _ir_dtype_matches(arr: np.ndarray, dtype: str) -> bool:

@@ -16,6 +16,7 @@ import math
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from .report import MODES
 from .svg import DiagramNode, Point, chart_svg, diagram_svg, esc, timeline_svg, unit_colour
 
 if TYPE_CHECKING:
@@ -99,7 +100,10 @@ def _summary(report: Report) -> str:
              ("compared", " and ".join(report.runners[1:]) or "-"),
              ("tolerance", ", ".join(map(str, report.tolerance)) if report.tolerance
               else "per-dtype defaults (cosine, euclid)"),
-             ("comparisons", f"{len(report.rows)} ({len(report.failures)} out of tolerance)")]
+             ("comparisons", f"{len(report.rows)} ({len(report.failures)} out of tolerance)"),
+             ("mode", MODES.get(report.mode, report.mode))]
+    if report.unreferenced:
+        facts.append((f"no {report.reference} reference", ", ".join(report.unreferenced)))
     facts += [(f"input {k}", v) for k, v in report.inputs.items()]
     out = [f'<header><h1>opbridge validate <span class="model">{esc(report.model)}</span></h1>',
            f'<p class="verdict {verdict.lower()}" id="verdict">{verdict}</p>',

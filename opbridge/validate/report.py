@@ -102,6 +102,13 @@ class Report:
     #: report's diagram and profile; not part of the JSON)
     graph: Any = field(default=None, repr=False, compare=False)
     program: Any = field(default=None, repr=False, compare=False)
+    #: how the simulator was compared: ``layer-groups`` (the real program: tensors that pass
+    #: through DDR), ``per-layer`` (a debugging compile that stores every layer's output) or
+    #: ``no-simulator``
+    mode: str = "layer-groups"
+    #: the origin layers the origin framework gave no tensor for (custom ops it cannot run,
+    #: layers after them); their tensors were compared against the interpreter instead
+    unreferenced: list[str] = field(default_factory=list)
 
     @property
     def reference(self) -> str:
@@ -150,6 +157,8 @@ class Report:
             "runners": list(self.runners),
             "reference": self.reference,
             "tolerance": list(self.tolerance) if self.tolerance else "per-dtype defaults",
+            "mode": self.mode,
+            "layers_without_framework_reference": list(self.unreferenced),
             "inputs": dict(self.inputs),
             "first_divergence": fd.to_dict() if fd else None,
             "notes": list(self.notes),
@@ -176,6 +185,7 @@ class Report:
 
         console = console or Console()
         console.print(self.table(max_rows=max_rows))
+        console.print(f"[bold]mode:[/] {_esc(MODES.get(self.mode, self.mode))}", highlight=False)
         for note in self.notes:
             console.print(f"[yellow]note:[/] {_esc(note)}", highlight=False)
         for err in self.errors:
@@ -216,6 +226,15 @@ class Report:
 
 
 _SHORT = {"interpreter": "interp", "simulator": "sim"}
+
+#: The report's modes, in words.
+MODES = {
+    "layer-groups": "layer-groups (the compiled program; inside a layer group only the tensors "
+                    "stored to DDR are compared)",
+    "per-layer": "per-layer (a debugging compile that stores every layer's output to DDR; every "
+                 "layer compared)",
+    "no-simulator": "no simulator (the interpreter and the origin framework only)",
+}
 
 
 def _shown(report: Report, max_rows: int) -> list[int]:

@@ -70,16 +70,58 @@ def origin_runner_name(framework: str) -> str | None:
     return None
 
 
-def run_onnxruntime(path: str | Path, feeds: Mapping[str, np.ndarray], *, intermediates: bool = True) -> RunOutput:
+def run_onnxruntime(path: str | Path, feeds: Mapping[str, np.ndarray], *, intermediates: bool = True,
+                    custom_values: Mapping[str, np.ndarray] | None = None) -> RunOutput:
     """Run an ONNX file with onnxruntime; every top-level node output becomes a graph output
-    on an in-memory copy so its value can be compared."""
+    on an in-memory copy so its value can be compared.
+
+    ``custom_values`` (tensor name -> the interpreter's value) lets a model with ops onnxruntime
+    cannot run (custom ops) run cut at them, fed with those values (see :mod:`.cut`)."""
+    model, feeds, notes = _ort_model(path, feeds, custom_values)
+    try:
+        out = _ort_session_run(model, feeds, intermediates)
+    except Exception as err:
+        if not intermediates:
+            raise OriginRunError(f"[onnx] '{path}': onnxruntime cannot run it: {_first_line(err)}") from err
+        model, feeds, notes = _ort_model(path, feeds, custom_values)  # the copy was changed
+        try:
+            out = _ort_session_run(model, feeds, False)
+        except Exception:
+            raise OriginRunError(f"[onnx] '{path}': onnxruntime cannot run it: {_first_line(err)}") from err
+        notes.append(f"onnxruntime: intermediate tensors unavailable ({_first_line(err)}); outputs only")
+    out.notes[:0] = notes
+    return out
+
+
+def _ort_model(path: str | Path, feeds: Mapping[str, np.ndarray],
+               custom_values: Mapping[str, np.ndarray] | None) -> tuple[Any, dict[str, np.ndarray], list[str]]:
+    """The model onnxruntime runs (cut at custom ops when ``custom_values`` is given), its feeds
+    and what the cut did."""
     import onnx
-    import onnxruntime as ort
 
     try:
         model = onnx.load(str(path))
     except Exception as err:
         raise OriginRunError(f"[onnx] '{path}': onnx cannot load it: {err}") from err
+    feeds = dict(feeds)
+    notes: list[str] = []
+    if custom_values is not None:
+        from .cut import cut_model
+
+        cut = cut_model(model, custom_values)
+        if cut is not None:
+            if not cut.kept:
+                raise OriginRunError(f"[onnx] '{path}': onnxruntime can run none of its nodes "
+                                     f"({cut.describe()})")
+            feeds.update(cut.fed)
+            notes.append(cut.describe())
+    return model, feeds, notes
+
+
+def _ort_session_run(model: Any, feeds: Mapping[str, np.ndarray], intermediates: bool) -> RunOutput:
+    import onnx
+    import onnxruntime as ort
+
     outputs = [o.name for o in model.graph.output]
     if intermediates:
         seen = set(outputs) | {i.name for i in model.graph.input}
@@ -93,23 +135,16 @@ def run_onnxruntime(path: str | Path, feeds: Mapping[str, np.ndarray], *, interm
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     so.log_severity_level = 3
-    try:
-        with tempfile.TemporaryDirectory(prefix="opbridge-validate-") as tmp:
-            if model.ByteSize() < PROTOBUF_LIMIT:
-                source: Any = model.SerializeToString()
-            else:  # one protobuf message holds < 2 GiB: write the copy with external data
-                source = str(Path(tmp) / "model.onnx")
-                onnx.save(model, source, save_as_external_data=True, location="weights.bin")
-            sess = ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
-        names = [o.name for o in sess.get_outputs()]
-        ins = {i.name for i in sess.get_inputs()}
-        res = sess.run(names, {k: v for k, v in feeds.items() if k in ins})
-    except Exception as err:
-        if intermediates:
-            out = run_onnxruntime(path, feeds, intermediates=False)
-            out.notes.append(f"onnxruntime: intermediate tensors unavailable ({_first_line(err)}); outputs only")
-            return out
-        raise OriginRunError(f"[onnx] '{path}': onnxruntime cannot run it: {_first_line(err)}") from err
+    with tempfile.TemporaryDirectory(prefix="opbridge-validate-") as tmp:
+        if model.ByteSize() < PROTOBUF_LIMIT:
+            source: Any = model.SerializeToString()
+        else:  # one protobuf message holds < 2 GiB: write the copy with external data
+            source = str(Path(tmp) / "model.onnx")
+            onnx.save(model, source, save_as_external_data=True, location="weights.bin")
+        sess = ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    ins = {i.name for i in sess.get_inputs()}
+    res = sess.run(names, {k: v for k, v in feeds.items() if k in ins})
     # sequences and maps (SequenceConstruct, ZipMap) have no IR tensor to compare with
     tensors = {n: a for n, a in zip(names, res) if isinstance(a, np.ndarray)}
     return RunOutput("onnxruntime", tensors, outputs_only=not intermediates)
@@ -187,20 +222,29 @@ def resolve_target(target: Any) -> Any:
     return resolve(target)
 
 
-def compile_program(graph: Graph, target: Any) -> Any:
+def compile_program(graph: Graph, target: Any, *, per_layer: bool = False) -> Any:
+    """Compile ``graph`` for the simulator; ``per_layer``: the debugging variant that stores
+    every layer's output to DDR."""
     from ..simulator import compile as sim_compile
 
+    if per_layer:
+        return sim_compile(graph, target=target, per_layer=True)
     return sim_compile(graph, target=target)
 
 
-def run_simulator(program: Any, feeds: Mapping[str, np.ndarray]) -> RunOutput:
-    """Run a compiled Program; intermediate tensors too if the simulator offers them."""
+def run_simulator(program: Any, feeds: Mapping[str, np.ndarray], *, per_layer: bool = False) -> RunOutput:
+    """Run a compiled Program; intermediate tensors too if the simulator offers them
+    (``per_layer``: the program is the per-layer variant, which stores every layer's output)."""
     params = inspect.signature(program.run).parameters
     if "keep_intermediates" in params:
         tensors = program.run(dict(feeds), keep_intermediates=True)
-        return RunOutput("simulator", dict(tensors), extra={"program": program},
-                         notes=["simulator: intermediate tensors compared where they pass through "
-                                "DDR (inside a layer group they stay in local memory)"])
+        note = ("simulator: per-layer mode, a debugging compile that stores every layer's output "
+                "to DDR, so every layer is compared (its timing is not the real program's)"
+                if per_layer else
+                "simulator: layer-group mode, intermediate tensors compared where they pass "
+                "through DDR (inside a layer group they stay in local memory; --per-layer "
+                "compares every layer)")
+        return RunOutput("simulator", dict(tensors), extra={"program": program}, notes=[note])
     tensors = program.run(dict(feeds))
     return RunOutput("simulator", dict(tensors), outputs_only=True,
                      notes=["simulator: compared on graph outputs only (it does not expose "

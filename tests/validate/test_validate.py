@@ -178,8 +178,9 @@ def test_cli_unknown_target_is_user_error(cli_inproc, leaky_model):
     assert r.returncode == 2 and "unknown target preset 'bm9999'" in r.stderr
 
 
-def test_custom_op_onnxruntime_cannot_run_falls_back(tmp_path):
-    """A model with a plugin op: onnxruntime refuses it, so the interpreter is the reference."""
+def test_custom_op_last_keeps_onnxruntime_for_the_layers_before(tmp_path):
+    """A model ending in a plugin op: onnxruntime runs the layers before it (the cut model), the
+    custom op's output is compared against the interpreter, and the report names it."""
     import onnx
     from onnx import TensorProto, helper
 
@@ -197,8 +198,13 @@ def test_custom_op_onnxruntime_cannot_run_falls_back(tmp_path):
             "--report", str(rep))
     assert r.returncode == 0, r.stdout + r.stderr
     data = json.loads(rep.read_text())
-    assert data["reference"] == "interpreter" and data["runners"] == ["interpreter", "simulator"]
-    assert any("onnxruntime cannot run it" in n for n in data["notes"])
+    assert data["reference"] == "onnxruntime"
+    assert data["runners"] == ["onnxruntime", "interpreter", "simulator"]
+    assert data["layers_without_framework_reference"] == ["ss"]
+    refs = {(row["tensor"], row["candidate"]): row["reference"] for row in data["rows"]}
+    # 'r' stays in local memory (one layer group with 'ss'), so the simulator is compared on 'y'
+    assert refs == {("r", "interpreter"): "onnxruntime", ("y", "simulator"): "interpreter"}
+    assert any("custom op(s) 'ss' (com.example::ScaleShift)" in n for n in data["notes"])
 
 
 def test_cli_no_origin_and_tolerance(cli_inproc, leaky_model, tmp_path):
