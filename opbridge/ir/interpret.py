@@ -10,6 +10,7 @@ import numpy as np
 
 from ..errors import InterpretError, OpbridgeError
 from .graph import Graph, Node
+from .opdef import OpDef
 from .types import format_shape, to_numpy_dtype
 
 
@@ -75,20 +76,60 @@ def run_node(graph: Graph, node: Node, args: list[np.ndarray | None]) -> list[np
         raise InterpretError(
             f"{node.where}: compute returned {len(results)} outputs, the node has {len(node.outputs)}"
         )
-    outs = []
-    for v, r in zip(node.outputs, results):
-        arr = np.asarray(r)
-        want = to_numpy_dtype(v.dtype)
-        if arr.dtype != want:
-            arr = arr.astype(want)
-        if tuple(arr.shape) != tuple(v.shape):
-            raise InterpretError(
-                f"{node.where}: output '{v.name}' has shape {format_shape(arr.shape)}, "
-                f"declared {format_shape(v.shape)}",
-                hint="the op's compute and its shape function disagree",
-            )
-        outs.append(arr)
-    return outs
+    return [checked_result(node.where, opdef, i, v.name, v.dtype, tuple(v.shape), r)
+            for i, (v, r) in enumerate(zip(node.outputs, results))]
+
+
+def checked_result(
+    where: str,
+    opdef: OpDef | None,
+    index: int,
+    name: str,
+    dtype: str,
+    shape: tuple[Any, ...],
+    result: Any,
+    *,
+    part: str = "",
+    error: type[OpbridgeError] = InterpretError,
+) -> np.ndarray:
+    """Output ``index`` of a compute (named ``name``), checked against what the op's definition
+    promised for it: dtype ``dtype`` and shape ``shape`` (the shape function's, or a tile's).
+
+    A wrong dtype is an error, never a silent cast: a compute that returns float64 for a float32
+    output usually mixed in a float64 array or scalar, and the cast would hide that it computes
+    in another precision than the target will. ``part`` says what was computed ("a tile of "),
+    ``error`` the class raised (the simulator raises its own).
+    """
+    arr = np.asarray(result)
+    if arr.dtype != to_numpy_dtype(dtype) or tuple(arr.shape) != tuple(shape):
+        port = opdef.outputs[min(index, len(opdef.outputs) - 1)] if opdef and opdef.outputs else None
+        of_type = ""
+        if port is not None:
+            typed = f"{port.type} = {dtype}" if port.type != dtype else dtype
+            of_type = f" (its output '{port.name}': {typed})"
+        promised = f"{dtype}{format_shape(shape)}"
+        got = f"{_dtype_text(arr.dtype)}{format_shape(arr.shape)}"
+        if arr.dtype != to_numpy_dtype(dtype):
+            hint = (f"return {dtype} from the compute, e.g. `return y.astype(np.{to_numpy_dtype(dtype).name})`, "
+                    "and look for a float64 array or scalar mixed into the computation")
+        else:
+            hint = "the op's compute and its shape function disagree"
+        raise error(
+            f"{where}: compute returned {got} for {part}output '{name}'; the op's definition "
+            f"promises {promised}{of_type}",
+            hint=hint,
+        )
+    return arr
+
+
+def _dtype_text(dt: np.dtype[Any]) -> str:
+    """The IR name of a numpy dtype where it has one (f64), else numpy's (object)."""
+    from .types import from_numpy_dtype
+
+    try:
+        return from_numpy_dtype(dt)
+    except OpbridgeError:
+        return str(dt)
 
 
 def interpret(

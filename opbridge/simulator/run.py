@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ModelFormatError, OpbridgeError, SimulatorError
-from ..ir.interpret import check_feeds
+from ..ir.interpret import check_feeds, checked_result
 from ..ir.types import to_numpy_dtype
 from .kernels import DEFAULT_KERNELS
 from .memory import activation_lane_bytes, constant_lane_bytes
@@ -284,11 +284,16 @@ class Executor:
             if len(results) != len(outs):
                 raise SimulatorError(f"{node.where}: kernel returned {len(results)} outputs, "
                                      f"expected {len(outs)}")
-            for o, r in zip(outs, results):
+            for i, (o, r) in enumerate(zip(outs, results)):
                 if np.shape(r) != o.shape:
                     raise SimulatorError(
                         f"{node.where}: kernel returned shape {np.shape(r)} for a tile of "
                         f"{o.shape}", hint="the kernel's input_slice/tile_attrs disagree with its compute")
+                if np.asarray(r).dtype != o.dtype:  # never cast in silence: name what was promised
+                    v = node.outputs[i]
+                    checked_result(node.where, g.registry.get(node.op), i, v.name, v.dtype, o.shape, r,
+                                   part="a tile of " if o.shape != tuple(v.shape) else "",
+                                   error=SimulatorError)
                 o[...] = r
         while next_end is not None:
             kept.update({n: self.views[n].copy() for n in next_end[1]})

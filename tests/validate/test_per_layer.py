@@ -122,7 +122,7 @@ def test_report_says_which_mode_ran(norm_op: None, tmp_path: Path) -> None:
         assert f"mode: {mode}" in console.export_text()
 
 
-PLUGIN = f'''
+PLUGIN = '''
 import numpy as np
 import opbridge as ob
 

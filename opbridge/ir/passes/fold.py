@@ -16,7 +16,7 @@ import numpy as np
 from ...errors import InterpretError, OpbridgeError, node_ctx
 from ..graph import Graph, Value
 from ..opdef import OpDef
-from ..types import format_shape, to_numpy_dtype
+from ..types import to_numpy_dtype
 from .base import PassResult
 
 #: IR ops that must never be folded (their result is not a function of their inputs).
@@ -75,20 +75,10 @@ def evaluate(
     results = list(result) if isinstance(result, (tuple, list)) else [result]
     if len(results) != len(types):
         raise InterpretError(f"{where}: compute returned {len(results)} outputs, expected {len(types)}")
-    out = []
-    for r, (shape, dtype) in zip(results, types):
-        arr = np.asarray(r)
-        want = to_numpy_dtype(dtype)
-        if arr.dtype != want:
-            arr = arr.astype(want)
-        if tuple(arr.shape) != tuple(shape):
-            raise InterpretError(
-                f"{where}: compute gave shape {format_shape(arr.shape)}, the shape function "
-                f"{format_shape(shape)}",
-                hint="the op's compute and its shape function disagree",
-            )
-        out.append(arr)
-    return out
+    from ..interpret import checked_result
+
+    return [checked_result(where, opdef, i, f"#{i}", dtype, tuple(shape), r, part="(folding) ")
+            for i, (r, (shape, dtype)) in enumerate(zip(results, types))]
 
 
 class FoldConstants:
