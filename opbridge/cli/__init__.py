@@ -57,8 +57,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OpbridgeError as err:
         if args.debug:
             raise
-        msg = err.message.replace("\n", " ")
-        sys.stderr.write(f"error: {msg}\n")
+        # one `error:` line; a list the message carries (every unsupported op) stays one item
+        # a line, indented under it
+        first, *more = err.message.splitlines() or [""]
+        sys.stderr.write(f"error: {first}\n")
+        for line in more:
+            if line.strip():
+                sys.stderr.write(f"{line if line.startswith(' ') else '  ' + line}\n")
         if err.hint:
             sys.stderr.write(f"hint: {err.hint}\n")
         return EXIT_USAGE

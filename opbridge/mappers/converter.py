@@ -386,13 +386,19 @@ def scan_mappings(origin: OriginGraph, registry: MappingRegistry,
         shown = ", ".join(nodes[:5]) + (f" and {len(nodes) - 5} more" if len(nodes) > 5 else "")
         have = (f"registered since-versions {', '.join(map(str, vs))}, none <= {version}" if vs
                 else "no mapping registered")
+        near = _near_misses(registry, fw, op, domain)
         lines.append(f"  - {qualified_name(op, domain)}{at}: node(s) {shown}; {have}; "
-                     f"to add one: {registration_line(fw, op, domain, version)}")
+                     + (f"{near}; " if near else "")
+                     + f"to add one: {registration_line(fw, op, domain, version)}")
     for ir_op, nodes in no_ir.items():
-        lines.append(f"  - IR op '{ir_op}' (target of a register_custom_op mapping) is not defined; "
+        lines.append(f"  - IR op '{ir_op}' {_NO_IR}; "
                      f"node(s) {', '.join(nodes[:5])}; define it with "
                      f'opbridge.define_op("{ir_op}")')
     return found, lines
+
+
+#: How a report line says a mapping's IR op has no definition.
+_NO_IR = "(target of a register_custom_op mapping) is not defined"
 
 
 def unsupported_report(origin: OriginGraph, type_lines: list[str],
@@ -412,9 +418,10 @@ def unsupported_report(origin: OriginGraph, type_lines: list[str],
         parts += [f"  - {e.message}" + (f" ({e.hint})" if e.hint else "") for e in cases]
     if unchecked:
         parts.append(f"({unchecked} node(s) that read their outputs were not checked)")
+    undefined = [line.split("'")[1] for line in type_lines if _NO_IR in line]
     return UnsupportedOpError(
         "\n".join(parts),
-        hint="register mappings in a plugin file and pass it with --plugin FILE (plugins=[...])",
+        hint=_preflight_hint(len(undefined) < len(type_lines) or bool(cases), undefined),
     )
 
 
@@ -458,6 +465,38 @@ def _map_all(conv: Conversion, origin: OriginGraph, entries: dict[int, MappingEn
         raise cases[0]
     if first is not None:
         raise first
+
+
+def _preflight_hint(mappings_missing: bool, undefined: list[str]) -> str:
+    """What fixes the pre-flight's findings: a missing mapping and a missing op definition are
+    different problems, and a plugin that was passed may have caused either."""
+    parts = []
+    if undefined:
+        more = f" (and {', '.join(undefined[1:4])})" if len(undefined) > 1 else ""
+        parts.append(f"the mapping is there but the IR op it emits is not defined: add "
+                     f'opbridge.define_op("{undefined[0]}").input(...).output(...).shape_fn(...)'
+                     f".compute(...){more} to the plugin that registers the mapping")
+    if mappings_missing:
+        parts.append("register mappings in a plugin file and pass it with --plugin FILE "
+                     "(plugins=[...]); if you passed one, it registers none of these (check the "
+                     "framework, op type and domain it registers)")
+    return "; ".join(parts)
+
+
+def _near_misses(registry: MappingRegistry, fw: Framework, op: str, domain: str) -> str:
+    """Mappings registered for this op type under another framework, domain or spelling (a
+    plugin's likely mistake), in words; "" when there are none."""
+    found = []
+    for e in registry.entries():
+        if e.op_type.lower() != op.lower():
+            continue
+        if e.framework != fw:
+            found.append(f"one for {e.framework} '{e.key_text}' ({e.defined_at})")
+        elif e.op_type != op:
+            found.append(f"one spelled '{e.key_text}' ({e.defined_at})")
+        elif e.domain is not None and e.domain != normalize_domain(domain):
+            found.append(f"one pinned to domain '{e.domain}' ({e.defined_at})")
+    return "a mapping exists, but not for this node: " + ", ".join(found[:3]) if found else ""
 
 
 def convert_origin_graph(
