@@ -272,7 +272,7 @@ def _origin_run(origin_name: str, source: str, weights: str | None,
     if origin_name == "onnxruntime":
         return run_onnxruntime(source, feeds, custom_values=interpreted)
     if origin_name == "opencv":
-        return run_opencv_caffe(source, weights, feeds)
+        return run_opencv_caffe(source, weights, feeds, custom_values=interpreted)
     from .torch_runner import run_torch_json
 
     return run_torch_json(source, feeds)

@@ -1,4 +1,4 @@
-"""Cutting an ONNX model at the ops onnxruntime cannot run, so it stays the reference for the rest.
+"""Keeping the origin framework as the reference around custom ops it cannot run.
 
 A model with a custom op (a vendor-domain node that a plugin maps) cannot run in onnxruntime as
 a whole. Instead of losing the framework reference for every layer, validation removes the
@@ -6,11 +6,16 @@ custom nodes and turns their outputs into graph inputs, fed with the values the 
 computed for them (the plugin's compute): onnxruntime then runs every layer before and after
 the custom ops, and those tensors are compared as usual. A node that reads a tensor nobody can
 supply (a custom op's output the interpreter does not name) is dropped with everything after it.
+
+For Caffe, OpenCV runs each layer type it cannot create as a stand-in Python layer that returns
+the interpreter's values of the layer's tops (:func:`standin_layer`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -118,3 +123,63 @@ def cut_model(model: Any, values: Mapping[str, np.ndarray]) -> Cut | None:
     del model.graph.output[:]
     model.graph.output.extend(outputs)
     return cut
+
+
+# -- Caffe through OpenCV ---------------------------------------------------------------------
+#: OpenCV's message for a layer type it has no implementation of.
+_NO_LAYER = re.compile(r"Can't create layer \"([^\"]*)\" of type \"([^\"]*)\"")
+
+
+def missing_layer_type(message: str) -> str | None:
+    """The layer type an OpenCV error says it cannot create, or None."""
+    m = _NO_LAYER.search(message)
+    return m.group(2) if m else None
+
+
+def standin_layer(layers: list[Any], values: Mapping[str, np.ndarray]) -> type:
+    """A ``cv2.dnn_registerLayer`` class for a Caffe layer type OpenCV cannot run: it returns
+    the interpreter's values of the layer's tops (``values``), as the ONNX cut feeds them.
+
+    OpenCV hands a Python layer its parameters but not its name, so each call finds its layer
+    among ``layers`` (the origin nodes of that type) by the bottoms it is given: the one whose
+    bottoms' interpreter values are closest (the same shapes, the smallest difference).
+    """
+
+    def pick(inputs: Sequence[Any]) -> Any:
+        best, best_d = None, math.inf
+        for node in layers:
+            bottoms = [values.get(b) for b in node.inputs]
+            if any(b is None for b in bottoms) or len(bottoms) != len(inputs):
+                continue
+            shapes = [tuple(np.shape(x)) for x in inputs]
+            if shapes != [tuple(b.shape) for b in bottoms]:
+                continue
+            d = sum(float(np.abs(np.asarray(x, np.float64) - b).sum()) for x, b in zip(inputs, bottoms))
+            if d < best_d:
+                best, best_d = node, d
+        if best is None or any(t not in values for t in best.outputs):
+            raise ValueError(f"no interpreter values for a layer of type {layers[0].op_type} "
+                             f"with input shapes {[list(np.shape(x)) for x in inputs]}")
+        return best
+
+    class StandIn:
+        def __init__(self, params: Any, blobs: Any) -> None:
+            pass
+
+        def getMemoryShapes(self, inputs: Sequence[Any]) -> list[list[int]]:  # noqa: N802 - OpenCV's name
+            return [list(values[t].shape) for t in _by_shapes(inputs).outputs]
+
+        def forward(self, inputs: Sequence[Any]) -> list[np.ndarray]:
+            return [np.ascontiguousarray(values[t]) for t in pick(inputs).outputs]
+
+    def _by_shapes(shapes: Sequence[Any]) -> Any:
+        want = [tuple(int(d) for d in s) for s in shapes]
+        for node in layers:
+            bottoms = [values.get(b) for b in node.inputs]
+            if all(b is not None for b in bottoms) and [tuple(b.shape) for b in bottoms] == want \
+                    and all(t in values for t in node.outputs):
+                return node
+        raise ValueError(f"no interpreter values for a layer of type {layers[0].op_type} with "
+                         f"input shapes {[list(s) for s in want]}")
+
+    return StandIn

@@ -151,30 +151,64 @@ def _ort_session_run(model: Any, feeds: Mapping[str, np.ndarray], intermediates:
 
 
 def run_opencv_caffe(
-    prototxt: str | Path, weights: str | Path | None, feeds: Mapping[str, np.ndarray]
+    prototxt: str | Path, weights: str | Path | None, feeds: Mapping[str, np.ndarray],
+    *, custom_values: Mapping[str, np.ndarray] | None = None,
 ) -> RunOutput:
     """Run a Caffe model with OpenCV's ``cv2.dnn`` (layer fusion off, so every layer's own output
-    is kept); each layer's first top is returned under its SSA name in opbridge's origin graph."""
+    is kept); each layer's first top is returned under its SSA name in opbridge's origin graph.
+
+    With ``custom_values`` (the interpreter's tensors), a layer type OpenCV cannot create runs as
+    a stand-in that returns the interpreter's values of its tops (see :func:`.cut.standin_layer`),
+    so OpenCV stays the reference for the other layers; the stand-ins' own tops are not returned."""
     import cv2
 
     from ..parsers.caffe import parse_caffe
+    from .cut import missing_layer_type, standin_layer
 
     if weights is None:
         raise OriginRunError(f"[caffe] '{prototxt}': OpenCV needs the weights (.caffemodel)")
     origin = parse_caffe(prototxt)
+    standins: list[str] = []
     try:
-        net = cv2.dnn.readNetFromCaffe(str(prototxt), str(weights))
-        net.enableFusion(False)
-        net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
-        net.setPreferableTarget(cv2.dnn.DNN_TARGET_CPU)
-        known = set(net.getLayerNames())
-        nodes = [n for n in origin.nodes if n.outputs and n.name in known]
-        for name, arr in feeds.items():
-            net.setInput(np.ascontiguousarray(arr), name)
-        outs = net.forward([n.name for n in nodes])
-    except cv2.error as err:
-        raise OriginRunError(f"[caffe] '{prototxt}': OpenCV cannot run it: {_first_line(err)}") from err
-    return RunOutput("opencv", {n.outputs[0]: np.asarray(o) for n, o in zip(nodes, outs)})
+        while True:
+            try:
+                nodes, outs = _opencv_forward(prototxt, weights, feeds, origin, standins)
+                break
+            except cv2.error as err:
+                kind = missing_layer_type(str(err))
+                layers = [n for n in origin.nodes if n.op_type == kind]
+                if custom_values is None or not layers or kind in standins:
+                    raise OriginRunError(f"[caffe] '{prototxt}': OpenCV cannot run it: "
+                                         f"{_first_line(err)}") from err
+                cv2.dnn_registerLayer(kind, standin_layer(layers, custom_values))
+                standins.append(str(kind))
+    finally:
+        for kind in standins:
+            cv2.dnn_unregisterLayer(kind)
+    out = RunOutput("opencv", {n.outputs[0]: np.asarray(o) for n, o in zip(nodes, outs)})
+    if standins:
+        names = [f"'{n.name}' ({n.op_type})" for n in origin.nodes if n.op_type in standins]
+        out.notes.append(f"OpenCV cannot run the custom layer(s) {', '.join(names[:6])}: it ran them as "
+                         f"stand-ins returning the interpreter's values of their tops")
+    return out
+
+
+def _opencv_forward(prototxt: str | Path, weights: str | Path, feeds: Mapping[str, np.ndarray],
+                    origin: Any, standins: list[str]) -> tuple[list[Any], Any]:
+    """Forward the net once; the origin nodes whose first tops were fetched, and their values."""
+    import cv2
+
+    net = cv2.dnn.readNetFromCaffe(str(prototxt), str(weights))
+    net.enableFusion(False)
+    net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
+    net.setPreferableTarget(cv2.dnn.DNN_TARGET_CPU)
+    known = set(net.getLayerNames())
+    # OpenCV 4.14 names some layers (convolutions) after their top rather than their own name
+    label = {id(n): n.name if n.name in known else n.outputs[0] for n in origin.nodes if n.outputs}
+    nodes = [n for n in origin.nodes if n.outputs and label[id(n)] in known and n.op_type not in standins]
+    for name, arr in feeds.items():
+        net.setInput(np.ascontiguousarray(arr), name)
+    return nodes, net.forward([label[id(n)] for n in nodes])
 
 
 def _first_line(err: BaseException) -> str:

@@ -15,9 +15,7 @@ import pytest
 
 from opbridge.validate import runners
 from opbridge.validate.cut import custom_nodes
-from tests.conftest import requires_ort
-
-pytestmark = requires_ort
+from tests.conftest import requires_cv2, requires_ort
 
 SHAPE = (1, 4, 6, 6)
 
@@ -60,6 +58,7 @@ def _model(path: Path) -> Path:
     return path
 
 
+@requires_ort
 def test_custom_nodes_are_the_ones_onnxruntime_has_no_kernel_for(tmp_path: Path) -> None:
     import onnx
 
@@ -67,6 +66,7 @@ def test_custom_nodes_are_the_ones_onnxruntime_has_no_kernel_for(tmp_path: Path)
     assert [n.name for n in custom_nodes(model)] == ["twice"]
 
 
+@requires_ort
 def test_onnxruntime_runs_the_cut_model_on_the_fed_value(tmp_path: Path) -> None:
     """The layers after the cut compute from the value fed for the custom op's output: checked
     against numpy (LeakyRelu, then a 1x1 convolution as a matrix product over channels)."""
@@ -85,6 +85,7 @@ def test_onnxruntime_runs_the_cut_model_on_the_fed_value(tmp_path: Path) -> None
     assert any("custom op(s) 'twice' (com.example::Twice)" in n for n in out.notes)
 
 
+@requires_ort
 def test_a_custom_output_the_interpreter_lacks_drops_what_follows(tmp_path: Path) -> None:
     out = runners.run_onnxruntime(_model(tmp_path / "m.onnx"), {"x": np.ones(SHAPE, np.float32)},
                                   custom_values={})
@@ -104,6 +105,7 @@ def _validate(tmp_path: Path, *plugins: str) -> tuple[subprocess.CompletedProces
     return r, json.loads(rep.read_text())
 
 
+@requires_ort
 def test_layers_around_the_custom_op_are_compared_with_onnxruntime(tmp_path: Path) -> None:
     r, data = _validate(tmp_path, PLUGIN)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -118,6 +120,7 @@ def test_layers_around_the_custom_op_are_compared_with_onnxruntime(tmp_path: Pat
            "'twice'" in r.stdout
 
 
+@requires_ort
 @pytest.mark.parametrize("order", ["plugin-first", "bad-mapping-first"])
 def test_a_wrong_mapping_after_the_custom_op_is_caught(tmp_path: Path, order: str) -> None:
     """Without the cut, the interpreter would be the only reference and agree with itself."""
@@ -129,3 +132,76 @@ def test_a_wrong_mapping_after_the_custom_op_is_caught(tmp_path: Path, order: st
     # its input 't' is the interpreter's own value, fed to onnxruntime: nothing to compare there
     assert fd["inputs_matched"] == []
     assert data["layers_without_framework_reference"] == ["twice"]
+
+
+# -- Caffe through OpenCV: a custom layer runs as a stand-in with the interpreter's values ------
+
+CAFFE_PLUGIN = '''
+import opbridge as ob
+
+(ob.define_op("MyScale").input("x", "T").output("y", "T").type_param("T", ("f32",))
+   .param("scale", "float", default=1.0)
+   .shape_fn(lambda ctx: ctx.same_as_input(0)).compute(lambda x, scale: x * scale))
+
+def parse(src, dst):
+    dst.set_attr("scale", float(src.get_attr("my_param", {}).get("scale", 1.0)))
+
+(ob.register_custom_op("MyScale").framework_type(ob.Framework.CAFFE).origin_op_type("MyScale")
+   .parse_params_by_operator_fn(parse).imply_type(ob.ImplyType.TPU))
+'''
+
+#: Two custom layers of one type with different scales: each stand-in must return its own layer's
+#: values, or the layers after them would disagree with OpenCV.
+CAFFE_NET = """
+name: "custom_caffe"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 3 dim: 6 dim: 6 } } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "c" convolution_param { num_output: 4 kernel_size: 3 pad: 1 } }
+layer { name: "mine" type: "MyScale" bottom: "c" top: "m" my_param { scale: 2.0 } }
+layer { name: "relu" type: "ReLU" bottom: "m" top: "r" relu_param { negative_slope: 0.2 } }
+layer { name: "mine2" type: "MyScale" bottom: "r" top: "m2" my_param { scale: -3.0 } }
+layer { name: "conv2" type: "Convolution" bottom: "m2" top: "y" convolution_param { num_output: 2 kernel_size: 1 } }
+"""
+
+
+def _caffe_validate(tmp_path: Path, *plugins: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+    (tmp_path / "net.prototxt").write_text(CAFFE_NET)
+    args = []
+    for i, text in enumerate(plugins):
+        (tmp_path / f"p{i}.py").write_text(text)
+        args += ["--plugin", str(tmp_path / f"p{i}.py")]
+    subprocess.run([sys.executable, "-m", "opbridge", "random-weights", str(tmp_path / "net.prototxt"),
+                    "-o", str(tmp_path / "net.caffemodel"), *args[:2]], check=True, capture_output=True,
+                   timeout=300)
+    rep = tmp_path / "r.json"
+    r = subprocess.run([sys.executable, "-m", "opbridge", "validate", str(tmp_path / "net.prototxt"),
+                        "--weights", str(tmp_path / "net.caffemodel"), *args, "--report", str(rep)],
+                       capture_output=True, text=True, timeout=300)
+    return r, json.loads(rep.read_text())
+
+
+@requires_cv2
+def test_caffe_layers_around_custom_layers_are_compared_with_opencv(tmp_path: Path) -> None:
+    r, data = _caffe_validate(tmp_path, CAFFE_PLUGIN)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert data["reference"] == "opencv"
+    assert data["layers_without_framework_reference"] == ["mine", "mine2"]
+    refs = {(row["tensor"], row["candidate"]): row["reference"] for row in data["rows"]}
+    for tensor in ("c", "r", "y"):
+        assert refs[(tensor, "interpreter")] == "opencv"
+    assert ("m", "interpreter") not in refs and ("m2", "interpreter") not in refs
+    assert any("custom layer(s) 'mine' (MyScale), 'mine2' (MyScale)" in n for n in data["notes"])
+
+
+@requires_cv2
+def test_caffe_wrong_mapping_between_custom_layers_is_caught(tmp_path: Path) -> None:
+    bad_relu = '''
+import opbridge as ob
+
+@ob.mapping(ob.Framework.CAFFE, "ReLU", override=True)
+def relu_without_slope(node, g):
+    return g.op("Relu", [g.input(0)])   # negative_slope dropped
+'''
+    r, data = _caffe_validate(tmp_path, CAFFE_PLUGIN, bad_relu)
+    assert r.returncode == 1, r.stdout + r.stderr
+    fd = data["first_divergence"]
+    assert (fd["node"], fd["reference"], fd["candidate"]) == ("relu", "opencv", "interpreter")
