@@ -212,6 +212,8 @@ def validate_graph(
         notes.append("simulator: skipped because --stop-after is set")
     elif target is not None:
         notes.append("simulator: not available in this opbridge (no opbridge.simulator.compile)")
+    if per_layer and not simulate:
+        notes.append("per-layer: no effect, the simulator did not run")
     with stages.stage("comparing"):
         report = build_report(label or graph.name, framework, graph, runs, tolerance)
     report.mode = _mode(simulate, per_layer)
