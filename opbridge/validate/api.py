@@ -284,12 +284,13 @@ def _run_simulated(graph: Graph, feeds: Mapping[str, np.ndarray], target: str | 
                    program: Any, stages: Stages, per_layer: bool) -> RunOutput:
     """Run ``program`` on the simulator, compiling ``graph`` for ``tgt`` (resolved from ``target``)
     first when it is None (or, for ``per_layer``, again for its target in that variant)."""
+    kernels = None
     if per_layer and program is not None:
-        tgt, program = program.target, None
+        tgt, kernels, program = program.target, getattr(program, "kernels", None), None
     if program is None:
         variant = " (per-layer debugging variant)" if per_layer else ""
         with stages.stage(f"compiling for {target}{variant}"):
-            program = compile_program(graph, tgt, per_layer=per_layer)
+            program = compile_program(graph, tgt, per_layer=per_layer, kernels=kernels)
     with stages.stage("running the simulator"):
         return run_simulator(program, feeds, per_layer=per_layer)
 

@@ -256,14 +256,14 @@ def resolve_target(target: Any) -> Any:
     return resolve(target)
 
 
-def compile_program(graph: Graph, target: Any, *, per_layer: bool = False) -> Any:
+def compile_program(graph: Graph, target: Any, *, per_layer: bool = False, kernels: Any = None) -> Any:
     """Compile ``graph`` for the simulator; ``per_layer``: the debugging variant that stores
-    every layer's output to DDR."""
+    every layer's output to DDR; ``kernels``: a KernelRegistry other than the default."""
     from ..simulator import compile as sim_compile
 
     if per_layer:
-        return sim_compile(graph, target=target, per_layer=True)
-    return sim_compile(graph, target=target)
+        return sim_compile(graph, target=target, kernels=kernels, per_layer=True)
+    return sim_compile(graph, target=target, kernels=kernels)
 
 
 def run_simulator(program: Any, feeds: Mapping[str, np.ndarray], *, per_layer: bool = False) -> RunOutput:

@@ -174,3 +174,14 @@ def test_cli_per_layer_on_an_onnx_model_with_the_plugin(tmp_path: Path) -> None:
     assert refs[("c", "simulator")][1] in ("equal", "close", "similar")
     assert refs[("m", "simulator")] == ("interpreter", "different")
     assert refs[("y", "interpreter")][0] == "onnxruntime"  # Relu after MyOp has its reference
+
+
+def test_a_given_program_is_compiled_again_in_the_per_layer_variant(norm_op: None) -> None:
+    """validate_graph with an already compiled program (as ``opbridge demo`` passes one)."""
+    from opbridge.validate.api import validate_graph
+
+    g = _graph()
+    r = validate_graph(g, _inputs(), program=ob.compile(g, TARGET), per_layer=True)
+    assert r.mode == "per-layer" and r.program.target == TARGET
+    fd = r.first_divergence
+    assert fd is not None and (fd.node, fd.inputs_matched) == ("myop", ("conv",))
