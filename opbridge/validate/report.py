@@ -219,10 +219,18 @@ class Report:
             if res.cand_shape != res.ref_shape:
                 shape += "→" + ("x".join(map(str, res.cand_shape)) or "scalar")
             t.add_row(str(i), _esc(r.tensor) + (" (out)" if r.is_output else ""), _esc(r.node),
-                      _esc(r.op_type), _SHORT.get(r.candidate, r.candidate), f"{res.ref_dtype}[{shape}]",
+                      _esc(r.op_type), self._run_label(r), f"{res.ref_dtype}[{shape}]",
                       _num(res.cosine, 5), _num(res.euclid, 5), _num(res.max_abs, 2, "g"),
                       _num(res.sqnr_db, 1), status)
         return t
+
+    def _run_label(self, r: Row) -> str:
+        """The candidate, and its reference where it is not the report's (a layer the origin
+        framework gave no tensor for)."""
+        run = _SHORT.get(r.candidate, r.candidate)
+        if r.reference != self.reference:
+            run += " vs " + _SHORT.get(r.reference, r.reference)
+        return run
 
 
 _SHORT = {"interpreter": "interp", "simulator": "sim"}
