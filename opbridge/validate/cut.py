@@ -145,21 +145,22 @@ def standin_layer(layers: list[Any], values: Mapping[str, np.ndarray]) -> type:
     bottoms' interpreter values are closest (the same shapes, the smallest difference).
     """
 
-    def pick(inputs: Sequence[Any]) -> Any:
+    def pick(shapes: list[tuple[int, ...]], inputs: Sequence[Any] | None) -> Any:
+        """The layer whose bottoms have these shapes and, given ``inputs``, the closest values."""
         best, best_d = None, math.inf
         for node in layers:
             bottoms = [values.get(b) for b in node.inputs]
-            if any(b is None for b in bottoms) or len(bottoms) != len(inputs):
+            if any(b is None for b in bottoms) or [tuple(b.shape) for b in bottoms] != shapes \
+                    or any(t not in values for t in node.outputs):
                 continue
-            shapes = [tuple(np.shape(x)) for x in inputs]
-            if shapes != [tuple(b.shape) for b in bottoms]:
-                continue
+            if inputs is None:
+                return node
             d = sum(float(np.abs(np.asarray(x, np.float64) - b).sum()) for x, b in zip(inputs, bottoms))
             if d < best_d:
                 best, best_d = node, d
-        if best is None or any(t not in values for t in best.outputs):
-            raise ValueError(f"no interpreter values for a layer of type {layers[0].op_type} "
-                             f"with input shapes {[list(np.shape(x)) for x in inputs]}")
+        if best is None:
+            raise ValueError(f"no interpreter values for a layer of type {layers[0].op_type} with "
+                             f"input shapes {[list(s) for s in shapes]}")
         return best
 
     class StandIn:
@@ -167,19 +168,11 @@ def standin_layer(layers: list[Any], values: Mapping[str, np.ndarray]) -> type:
             pass
 
         def getMemoryShapes(self, inputs: Sequence[Any]) -> list[list[int]]:  # noqa: N802 - OpenCV's name
-            return [list(values[t].shape) for t in _by_shapes(inputs).outputs]
+            node = pick([tuple(int(d) for d in s) for s in inputs], None)
+            return [list(values[t].shape) for t in node.outputs]
 
         def forward(self, inputs: Sequence[Any]) -> list[np.ndarray]:
-            return [np.ascontiguousarray(values[t]) for t in pick(inputs).outputs]
-
-    def _by_shapes(shapes: Sequence[Any]) -> Any:
-        want = [tuple(int(d) for d in s) for s in shapes]
-        for node in layers:
-            bottoms = [values.get(b) for b in node.inputs]
-            if all(b is not None for b in bottoms) and [tuple(b.shape) for b in bottoms] == want \
-                    and all(t in values for t in node.outputs):
-                return node
-        raise ValueError(f"no interpreter values for a layer of type {layers[0].op_type} with "
-                         f"input shapes {[list(s) for s in want]}")
+            node = pick([tuple(np.shape(x)) for x in inputs], inputs)
+            return [np.ascontiguousarray(values[t]) for t in node.outputs]
 
     return StandIn
