@@ -9,7 +9,7 @@ from ..errors import SimulatorError
 from ..ir.graph import Graph, Value
 from .kernels import KernelRegistry
 from .kernels.registry import elementwise_cost, static_shape
-from .layergroup import GroupPlan, Tile
+from .layergroup import GroupCandidate, GroupPlan, Tile
 from .lower import CPU, Lowered, Placement, lower
 from .memory import Buffer, activation_lane_bytes, align, constant_lane_bytes, plan
 from .partition import PlannedUnit, partition
@@ -485,6 +485,17 @@ def _emit_unit(u: PlannedUnit, gi: int, target: Target, instrs: list[Instruction
     return GlobalUnit(nodes=(node.name,), op=node.op, fits_no_tile=bool(u.local), instrs=span)
 
 
+def _store_every_layer(u: PlannedUnit, target: Target, every: set[str]) -> PlannedUnit:
+    """A layer group planned again with every node's output stored, on the tiling the real
+    program uses (batch items and row cuts), so a kernel that goes wrong on tiles goes wrong
+    here too; single-buffered, as ping-pong buffers for every output rarely fit. Where even that
+    does not fit, the fewest tiles that do; failing that, the group as it was."""
+    if not isinstance(u, GroupPlan):
+        return u
+    cand = GroupCandidate(u.nodes, every)
+    return cand.fit(target, u.n_per, u.k) or cand.best(target, start=(u.n_per, u.k)) or u
+
+
 def compile(  # noqa: A001 - the public name DESIGN.md gives it
     graph: Graph,
     target: str | Target | None = "bm1684",
@@ -495,19 +506,19 @@ def compile(  # noqa: A001 - the public name DESIGN.md gives it
 ) -> Program:
     """Compile ``graph`` for ``target`` (a preset name or a Target) into a runnable Program.
 
-    ``per_layer`` compiles a debugging variant: the same partition, but every layer's output
-    is stored to DDR (as a graph output would be), so ``run(keep_intermediates=True)`` returns
-    every layer's output, tiles included, for validation to compare layer by layer."""
+    ``per_layer`` compiles a debugging variant: the same layer groups cut into the same tiles,
+    but every layer's output is also stored to DDR (see :func:`_store_every_layer`), so
+    ``run(keep_intermediates=True)`` returns every layer's output for validation to compare."""
     if not isinstance(graph, Graph):
         raise SimulatorError(f"compile() takes an opbridge Graph, got {type(graph).__name__}",
                              hint="load or convert the model first: ob.load / ob.convert")
     tgt = resolve_target(target)
     _check_static(graph)
     lowered = lower(graph, kernels=kernels, placement=placement)
-    stored = {v.name for v in graph.outputs}
+    planned = partition(lowered, tgt, {v.name for v in graph.outputs})
     if per_layer:
-        stored |= {v.name for n in graph.nodes for v in n.outputs}
-    planned = partition(lowered, tgt, stored)
+        every = {v.name for n in graph.nodes for v in n.outputs}
+        planned = [_store_every_layer(u, tgt, every) for u in planned]
     ddr = _ddr_plan(graph, planned, tgt)
     instrs: list[Instruction] = []
     units: list[Unit] = []

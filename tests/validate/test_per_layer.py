@@ -187,3 +187,16 @@ def test_a_given_program_is_compiled_again_in_the_per_layer_variant(norm_op: Non
     assert r.mode == "per-layer" and r.program.target == TARGET
     fd = r.first_divergence
     assert fd is not None and (fd.node, fd.inputs_matched) == ("myop", ("conv",))
+
+
+def test_per_layer_compile_keeps_the_real_tiling_and_stores_every_layer(norm_op: None) -> None:
+    """The debugging variant is the real program's layer groups on the real tiling (batch items
+    and row cuts), plus stores: a kernel that goes wrong on tiles goes wrong in both."""
+    from opbridge.simulator import GroupUnit
+
+    g = _graph()
+    real, debug = ob.compile(g, TARGET), ob.compile(g, TARGET, per_layer=True)
+    groups = [(u.nodes, u.n_per, u.k) for u in real.units if isinstance(u, GroupUnit)]
+    assert groups and groups == [(u.nodes, u.n_per, u.k) for u in debug.units if isinstance(u, GroupUnit)]
+    assert [u.outputs for u in real.units if isinstance(u, GroupUnit)] == [("relu",)]
+    assert [u.outputs for u in debug.units if isinstance(u, GroupUnit)] == [("conv", "myop", "relu")]
