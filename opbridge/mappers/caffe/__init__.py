@@ -7,6 +7,7 @@ from . import (  # noqa: F401
     conv,
     detection,
     elementwise,
+    forks,
     norm,
     pool,
     recurrent,

@@ -20,7 +20,7 @@ def _divisor(size: int, out: int, k: int, s: int, pad: int) -> np.ndarray:
 
 
 def caffe_pool(g: Any, x: Value, method: str, kernel: list[int], stride: list[int],
-               pad: list[int], ceil: bool = True) -> Value:
+               pad: list[int], ceil: bool = True, with_indices: bool = False) -> Any:
     """Caffe's pooling of a (N, C, H, W) value with an explicit window (see :func:`pooling`)."""
     hw = [int(d) for d in x.shape[2:]]
     any_pad = any(pad)
@@ -28,6 +28,8 @@ def caffe_pool(g: Any, x: Value, method: str, kernel: list[int], stride: list[in
     end = [max(0, (outs[i] - 1) * stride[i] + kernel[i] - hw[i] - pad[i]) for i in range(2)]
     common = dict(kernel_shape=kernel, strides=stride, pads=[pad[0], pad[1], end[0], end[1]], ceil_mode=0)
     if method == "MAX":
+        if with_indices:
+            return g.op("MaxPool", [x], num_outputs=2, output_indices=True, **common)
         return g.op("MaxPool", [x], num_outputs=1, **common)
     y = g.op("AveragePool", [x], count_include_pad=1, **common)
     dh = _divisor(hw[0], outs[0], kernel[0], stride[0], pad[0])
@@ -60,6 +62,10 @@ def pooling(node: OriginNode, g: Any) -> Value:
     _check_method(g, method, "pooling_param")
     hw = [int(d) for d in x.shape[2:]]
     geo = pool_geometry(p, hw)
+    if len(node.outputs) == 2 and method == "MAX":  # SegNet: the second top is the argmax mask
+        from .forks import pooling_mask
+        y, idx = caffe_pool(g, x, method, geo.kernel, geo.stride, geo.pad, geo.ceil, with_indices=True)
+        return y, pooling_mask(g, x, idx)
     if geo.is_global:
         return g.op("GlobalMaxPool" if method == "MAX" else "GlobalAveragePool", [x])
     return caffe_pool(g, x, method, geo.kernel, geo.stride, geo.pad, geo.ceil)

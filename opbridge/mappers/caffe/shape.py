@@ -1,5 +1,5 @@
 """Caffe layers that move data: Concat, Slice, Split, Silence, Flatten, Reshape, Permute, Crop,
-Tile, ShuffleChannel, Upsample (nearest), Interp (bilinear), Reduction, ArgMax, Embed, Parameter,
+Tile, ShuffleChannel, Interp (bilinear), Reduction, ArgMax, Embed, Parameter,
 BatchReindex."""
 
 from __future__ import annotations
@@ -190,26 +190,6 @@ def shuffle_channel(node: OriginNode, g: Any) -> Value:
     y = g.op("Reshape", [x], shape=(n, grp, c // grp, *rest))
     y = g.op("Transpose", [y], perm=(0, 2, 1, *range(3, 3 + len(rest))))
     return g.op("Reshape", [y], shape=(n, c, *rest))
-
-
-@mapping(CAFFE, "Upsample")
-def upsample(node: OriginNode, g: Any) -> Value:
-    """Nearest-neighbour upsampling by an integer ``scale`` (the YOLOv3 fork layer)."""
-    if g.num_inputs != 1:
-        raise g.unsupported(
-            "with 2 bottoms (SegNet's max-unpooling Upsample); only the 1-bottom nearest "
-            "upsampling of YOLOv3's fork is built in",
-            hint="register a mapping for it in a plugin (opbridge plugin new Upsample --framework caffe)",
-        )
-    p = Params(node, "upsample_param")
-    s = int(p.get("scale"))
-    if s < 1:
-        raise p.error("scale", s, "must be >= 1")
-    x = g.input(0)
-    n, c, h, w = (int(d) for d in x.shape)
-    y = g.op("Reshape", [x], shape=(n, c, h, 1, w, 1))
-    y = g.op("Expand", [y], shape=(n, c, h, s, w, s))
-    return g.op("Reshape", [y], shape=(n, c, h * s, w * s))
 
 
 _REDUCE = {"SUM": "ReduceSum", "ASUM": "ReduceL1", "SUMSQ": "ReduceSumSquare", "MEAN": "ReduceMean"}

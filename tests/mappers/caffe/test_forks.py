@@ -1,0 +1,211 @@
+"""Fork layers that move or rescale data, each against an outside reference: OpenCV's Caffe
+importer where it has the layer (Reorg, HardSwish, HardSigmoid, Upsample after a two-top
+Pooling as MaxUnpool), torch (Im2col as F.unfold), else numpy written here from the fork's
+C++ source named in each test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import opbridge as ob
+from opbridge.convert import convert
+from opbridge.errors import OpbridgeError
+from opbridge.parsers.caffe_weights import read_caffemodel
+from opbridge.tools.caffe_weights import write_random_weights
+from tests.conftest import requires_cv2
+
+from .caffe_ref import assert_blobs_close, layer, run_ours_and_opencv, tiny_net
+
+SHAPE = (2, 8, 4, 6)
+X = np.random.default_rng(0).standard_normal(SHAPE).astype(np.float32)
+
+
+def _run(tmp_path: Path, layers: str, x: np.ndarray = X, seed: int = 0) -> tuple[dict[str, np.ndarray], dict]:
+    """Our blobs (random weights, written to a caffemodel) and the caffemodel's blobs."""
+    proto = tmp_path / "net.prototxt"
+    proto.write_text(tiny_net(layers, x.shape))
+    model = tmp_path / "net.caffemodel"
+    written = write_random_weights(proto, model, seed=seed)
+    g = convert(proto, weights=model if written else None)
+    blobs = read_caffemodel(model) if written else {}
+    return ob.interpret(g, {"data": x}, keep_intermediates=True), blobs
+
+
+OPENCV_CASES = {
+    "Reorg,stride=absent": layer("Reorg"),
+    "Reorg,stride=2": layer("Reorg", "reorg_param { stride: 2 }"),
+    "HardSwish": layer("HardSwish"),
+    "HardSigmoid,params=absent": layer("HardSigmoid"),
+    "HardSigmoid,alpha,beta": layer("HardSigmoid", "hard_sigmoid_param { alpha: 0.3 beta: 0.4 }"),
+}
+
+
+@requires_cv2
+@pytest.mark.parametrize("text", list(OPENCV_CASES.values()), ids=list(OPENCV_CASES))
+def test_against_opencv(tmp_path: Path, text: str) -> None:
+    ours, refs = run_ours_and_opencv(tmp_path, tiny_net(text, SHAPE), {"data": SHAPE})
+    assert_blobs_close(ours, refs)
+
+
+def test_reorg_space_to_depth_mode(tmp_path: Path) -> None:
+    """The other forks' reorg: plain space-to-depth, output channel (bh * s + bw) * C + c."""
+    got = _run(tmp_path, layer("Reorg", 'reorg_param { stride: 2 mode: "space_to_depth" }'))[0]["y"]
+    n, c, h, w = SHAPE
+    want = X.reshape(n, c, h // 2, 2, w // 2, 2).transpose(0, 3, 5, 1, 2, 4).reshape(n, c * 4, h // 2, w // 2)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_reorg_bad_stride_names_the_field(tmp_path: Path) -> None:
+    with pytest.raises(OpbridgeError, match=r"reorg_param.stride"):
+        _run(tmp_path, layer("Reorg", "reorg_param { stride: 4 }"))
+
+
+_POOL2 = layer("Pooling", "pooling_param { pool: MAX kernel_size: 2 stride: 2 }", name="pool", tops=("p", "mask"))
+
+
+@requires_cv2
+@pytest.mark.parametrize("params", ["", "upsample_param { scale: 2 }", "upsample_param { upsample_h: 4 upsample_w: 6 }"],
+                         ids=["params=absent", "scale=2", "upsample_h,upsample_w"])
+def test_segnet_unpooling_against_opencv(tmp_path: Path, params: str) -> None:
+    """SegNet's pooling mask and its Upsample with two bottoms; OpenCV reads the same layer
+    pair (a Pooling with two tops, then MaxUnpool) when the Upsample is spelled MaxUnpool
+    with its pool_* fields, so it gets that spelling of the same net (batch 1: OpenCV's
+    MaxUnpool takes no more)."""
+    x = np.ascontiguousarray(X[:1])
+    ours_text = tiny_net(_POOL2 + layer("Upsample", params, name="up", bottoms=("p", "mask")), x.shape)
+    proto = tmp_path / "ours.prototxt"
+    proto.write_text(ours_text)
+    ours = ob.interpret(convert(proto), {"data": x}, keep_intermediates=True)
+    import cv2
+
+    cv_text = tiny_net(_POOL2 + layer("MaxUnpool", "pool_k_h: 2 pool_k_w: 2 pool_stride_h: 2 pool_stride_w: 2 "
+                                      "pool_pad_h: 0 pool_pad_w: 0", name="up", bottoms=("p", "mask")), x.shape)
+    (tmp_path / "cv.prototxt").write_text(cv_text)
+    net = cv2.dnn.readNetFromCaffe(str(tmp_path / "cv.prototxt"))
+    net.setInput(x)
+    up, pool = net.forward(["up", "pool"])
+    np.testing.assert_allclose(ours["up"], up, rtol=1e-6)
+    np.testing.assert_allclose(ours["p"], pool, rtol=1e-6)
+
+
+def test_segnet_mask_is_the_plane_index(tmp_path: Path) -> None:
+    """caffe pooling_layer.cpp MAX: mask = h * W + w of the first maximum of each window."""
+    ours = _run(tmp_path, _POOL2)[0]
+    n, c, h, w = SHAPE
+    win = X.reshape(n, c, h // 2, 2, w // 2, 2).transpose(0, 1, 2, 4, 3, 5).reshape(n, c, h // 2, w // 2, 4)
+    arg = win.argmax(axis=-1)
+    oy, ox = np.meshgrid(np.arange(h // 2), np.arange(w // 2), indexing="ij")
+    want = (oy * 2 + arg // 2) * w + ox * 2 + arg % 2
+    np.testing.assert_array_equal(ours["mask"], want.astype(np.float32))
+
+
+@pytest.mark.parametrize(("params", "size"), [
+    ("upsample_param { scale: 2 pad_out_h: true }", (3, 6)),
+    ("upsample_param { scale_h: 2 scale_w: 2 pad_out_w: true }", (4, 5)),
+    ("upsample_param { upsample_h: 5 upsample_w: 7 }", (5, 7)),
+], ids=["pad_out_h", "scale_h,scale_w,pad_out_w", "upsample_h=5,upsample_w=7"])
+def test_segnet_unpool_sizes(tmp_path: Path, params: str, size: tuple[int, int]) -> None:
+    """caffe-segnet UpsampleLayer::Reshape and Forward_cpu: top (upsample_h, upsample_w), or
+    H * scale_h - pad_out_h; each value written at its mask index of a zero plane."""
+    pool = layer("Pooling", "pooling_param { pool: MAX kernel_size: 2 stride: 2 }", name="pool", tops=("p", "mask"))
+    x = X[:, :, :3, :5] if size == (3, 6) else X
+    x = np.ascontiguousarray(X[:, :, :, :5]) if size == (4, 5) else np.ascontiguousarray(x)
+    ours = _run(tmp_path, pool + layer("Upsample", params, name="up", bottoms=("p", "mask")), x)[0]
+    n, c = x.shape[:2]
+    want = np.zeros((n, c, size[0] * size[1]), np.float32)
+    m = ours["mask"].reshape(n, c, -1).astype(np.int64)
+    np.put_along_axis(want, m, ours["p"].reshape(n, c, -1), axis=2)
+    np.testing.assert_array_equal(ours["up"], want.reshape(n, c, *size))
+
+
+@pytest.mark.parametrize("params", ["upsample_param { scale_h: 2 scale_w: 3 }", "upsample_param { scale: 3 }"],
+                         ids=["scale_h=2,scale_w=3", "scale=3"])
+def test_nearest_upsample_scales(tmp_path: Path, params: str) -> None:
+    """The 1-bottom (YOLOv3 fork) Upsample: every pixel repeated scale_h x scale_w."""
+    sh, sw = (2, 3) if "scale_h" in params else (3, 3)
+    got = _run(tmp_path, layer("Upsample", params))[0]["y"]
+    np.testing.assert_array_equal(got, X.repeat(sh, axis=2).repeat(sw, axis=3))
+
+
+def test_upsample_with_three_bottoms_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(OpbridgeError, match="got 3"):
+        _run(tmp_path, layer("Upsample", bottoms=("data", "data", "data")))
+
+
+def _bn_ref(x: np.ndarray, blobs: list[np.ndarray], eps: float) -> np.ndarray:
+    scale, shift, mean, var = (b.reshape(1, -1, 1, 1) for b in blobs)
+    return scale * (x - mean) / np.sqrt(var + eps) + shift
+
+
+def test_bn_pspnet(tmp_path: Path) -> None:
+    """hszhao/PSPNet bn_layer.cpp, TEST with moving_average: the stored mean and variance,
+    y = scale (x - mean) / sqrt(var + var_eps) + shift."""
+    text = layer("BN", "bn_param { scale_filler { type: 'constant' value: 1 } moving_average: true "
+                 "decay: 0.05 var_eps: 1e-5 }")
+    ours, blobs = _run(tmp_path, text)
+    assert len(blobs["y"]) == 4 and blobs["y"][0].shape == (1, 8, 1, 1)
+    np.testing.assert_allclose(ours["y"], _bn_ref(X, blobs["y"], 1e-5), rtol=1e-5, atol=1e-5)
+
+
+def test_bn_segnet_inference(tmp_path: Path) -> None:
+    """alexgkendall/caffe-segnet bn_layer.cpp, bn_mode INFERENCE: scale x + shift, 2 blobs."""
+    ours, blobs = _run(tmp_path, layer("BN", "bn_param { bn_mode: INFERENCE }"))
+    assert len(blobs["y"]) == 2
+    scale, shift = (b.reshape(1, -1, 1, 1) for b in blobs["y"])
+    np.testing.assert_allclose(ours["y"], scale * X + shift, rtol=1e-6, atol=1e-6)
+
+
+def test_bn_segnet_learn_uses_batch_statistics(tmp_path: Path) -> None:
+    """caffe-segnet BN, bn_mode LEARN (the default): the batch's mean and E(x^2) - E(x)^2 over
+    N, H, W, eps 1e-9."""
+    ours, blobs = _run(tmp_path, layer("BN"))
+    scale, shift = (b.reshape(1, -1, 1, 1) for b in blobs["y"])
+    x = X.astype(np.float64)
+    mean = x.mean(axis=(0, 2, 3), keepdims=True)
+    var = (x * x).mean(axis=(0, 2, 3), keepdims=True) - mean ** 2
+    np.testing.assert_allclose(ours["y"], scale * (x - mean) / np.sqrt(var + 1e-9) + shift, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("axis", [0, 2, -1], ids=["axis=0", "axis=2", "axis=-1"])
+def test_reverse(tmp_path: Path, axis: int) -> None:
+    """tianzhi0549/CTPN reverse_layer.cpp: the bottom reversed along reverse_param.axis."""
+    got = _run(tmp_path, layer("Reverse", f"reverse_param {{ axis: {axis} }}"))[0]["y"]
+    np.testing.assert_array_equal(got, np.flip(X, axis=axis))
+
+
+def test_reverse_axis_absent_is_axis_0(tmp_path: Path) -> None:
+    got = _run(tmp_path, layer("Reverse"))[0]["y"]
+    np.testing.assert_array_equal(got, X[::-1])
+
+
+def test_transpose(tmp_path: Path) -> None:
+    """CTPN transpose_layer.cpp: top shape[i] = bottom shape[dim[i]]."""
+    got = _run(tmp_path, layer("Transpose", "transpose_param { dim: 3 dim: 2 dim: 0 dim: 1 }"))[0]["y"]
+    np.testing.assert_array_equal(got, X.transpose(3, 2, 0, 1))
+
+
+def test_transpose_needs_a_permutation(tmp_path: Path) -> None:
+    with pytest.raises(OpbridgeError, match=r"transpose_param.dim"):
+        _run(tmp_path, layer("Transpose", "transpose_param { dim: 0 dim: 0 dim: 1 dim: 2 }"))
+
+
+@pytest.mark.parametrize("params", [
+    "convolution_param { kernel_size: 3 pad: 1 }",
+    "convolution_param { kernel_size: 2 stride: 2 }",
+    "convolution_param { kernel_h: 2 kernel_w: 3 dilation: 2 }",
+], ids=["k3,pad1", "k2,stride2", "kernel_h,kernel_w,dilation"])
+def test_im2col_against_torch_unfold(tmp_path: Path, params: str) -> None:
+    """BVLC im2col_layer.cpp (as CTPN uses it): channels c * kh * kw + ki * kw + kj, the order
+    of torch.nn.functional.unfold."""
+    import torch
+    import torch.nn.functional as F
+
+    got = _run(tmp_path, layer("Im2col", params))[0]["y"]
+    kw = dict(kernel_size=3, padding=1) if "pad: 1" in params else (
+        dict(kernel_size=2, stride=2) if "stride" in params else dict(kernel_size=(2, 3), dilation=2))
+    want = F.unfold(torch.from_numpy(X), **kw).numpy()
+    assert got.shape[:2] == want.shape[:2]
+    np.testing.assert_array_equal(got.reshape(want.shape), want)
