@@ -209,3 +209,30 @@ def test_im2col_against_torch_unfold(tmp_path: Path, params: str) -> None:
     want = F.unfold(torch.from_numpy(X), **kw).numpy()
     assert got.shape[:2] == want.shape[:2]
     np.testing.assert_array_equal(got.reshape(want.shape), want)
+
+
+@pytest.mark.parametrize("t", [1, 5], ids=["T=1", "T=5"])
+def test_ctpn_lstm_against_torch(tmp_path: Path, t: int) -> None:
+    """CTPN lstm_layer.cpp: gates i, f, o, g along 4H of W_x (4H, I), W_h (4H, H), b; zero
+    state at t = 0. torch.nn.LSTM orders its gates i, f, g, o: the blobs are reordered for it."""
+    import torch
+
+    x = np.random.default_rng(3).standard_normal((t, 3, 2, 2)).astype(np.float32)
+    ours, blobs = _run(tmp_path, layer("Lstm", "lstm_param { num_output: 4 }"), x)
+    wx, wh, b = blobs["y"]
+    hid = 4
+    order = np.concatenate([np.arange(0, hid), np.arange(hid, 2 * hid), np.arange(3 * hid, 4 * hid),
+                            np.arange(2 * hid, 3 * hid)])
+    ref = torch.nn.LSTM(4, hid)
+    with torch.no_grad():
+        ref.weight_ih_l0.copy_(torch.from_numpy(wx[order]))
+        ref.weight_hh_l0.copy_(torch.from_numpy(wh[order]))
+        ref.bias_ih_l0.copy_(torch.from_numpy(b[order]))
+        ref.bias_hh_l0.zero_()
+        want = ref(torch.from_numpy(x.reshape(t, 3, 4)))[0].numpy()
+    np.testing.assert_allclose(ours["y"], want, rtol=1e-5, atol=1e-5)
+
+
+def test_ctpn_lstm_needs_num_output(tmp_path: Path) -> None:
+    with pytest.raises(OpbridgeError, match=r"lstm_param.num_output"):
+        _run(tmp_path, layer("Lstm"), np.zeros((2, 1, 3), np.float32))
