@@ -147,8 +147,10 @@ def parse_yolov3_detect(src: ob.OriginNode, dst: Any) -> None:
             dst.set_attr(name, src.get_list(name) if name in _REPEATED else src.get_attr(name))
 
 
+# opbridge maps the fork's Yolov3DetectionOutput itself (class-agnostic NMS, as the
+# MobileNet-YOLO fork); override=True is how a plugin replaces a built-in mapping with its own.
 (
-    ob.register_custom_op("Yolov3DetectionOutput")
+    ob.register_custom_op("Yolov3DetectionOutput", override=True)
     .framework_type(ob.Framework.CAFFE)
     .origin_op_type("Yolov3DetectionOutput", "TPUYolov3DetectOut")
     .parse_params_by_operator_fn(parse_yolov3_detect)

@@ -16,9 +16,11 @@ from . import (  # noqa: F401
     matmul,
     norm,
     pool,
+    rcnn,
     reduce,
     resize,
     shape,
     softmax,
     tensor,
+    yolo,
 )

@@ -8,6 +8,7 @@ from . import (  # noqa: F401
     detection,
     elementwise,
     forks,
+    forks_detection,
     forks_recurrent,
     norm,
     pool,
