@@ -102,3 +102,33 @@ def proposal(node: OriginNode, g: Any) -> Any:
         raise p.error("ratio", attrs["ratios"], "ratios and scales must be > 0")
     rois, scores = g.op("Proposal", g.inputs(), num_outputs=2, **attrs)
     return (rois, scores) if len(node.outputs) > 1 else rois
+
+
+@mapping(CAFFE, "Region")
+def region(node: OriginNode, g: Any) -> Value:
+    """YOLOv2's region layer at inference, as darknet's forward_region_layer computes it
+    (src/region_layer.c) and the Caffe forks that port it (nv_caffe, RegionYolo): for each
+    of ``num`` anchors, the channels [x, y, w, h, objectness, classes...]; x, y and the
+    objectness go through the logistic, the classes through a softmax (``softmax: false``
+    leaves them raw, darknet's ``logistic`` classes are not built in), w and h stay raw. The
+    output has the input's shape; decoding boxes is the post-processing's job."""
+    p = Params(node, "region_param")
+    x = g.input(0)
+    if len(x.shape) != 4:
+        raise g.unsupported(f"input of rank {len(x.shape)}: Region is 2-D (N, C, H, W)")
+    n, c, h, w = (int(d) for d in x.shape)
+    classes = int(p.get("classes", p.get("num_classes", 20)))
+    coords = int(p.get("coords", 4))
+    num = int(p.get("num", p.get("boxes_of_each_grid", 5)))
+    per = coords + 1 + classes
+    if coords < 2 or classes < 1 or num < 1 or c != num * per:
+        raise p.error("num", num, f"the input's {c} channels must be num * (coords + 1 + classes) = "
+                      f"{num} * ({coords} + 1 + {classes})")
+    t = g.op("Reshape", [x], shape=(n, num, per, h, w))
+    xy, wh, obj, cls = g.op("Split", [t], axis=2, split=[2, coords - 2, 1, classes], num_outputs=4)
+    parts = [g.op("Sigmoid", [xy])]
+    if coords > 2:
+        parts.append(wh)
+    parts.append(g.op("Sigmoid", [obj]))
+    parts.append(g.op("Softmax", [cls], axis=2) if p.get("softmax", True) is not False else cls)
+    return g.op("Reshape", [g.op("Concat", parts, axis=2)], shape=(n, c, h, w))

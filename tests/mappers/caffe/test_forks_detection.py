@@ -265,3 +265,43 @@ def test_yolov3_required_fields(tmp_path: Path, missing: str) -> None:
         + " ".join(params.values()) + " }", name="det", bottoms=("h0",))
     with pytest.raises(OpbridgeError, match=missing):
         convert(_net(tmp_path, 'name: "t"\n' + text), registry=_builtin_yolo())
+
+
+def _region_ref(x: np.ndarray, num: int, coords: int, classes: int, softmax: bool) -> np.ndarray:
+    """darknet src/region_layer.c forward_region_layer: per anchor n, logistic over the
+    entries 0, 1 (x, y) and coords (objectness) of every location; softmax over the classes
+    entry by entry (index computed as darknet's entry_index)."""
+    n_, c, h, w = x.shape
+    flat = x.reshape(-1).astype(np.float64).copy()
+    per = coords + 1 + classes
+
+    def entry(b: int, n: int, e: int) -> int:
+        return b * c * h * w + n * per * h * w + e * h * w
+
+    for b in range(n_):
+        for n in range(num):
+            for e in (0, 1, coords):
+                i = entry(b, n, e)
+                flat[i:i + h * w] = 1.0 / (1.0 + np.exp(-flat[i:i + h * w]))
+            if softmax:
+                i = entry(b, n, coords + 1)
+                block = flat[i:i + classes * h * w].reshape(classes, h * w)
+                e_ = np.exp(block - block.max(axis=0))
+                flat[i:i + classes * h * w] = (e_ / e_.sum(axis=0)).reshape(-1)
+    return flat.reshape(x.shape)
+
+
+@pytest.mark.parametrize(("params", "num", "classes", "softmax"), [
+    ("region_param { classes: 3 coords: 4 num: 2 }", 2, 3, True),
+    ("region_param { classes: 2 num: 3 softmax: false }", 3, 2, False),
+], ids=["classes=3,num=2", "softmax=false,coords=absent"])
+def test_region(tmp_path: Path, params: str, num: int, classes: int, softmax: bool) -> None:
+    c = num * (5 + classes)
+    x = np.random.default_rng(5).standard_normal((2, c, 3, 4)).astype(np.float32)
+    got = ob.interpret(convert(_net(tmp_path, tiny_net(layer("Region", params), x.shape))), {"data": x})["y"]
+    np.testing.assert_allclose(got, _region_ref(x, num, 4, classes, softmax), rtol=1e-5, atol=1e-6)
+
+
+def test_region_checks_the_channels(tmp_path: Path) -> None:
+    with pytest.raises(OpbridgeError, match=r"region_param.num"):
+        convert(_net(tmp_path, tiny_net(layer("Region", "region_param { classes: 3 num: 2 }"), (1, 10, 3, 3))))
