@@ -30,19 +30,21 @@ NETS = ROOT / "tests" / "data" / "caffe_nets"
 
 #: name -> input shapes the tests run it at (the nets are fully convolutional: smaller than
 #: published where that keeps the suite fast; SegNet's height stays 8 x odd so that its
-#: pad_out_h unpooling lines up as at 360) and whether it is marked slow.
+#: pad_out_h unpooling lines up as at 360) and whether its command-line run (four fresh
+#: processes, over 10 s) is marked slow.
 RUNS: dict[str, tuple[dict[str, tuple[int, ...]], bool]] = {
     "segnet_basic_camvid": ({"data": (1, 3, 40, 48)}, False),
-    "yolov3_tiny": ({"data": (1, 3, 128, 128)}, False),
+    "yolov3_tiny": ({"data": (1, 3, 128, 128)}, True),
     "mtcnn_pnet": ({"data": (1, 3, 48, 64)}, False),
     "ctpn": ({"data": (1, 3, 64, 96), "im_info": (1, 3)}, False),
+    "openpose_mpi_4stages": ({"image": (1, 3, 64, 64)}, True),
 }
 #: The nets whose only unsupported layer is a Python layer (no plugin): the layer's name.
 PYTHON_LAYER = {"ctpn": "proposal"}
 
 
-def _params(names: Any = None) -> list[Any]:
-    return [pytest.param(n, marks=(pytest.mark.slow,) if RUNS[n][1] else (), id=n)
+def _params(names: Any = None, cli: bool = False) -> list[Any]:
+    return [pytest.param(n, marks=(pytest.mark.slow,) if cli and RUNS[n][1] else (), id=n)
             for n in RUNS if names is None or n in names]
 
 
@@ -66,7 +68,7 @@ def test_every_net_has_a_source() -> None:
         assert f"`{name}`" in readme, f"tests/data/caffe_nets/README.md does not describe {name}"
 
 
-@pytest.mark.parametrize("net", _params([n for n in RUNS if n not in PYTHON_LAYER]))
+@pytest.mark.parametrize("net", _params([n for n in RUNS if n not in PYTHON_LAYER], cli=True))
 def test_cli_random_weights_convert_compile_run(net: str, tmp_path: Path) -> None:
     prototxt = NETS / net / "deploy.prototxt"
     shapes = _shape_args(RUNS[net][0])
@@ -217,7 +219,8 @@ def _for_opencv(prototxt: Path, tmp_path: Path) -> Path:
 
 OPENCV_LAYERS = {"segnet_basic_camvid": {"BN": _SegNetBN, "Upsample": _SegNetUpsample,
                                          "ArgMax": _ArgMaxAxis1},
-                 "yolov3_tiny": {"Yolov3DetectionOutput": _Yolov3Out}, "mtcnn_pnet": {}}
+                 "yolov3_tiny": {"Yolov3DetectionOutput": _Yolov3Out}, "mtcnn_pnet": {},
+                 "openpose_mpi_4stages": {}}
 
 
 @requires_cv2
