@@ -16,6 +16,7 @@ from . import (  # noqa: F401
     matmul,
     norm,
     pool,
+    pose,
     rcnn,
     reduce,
     resize,

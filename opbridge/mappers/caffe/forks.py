@@ -239,3 +239,27 @@ def im2col(node: OriginNode, g: Any) -> Value:
             raise p.error("kernel_size", geo.kernel, f"larger than the padded input {tuple(x.shape)}")
     return g.op("Conv", [x, g.constant(w)], group=c, kernel_shape=geo.kernel, strides=geo.stride,
                 dilations=geo.dilation, pads=geo.pad + geo.pad)
+
+
+@mapping(CAFFE, "ImResize")
+def im_resize(node: OriginNode, g: Any) -> Value:
+    """OpenPose's ImResize (CMU-Perceptual-Computing-Lab/caffe_rtpose imresize_layer.cpp):
+    every plane through cv::resize(INTER_CUBIC) to target_spatial_height x
+    target_spatial_width (368 x 368 unless set, its caffe.proto defaults), or to the input
+    size times ``factor`` when set (truncated to int).
+    OpenCV's bicubic is ONNX's cubic with a = -0.75 and half-pixel centres."""
+    p = Params(node, "imresize_param")
+    x = g.input(0)
+    if len(x.shape) != 4:
+        raise g.unsupported(f"input of rank {len(x.shape)}: ImResize is 2-D (N, C, H, W)")
+    n, c, h, w = (int(d) for d in x.shape)
+    factor = float(p.get("factor", 0.0))
+    if factor:
+        oh, ow = int(h * factor), int(w * factor)
+    else:
+        oh, ow = int(p.get("target_spatial_height", 368)), int(p.get("target_spatial_width", 368))
+    if oh < 1 or ow < 1:
+        raise p.error("target_spatial_height", (oh, ow),
+                      "give target_spatial_height and target_spatial_width (or factor) for an output of at least 1x1")
+    return g.op("Resize", [x], mode="cubic", coordinate_transformation_mode="half_pixel",
+                cubic_coeff_a=-0.75, sizes=(n, c, oh, ow))

@@ -132,3 +132,14 @@ def region(node: OriginNode, g: Any) -> Value:
     parts.append(g.op("Sigmoid", [obj]))
     parts.append(g.op("Softmax", [cls], axis=2) if p.get("softmax", True) is not False else cls)
     return g.op("Reshape", [g.op("Concat", parts, axis=2)], shape=(n, c, h, w))
+
+
+@mapping(CAFFE, "Nms")
+def nms(node: OriginNode, g: Any) -> Value:
+    """OpenPose's Nms layer (CMU-Perceptual-Computing-Lab/caffe_rtpose nms_layer.cpp):
+    nms_param threshold (0.5) and num_peak (100), the defaults of its caffe.proto. The fork
+    writes past its output when a map has more than num_peak peaks; here the first num_peak
+    in scan order are kept."""
+    p = Params(node, "nms_param")
+    return g.op("HeatmapPeaks", [g.input(0)], threshold=float(p.get("threshold", 0.5)),
+                num_peak=int(p.get("num_peak", 100)))

@@ -236,3 +236,51 @@ def test_ctpn_lstm_against_torch(tmp_path: Path, t: int) -> None:
 def test_ctpn_lstm_needs_num_output(tmp_path: Path) -> None:
     with pytest.raises(OpbridgeError, match=r"lstm_param.num_output"):
         _run(tmp_path, layer("Lstm"), np.zeros((2, 1, 3), np.float32))
+
+
+@pytest.mark.parametrize(("params", "size"), [
+    ("imresize_param { target_spatial_width: 9 target_spatial_height: 7 }", (7, 9)),
+    ("imresize_param { factor: 2.5 }", (10, 15)),
+    ("imresize_param { target_spatial_width: 3 target_spatial_height: 2 }", (2, 3)),
+], ids=["target_spatial_*", "factor=2.5", "downscale"])
+def test_openpose_imresize_against_cv2_resize(tmp_path: Path, params: str, size: tuple[int, int]) -> None:
+    """caffe_rtpose imresize_layer.cpp: cv::resize(INTER_CUBIC) of every plane."""
+    import cv2
+
+    got = _run(tmp_path, layer("ImResize", params))[0]["y"]
+    n, c = SHAPE[:2]
+    want = np.stack([cv2.resize(X[i, j], (size[1], size[0]), interpolation=cv2.INTER_CUBIC)
+                     for i in range(n) for j in range(c)]).reshape(n, c, *size)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def _nms_ref(x: np.ndarray, threshold: float, num_peak: int) -> np.ndarray:
+    """caffe_rtpose nms_layer.cpp Forward_cpu, its loops (plane n of image n, 4-neighbour
+    strict maxima, 0 outside the map); at most num_peak peaks kept."""
+    n, _, h, w = x.shape
+    planes = x.reshape(-1, h, w)
+    out = np.zeros((n, 1, num_peak + 1, 3), np.float32)
+    for b in range(n):
+        count = 0
+        for y in range(h):
+            for xx in range(w):
+                v = planes[b, y, xx]
+                if v < threshold:
+                    continue
+                top = 0 if y == 0 else planes[b, y - 1, xx]
+                bottom = 0 if y == h - 1 else planes[b, y + 1, xx]
+                left = 0 if xx == 0 else planes[b, y, xx - 1]
+                right = 0 if xx == w - 1 else planes[b, y, xx + 1]
+                if v > top and v > bottom and v > left and v > right and count < num_peak:
+                    out[b, 0, count + 1] = [xx, y, v]
+                    count += 1
+        out[b, 0, 0, 0] = count
+    return out
+
+
+@pytest.mark.parametrize(("params", "thr", "k"), [("", 0.5, 100), ("nms_param { threshold: 0.1 num_peak: 3 }", 0.1, 3)],
+                         ids=["params=absent", "threshold,num_peak=3"])
+def test_openpose_nms(tmp_path: Path, params: str, thr: float, k: int) -> None:
+    x = np.random.default_rng(4).uniform(0, 1, (2, 1, 6, 7)).astype(np.float32)
+    got = _run(tmp_path, layer("Nms", params), x)[0]["y"]
+    np.testing.assert_allclose(got, _nms_ref(x, thr, k), rtol=1e-6)

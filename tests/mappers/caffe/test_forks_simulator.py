@@ -32,6 +32,8 @@ CASES = {
     "PSROIPooling": (_ROIS + layer("PSROIPooling", "psroi_pooling_param { output_dim: 2 group_size: 2 "
                                    "spatial_scale: 0.5 }", bottoms=("data", "rois")), (1, 8, 8, 8)),
     "HardSwish": (layer("HardSwish"), (1, 4, 5, 5)),
+    "ImResize": (layer("ImResize", "imresize_param { factor: 2 }"), (1, 2, 4, 5)),
+    "Nms": (layer("Nms", "nms_param { threshold: 0 }"), (1, 1, 6, 6)),
     "Proposal": ('input: "deltas"\ninput_shape { dim: 1 dim: 36 dim: 4 dim: 5 }\n'
                  'input: "im_info"\ninput_shape { dim: 1 dim: 3 }\n'
                  + layer("Proposal", "proposal_param { post_nms_topn: 10 min_size: 0 }",
