@@ -37,7 +37,7 @@ RUNS: dict[str, tuple[dict[str, tuple[int, ...]], bool]] = {
     "yolov3_tiny": ({"data": (1, 3, 128, 128)}, True),
     "mtcnn_pnet": ({"data": (1, 3, 48, 64)}, False),
     "ctpn": ({"data": (1, 3, 64, 96), "im_info": (1, 3)}, False),
-    "openpose_mpi_4stages": ({"image": (1, 3, 64, 64)}, True),
+    "heatmap_flic_fusion": ({"data": (1, 3, 32, 32)}, True),
 }
 #: The nets whose only unsupported layer is a Python layer (no plugin): the layer's name.
 PYTHON_LAYER = {"ctpn": "proposal"}
@@ -220,7 +220,7 @@ def _for_opencv(prototxt: Path, tmp_path: Path) -> Path:
 OPENCV_LAYERS = {"segnet_basic_camvid": {"BN": _SegNetBN, "Upsample": _SegNetUpsample,
                                          "ArgMax": _ArgMaxAxis1},
                  "yolov3_tiny": {"Yolov3DetectionOutput": _Yolov3Out}, "mtcnn_pnet": {},
-                 "openpose_mpi_4stages": {}}
+                 "heatmap_flic_fusion": {}}
 
 
 @requires_cv2

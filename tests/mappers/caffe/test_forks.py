@@ -284,3 +284,20 @@ def test_openpose_nms(tmp_path: Path, params: str, thr: float, k: int) -> None:
     x = np.random.default_rng(4).uniform(0, 1, (2, 1, 6, 7)).astype(np.float32)
     got = _run(tmp_path, layer("Nms", params), x)[0]["y"]
     np.testing.assert_allclose(got, _nms_ref(x, thr, k), rtol=1e-6)
+
+
+#: The fork layer types of the issue that opbridge maps itself (each tested in test_forks*.py).
+FORK_TYPES = ("BN", "Upsample", "MaxUnpool", "Reorg", "Region", "YoloDetectionOutput", "Yolov3DetectionOutput",
+              "PSROIPooling", "ROIAlign", "Proposal", "Interp", "ReLU6", "HardSwish", "HardSigmoid", "Swish",
+              "Mish", "ShuffleChannel", "DepthwiseConvolution", "ConvolutionDepthwise", "Axpy", "Lstm",
+              "Reverse", "Transpose", "Im2col", "ImResize", "Nms", "Normalize", "PriorBox", "DetectionOutput",
+              "Permute", "ROIPooling")
+
+
+def test_fork_layers_are_built_in() -> None:
+    from opbridge.mappers import DEFAULT_MAPPINGS
+
+    builtin = {e.op_type for e in DEFAULT_MAPPINGS.entries("caffe")
+               if "/mappers/caffe/" in e.defined_at.replace("\\", "/")}
+    missing = [t for t in FORK_TYPES if t not in builtin]
+    assert not missing, f"fork layers without a built-in mapping: {missing}"
