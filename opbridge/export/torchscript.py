@@ -258,6 +258,7 @@ def _input_renames(graph: Any, g_inputs: list[Any], input_names: Sequence[str] |
     without TorchScript's ``.N`` suffix; a name some other value already has is not taken."""
     rename: dict[str, str] = {}
     taken = {v.debugName() for n in graph.nodes() for v in n.outputs()}
+    taken |= {v.debugName() for v in g_inputs}  # another input may keep the name unrenamed
     for i, v in enumerate(g_inputs):
         if type_str(v) != "Tensor":
             raise TorchExportError(f"graph input {i} '{v.debugName()}' is a {type_str(v)}, not a Tensor")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import ModelFormatError
 from .origin import Framework, OriginGraph, OriginNode, TensorInfo
+from .torchscript_functionalize import functionalize
 
 FORMAT = "opbridge.torchscript-json"
 #: Format versions this reader understands.
@@ -347,10 +348,12 @@ def parse_torchscript_json(path: str | os.PathLike[str]) -> OriginGraph:
                 f"{src}: graph output '{t.name}' is not defined by any node",
                 hint="the JSON was edited or truncated; re-export the model",
             )
+    nodes, out_names = functionalize(nodes, [t.name for t in outputs])
+    outputs = [replace(t, name=n) for t, n in zip(outputs, out_names)]
     return OriginGraph(
         name=str(doc.get("name", p.name)),
         framework=Framework.TORCHSCRIPT,
         nodes=nodes, inputs=inputs, outputs=outputs, tensors=reader.tensors,
-        opsets={"": version, "aten": version, "prim": version}, source=str(p),
+        opsets={"": version, "aten": version, "prim": version, "opbridge": version}, source=str(p),
         metadata={k: str(v) for k, v in (doc.get("producer") or {}).items()},
     )

@@ -44,7 +44,9 @@ def test_every_mapped_kind_is_a_torch_operator() -> None:
     import torch
 
     schemas = {s.name for s in torch._C._jit_get_all_schemas()}
-    unknown = sorted(k for k in _kinds() if k not in schemas and k not in _PRIM_NODES)
+    # opbridge:: kinds are added by the parser's functionalisation, not by torch
+    unknown = sorted(k for k in _kinds()
+                     if k not in schemas and k not in _PRIM_NODES and not k.startswith("opbridge::"))
     assert not unknown, f"mapped kinds torch does not have: {unknown}"
 
 

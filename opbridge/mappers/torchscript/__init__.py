@@ -9,6 +9,7 @@ from . import (  # noqa: F401
     activation,
     conv,
     elementwise,
+    inplace,
     matmul,
     misc,
     norm,

@@ -212,40 +212,52 @@ _LOGICAL = {"logical_and": "And", "logical_or": "Or", "logical_xor": "Xor"}
 _BITWISE = {"bitwise_and": ("And", "BitwiseAnd"), "bitwise_or": ("Or", "BitwiseOr"),
             "bitwise_xor": ("Xor", "BitwiseXor"), "__and__": ("And", "BitwiseAnd"),
             "__or__": ("Or", "BitwiseOr"), "__xor__": ("Xor", "BitwiseXor")}
+#: ``x &= m`` and ``x.bitwise_and_(m)``: the same op, written into x (its dtype kept)
+_BITWISE_INPLACE = {"__iand__": "__and__", "__ior__": "__or__", "__ixor__": "__xor__",
+                    **{f"{k}_": k for k in ("bitwise_and", "bitwise_or", "bitwise_xor")}}
 
 
-@ts_mapping("logical_and", "logical_or", "logical_xor")
+@ts_mapping(*with_inplace("logical_and", "logical_or", "logical_xor"))
 def logical(node: OriginNode, g: MapContext) -> Any:
     a = Args(node, g)
     x, y = (cast(g, a.tensor(i), "bool") for i in (0, 1))
-    return g.op(_LOGICAL[node.op_type], [x, y])
+    out = g.op(_LOGICAL[node.op_type.rstrip("_")], [x, y])
+    return cast(g, out, a.tensor(0).dtype) if node.op_type.endswith("_") else out
 
 
-@ts_mapping("bitwise_and", "bitwise_or", "bitwise_xor", "__xor__")
+@ts_mapping("bitwise_and", "bitwise_or", "bitwise_xor", "__xor__", *_BITWISE_INPLACE)
 def bitwise(node: OriginNode, g: MapContext) -> Any:
     """Also reached from prim.py's ``__and__``/``__or__`` when an operand is a tensor."""
     a = Args(node, g)
     x = a.tensor(0) if a.is_tensor(0) else None
     y = a.tensor(1, like=x)
     x = x if x is not None else a.tensor(0, like=y)
-    logical_op, bitwise_op = _BITWISE[node.op_type]
+    if node.op_type in _BITWISE_INPLACE:
+        return cast(g, _bitwise(g, _BITWISE_INPLACE[node.op_type], x, y), x.dtype)
+    return _bitwise(g, node.op_type, x, y)
+
+
+def _bitwise(g: MapContext, kind: str, x: Value, y: Value) -> Value:
+    logical_op, bitwise_op = _BITWISE[kind]
     if x.dtype == "bool" and y.dtype == "bool":
         return g.op(logical_op, [x, y])
     if x.dtype[0] not in "bui" or y.dtype[0] not in "bui" or x.dtype.startswith("bf"):
-        raise g.error(f"{node.op_type} of {x.dtype} and {y.dtype}: torch takes integer or bool tensors",
+        raise g.error(f"{kind} of {x.dtype} and {y.dtype}: torch takes integer or bool tensors",
                       hint="cast the operands to an integer or bool dtype in the model")
     if x.dtype != y.dtype:  # a bool operand takes the integer operand's dtype, as torch promotes
         x, y = (cast(g, v, y.dtype if x.dtype == "bool" else x.dtype) for v in (x, y))
     return g.op(bitwise_op, [x, y])
 
 
-@ts_mapping("logical_not", "bitwise_not")
+@ts_mapping(*with_inplace("logical_not", "bitwise_not"))
 def logical_not(node: OriginNode, g: MapContext) -> Any:
     a = Args(node, g)
+    dtype = a.tensor(0).dtype
     x = a.tensor(0)
-    if node.op_type == "logical_not":
+    if node.op_type.startswith("logical_not"):
         x = cast(g, x, "bool")
-    return g.op("Not" if x.dtype == "bool" else "BitwiseNot", [x])
+    out = g.op("Not" if x.dtype == "bool" else "BitwiseNot", [x])
+    return cast(g, out, dtype) if node.op_type.endswith("_") else out
 
 
 @ts_mapping("where")

@@ -1,0 +1,186 @@
+"""Writes through views: every read after a write sees it — the base, the written view, and other
+views of the same base made before the write. torch runs each function as the reference."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.conftest import HAVE_TORCH, requires_torch
+
+from .helpers import check
+
+pytestmark = requires_torch
+
+
+def _cases() -> dict[str, tuple[Callable[..., Any], tuple[Any, ...]]]:
+    import torch
+
+    def fill_slice(x: Any) -> Any:
+        y = x.clone()
+        y[:, 1:3] = 0.5
+        return y
+
+    def fill_slice_of_slice(x: Any) -> Any:  # Swin's shifted-window mask, built by writes
+        m = x.new_zeros((6, 6))
+        count = 0
+        for h in ((0, -3), (-3, -1), (-1, None)):
+            for w in ((0, -3), (-3, -1), (-1, None)):
+                m[h[0]:h[1], w[0]:w[1]] = count
+                count += 1
+        return x + m
+
+    def earlier_view_sees_write(x: Any) -> Any:
+        y = x.clone()
+        col = y[:, 1]          # made before the write, overlaps it
+        row = y[0]
+        row.fill_(2.0)
+        return col * 1.0, y
+
+    def copy_into_select(x: Any, z: Any) -> Any:
+        y = x * 1.0
+        y[:, 0] = z
+        return y
+
+    def copy_broadcast_cast(x: Any) -> Any:
+        y = x.clone()
+        y[1:, :2].copy_(torch.arange(2, dtype=torch.int64))
+        return y
+
+    def root_write_after_read(x: Any) -> Any:
+        y = x * 1.0
+        before = y + 1.0       # reads y before the write
+        y.add_(1.0)
+        y.mul_(2.0)
+        return before, y
+
+    def view_chain(x: Any) -> Any:
+        y = x.clone()
+        y.view(-1)[::3] = -1.0
+        y.permute(1, 0)[0].mul_(3.0)
+        y.transpose(0, 1).unsqueeze(0)[0, 2, 1:].zero_()
+        return y
+
+    def stale_view_after_base_write(x: Any) -> Any:
+        y = x.clone()
+        part = y[0:2]
+        y.mul_(2.0)
+        part.add_(1.0)         # writes the doubled values
+        return part * 1.0, y
+
+    def relu_on_slice(x: Any) -> Any:
+        y = x.clone()
+        y[:, 1:].relu_()
+        return y
+
+    def masked_fill_slice(x: Any) -> Any:
+        y = x.clone()
+        y[:, :2].masked_fill_(y[:, :2] > 0, 0.0)
+        return y
+
+    def bool_mask_write(x: Any) -> Any:
+        y = x.clone()
+        y[y > 0.5] = 0.0
+        return y
+
+    def const_index_put(x: Any) -> Any:
+        y = x.clone()
+        y[torch.tensor([0, 2])] = 1.0
+        y[:, torch.tensor([1, 3])] = x[:, :2] * 10
+        return y
+
+    def run_time_index_put(x: Any, idx: Any) -> Any:
+        y = x.clone()
+        y[idx] = -5.0
+        return y
+
+    def accumulate(x: Any, idx: Any) -> Any:
+        y = x.clone()
+        return y.index_put_((idx,), torch.ones(3, 5), accumulate=True)
+
+    def write_graph_input(x: Any) -> Any:
+        x[0, 0] = 7.0
+        return x * 1.0
+
+    def write_returned_twice(x: Any) -> Any:
+        y = x.clone()
+        a = y.add_(1.0)
+        y[0] = 0.0
+        return a * 1.0, y
+
+    def bool_or_inplace(x: Any) -> Any:
+        m = x > 0.5
+        m |= x < -0.5
+        return torch.where(m, x, torch.zeros_like(x))
+
+    x = torch.randn(4, 5)
+    idx = torch.tensor([2, 0, 2])
+    return {
+        "fill_slice": (fill_slice, (x,)),
+        "fill_slice_of_slice": (fill_slice_of_slice, (torch.randn(6, 6),)),
+        "earlier_view_sees_write": (earlier_view_sees_write, (x,)),
+        "copy_into_select": (copy_into_select, (x, torch.randn(4))),
+        "copy_broadcast_cast": (copy_broadcast_cast, (x,)),
+        "root_write_after_read": (root_write_after_read, (x,)),
+        "view_chain": (view_chain, (x,)),
+        "stale_view_after_base_write": (stale_view_after_base_write, (x,)),
+        "relu_on_slice": (relu_on_slice, (x,)),
+        "masked_fill_slice": (masked_fill_slice, (x,)),
+        "bool_mask_write": (bool_mask_write, (x,)),
+        "const_index_put": (const_index_put, (x,)),
+        "run_time_index_put": (run_time_index_put, (x, idx[:2])),
+        "accumulate": (accumulate, (x, idx)),
+        "write_graph_input": (write_graph_input, (x,)),
+        "write_returned_twice": (write_returned_twice, (x,)),
+        "bool_or_inplace": (bool_or_inplace, (x,)),
+    }
+
+
+_NAMES = list(_cases()) if HAVE_TORCH else []
+
+
+@pytest.mark.parametrize("name", _NAMES)
+def test_write_through_view_matches_torch(name: str) -> None:
+    fn, inputs = _cases()[name]
+    # each input is cloned for torch's own run: the function may write into its input
+    check(lambda *xs: fn(*(t.clone() for t in xs)), *inputs)
+
+
+def test_write_in_a_scripted_function() -> None:
+    import torch
+
+    class Writes(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = x.clone()
+            y[1:3] = y[0:2] * 2.0
+            y[:, -1].fill_(0.0)
+            return y
+
+    check(Writes(), torch.randn(4, 3), mode="script")
+
+
+@pytest.mark.parametrize("shifts,dims", [(2, 0), (-1, 1), ((1, -2), (0, 2)), (3, None),
+                                         ((7, 0), (1, 2)), ((2, 1), (-1, -1))])
+def test_roll(shifts: Any, dims: Any) -> None:
+    import torch
+
+    x = torch.randn(2, 3, 4)
+    check(lambda t: torch.roll(t, shifts, dims) if dims is not None else torch.roll(t, shifts), x)
+
+
+def test_scatter_kinds() -> None:
+    import torch
+
+    idx = torch.tensor([[0, 2, 1], [2, 0, 0]])
+
+    def fn(x: Any, src: Any, part: Any) -> Any:
+        a = x.scatter(1, idx, src)
+        b = x.clone().scatter_(0, idx[:, :2], 0.25)
+        c = x.scatter_add(1, idx, src)
+        d = torch.slice_scatter(x, part, dim=1, start=1, step=2)
+        e = torch.select_scatter(x, part[:, 0], dim=1, index=-1)
+        return a, b, c, d, e
+
+    check(fn, torch.randn(3, 4), torch.randn(2, 3), torch.randn(3, 2))
