@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ModelFormatError, OpbridgeError
-from .torchscript_graph import TorchExportError, bind_absent_optionals, frozen_graph, type_str
+from .torchscript_graph import (TorchExportError, bind_absent_optionals, buffers_kept, frozen_graph,
+                               type_str)
 
 FORMAT = "opbridge.torchscript-json"
 FORMAT_VERSION = 1
@@ -215,9 +216,16 @@ class _GraphIO:
     inputs: list[Any]
     attr_objects: dict[str, Any] = field(default_factory=dict)
     rename: dict[str, str] = field(default_factory=dict)
+    #: module value name -> its attribute path from the root module (".layer1.0")
+    attr_paths: dict[str, str] = field(default_factory=dict)
+    #: attribute path -> debug name of the first GetAttr that read it
+    attr_values: dict[str, str] = field(default_factory=dict)
 
     def name_of(self, value: Any) -> str:
-        return self.rename.get(value.debugName(), value.debugName())
+        return self.name_of_debug(value.debugName())
+
+    def name_of_debug(self, debug_name: str) -> str:
+        return self.rename.get(debug_name, debug_name)
 
 
 def _example_tuple(torch: Any, example_inputs: Any) -> tuple[Any, ...]:
@@ -306,18 +314,34 @@ def _node_record(torch: Any, n: Any, scope: str, name: str, io: _GraphIO,
         out = n.output()
         rec["value"] = writer.encode(out.toIValue(), out.debugName(), where)
     elif kind == "prim::GetAttr":
-        # a buffer freezing kept as an attribute (a mutated one): write its value
-        obj = io.attr_objects.get(n.input().debugName())
-        if obj is None:
-            raise TorchExportError(f"{where}: attribute '{n.s('name')}' of an unknown object")
-        value = getattr(obj, n.s("name"))
-        out = n.output().debugName()
-        if isinstance(value, torch.nn.Module):
-            io.attr_objects[out] = value
-            return None  # only further GetAttr nodes use it; they are written resolved
-        rec["inputs"] = []
-        rec["attrs"] = {"name": n.s("name")}
-        rec["value"] = writer.encode(value, out, where)
+        return _attribute_record(torch, n, rec, io, writer, where)
+    return rec
+
+
+def _attribute_record(torch: Any, n: Any, rec: dict[str, Any], io: _GraphIO, writer: _Writer,
+                      where: str) -> dict[str, Any] | None:
+    """A ``prim::GetAttr`` of a buffer freezing kept as an attribute (a mutated one), with its
+    value; None for a submodule (later GetAttr nodes are written resolved) or a repeated read."""
+    obj = io.attr_objects.get(n.input().debugName())
+    if obj is None:
+        raise TorchExportError(f"{where}: attribute '{n.s('name')}' of an unknown object")
+    value = getattr(obj, n.s("name"))
+    out = n.output().debugName()
+    path = f"{io.attr_paths.get(n.input().debugName(), '')}.{n.s('name')}"
+    # a frozen module's submodules come back as torch._C.ScriptModule, no nn.Module
+    if isinstance(value, (torch.nn.Module, torch._C.ScriptModule)):
+        io.attr_objects[out] = value
+        io.attr_paths[out] = path
+        return None
+    first = io.attr_values.setdefault(path, out)
+    if first != out:
+        # the same attribute read again is the same tensor: a write through one read
+        # (self.buf.mul_(2)) must reach the others, so they all take the first read's name
+        io.rename[out] = io.name_of_debug(first)
+        return None
+    rec["inputs"] = []
+    rec["attrs"] = {"name": n.s("name")}
+    rec["value"] = writer.encode(value, out, where)
     return rec
 
 
@@ -379,14 +403,15 @@ def export_torchscript(
     from .. import __version__
 
     example = _example_tuple(torch, example_inputs)
-    scripted, graph, used = frozen_graph(torch, module, example, mode, optimize)
-    with torch.no_grad():
-        result = scripted(*example)
+    with buffers_kept(torch, module):
+        scripted, graph, used = frozen_graph(torch, module, example, mode, optimize)
+        io = _graph_io(torch, graph, scripted, len(example), input_names)
+        writer = _Writer(torch)
+        # before running the module: a buffer forward() writes into is written as it was
+        out_nodes = _node_records(torch, graph, io, writer)
+        with torch.no_grad():
+            result = scripted(*example)
     results = _flatten(result, torch)
-
-    io = _graph_io(torch, graph, scripted, len(example), input_names)
-    writer = _Writer(torch)
-    out_nodes = _node_records(torch, graph, io, writer)
     inputs, outputs = _boundary_entries(graph, io, example, results)
     json_path = Path(path)
     doc = {

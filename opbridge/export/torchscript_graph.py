@@ -43,6 +43,21 @@ def _no_mha_fastpath(torch: Any) -> Iterator[None]:
         mha.set_fastpath_enabled(before)
 
 
+@contextlib.contextmanager
+def buffers_kept(torch: Any, module: Any) -> Iterator[None]:
+    """Undo the writes a run of forward() makes into the module's buffers (tracing runs it
+    once, the exporter once more): the traced and frozen modules share them, and both the
+    file and the user's module must hold them as they were before export."""
+    buffers = list(module.buffers()) if isinstance(module, torch.nn.Module) else []
+    before = [b.detach().clone() for b in buffers]
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for b, saved in zip(buffers, before):
+                b.copy_(saved)
+
+
 def frozen_graph(torch: Any, module: Any, example: tuple[Any, ...], mode: str,
                   optimize: bool) -> tuple[Any, Any, str]:
     """(callable, inlined graph, mode actually used) for a module, ScriptModule or function."""
@@ -57,7 +72,7 @@ def frozen_graph(torch: Any, module: Any, example: tuple[Any, ...], mode: str,
         used = "trace"
         if hasattr(module, "eval"):
             module = module.eval()
-        with _no_mha_fastpath(torch), torch.no_grad():
+        with _no_mha_fastpath(torch), torch.no_grad(), buffers_kept(torch, module):
             scripted = torch.jit.trace(module, example, check_trace=False)
     else:
         raise TorchExportError(f"export mode {mode!r}: use 'trace' or 'script'")

@@ -136,3 +136,17 @@ def upsample(node: OriginNode, g: MapContext) -> Any:
     else:
         raise g.error("neither output_size nor scale_factors is given")
     return g.op("Resize", [x], **attrs)
+
+
+@ts_mapping("tensor", "as_tensor", "scalar_tensor")
+def tensor(node: OriginNode, g: MapContext) -> Any:
+    """``torch.tensor(data, dtype, device, requires_grad)`` of a value known while converting;
+    Python floats become float32 (torch's default dtype), ints int64, bools bool."""
+    a = Args(node, g)
+    data = a.py(0, what="data")
+    arr = np.asarray(data)
+    if arr.dtype.kind == "f" and not isinstance(data, np.ndarray):
+        arr = arr.astype(np.float32)
+    dt = ir_dtype(g, a.py(1)) if not a.is_none(1) else None
+    out = g.constant(arr)
+    return cast(g, out, dt) if dt is not None else out
