@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ModelFormatError, OpbridgeError
-from .torchscript_graph import (TorchExportError, bind_absent_optionals, buffers_kept, frozen_graph,
-                               type_str)
+from .torchscript_graph import TorchExportError, bind_absent_optionals, buffers_kept, frozen_graph, type_str
 
 FORMAT = "opbridge.torchscript-json"
 FORMAT_VERSION = 1
