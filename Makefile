@@ -12,8 +12,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[test]"
 	@# torch is optional: install the pinned CPU build only where its wheel is on this machine,
 	@# so that no machine ever downloads the CUDA build. Without it, torch tests skip.
+	@# torchvision (the release made for torch 2.13) goes without dependencies, for the same reason.
 	@if ls /opt/wheels/torch-2.13.0* >/dev/null 2>&1; then \
 		$(PY) -m pip install -q "torch==2.13.0" || echo "torch install failed; torch tests will skip"; \
+		$(PY) -m pip install -q --no-deps "torchvision==0.28.0" pillow \
+			|| echo "torchvision install failed; torchvision model tests will skip"; \
 	else echo "no local torch wheel; torch tests will skip"; fi
 	touch $(STAMP)
 

@@ -99,3 +99,20 @@ def vector_norm(node: OriginNode, g: MapContext) -> Any:
     if p == float("inf"):
         return g.op("ReduceMax", [g.op("Abs", [x])], axes=axes, keepdims=int(keep))
     raise g.unsupported(f"a vector norm of order {p}", hint="orders 1, 2 and inf are supported")
+
+
+@ts_mapping("rms_norm")
+def rms_norm(node: OriginNode, g: MapContext) -> Any:
+    """``x / sqrt(mean(x², normalized dims) + eps) * weight``; eps None is the dtype's epsilon,
+    as torch.nn.functional.rms_norm takes it."""
+    # (input, normalized_shape, weight?, eps?)
+    a = Args(node, g)
+    x = a.tensor(0)
+    shape = a.ints(1)
+    np_dtype = to_numpy_dtype(x.dtype)
+    eps = a.py(3) if not a.is_none(3) else float(np.finfo(np_dtype).eps)
+    axes = list(range(len(x.shape) - len(shape), len(x.shape)))
+    ms = g.op("ReduceMean", [g.op("Mul", [x, x])], axes=axes, keepdims=1)
+    inv = g.op("Reciprocal", [g.op("Sqrt", [g.op("Add", [ms, g.constant(np.asarray(eps, np_dtype))])])])
+    y = g.op("Mul", [x, inv])
+    return y if a.is_none(2) else g.op("Mul", [y, a.tensor(2)])

@@ -1,0 +1,99 @@
+"""Every torchvision classification model (random weights) through export_torchscript -> convert
+-> interpret, matching torch within 1e-4 relative; the aten kinds each one uses that opbridge
+does not map are listed here (UNSUPPORTED), and the list is checked both ways.
+
+A sample of small models (and Swin-T / Swin-V2-T) runs by default; the rest are marked slow."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from opbridge.mappers import DEFAULT_MAPPINGS
+from opbridge.parsers.origin import Framework
+from tests.conftest import requires_torch
+
+from ._torchvision import HAVE_TORCHVISION, SKIP_REASON, import_torchvision
+from .helpers import RTOL, assert_close
+
+pytestmark = [requires_torch, pytest.mark.skipif(not HAVE_TORCHVISION, reason=SKIP_REASON)]
+
+#: aten/prim kinds a torchvision model uses that opbridge does not map (empty: all convert).
+UNSUPPORTED: dict[str, set[str]] = {}
+
+#: Run by default: small models covering the families' distinct ops (depthwise/SE/hardswish,
+#: channel shuffle, fire modules, inception branches, stochastic depth, RegNet's groups).
+DEFAULT = ("resnet18", "mobilenet_v3_small", "squeezenet1_1", "shufflenet_v2_x0_5", "mnasnet0_5",
+           "efficientnet_b0", "regnet_y_400mf", "googlenet")
+#: The done-means of the in-place work: shifted windows written with fill_ into slices, roll.
+SWIN = ("swin_t", "swin_v2_t")
+
+
+def _all_models() -> list[str]:
+    if not HAVE_TORCHVISION:
+        return []
+    tv = import_torchvision()
+    return sorted(tv.models.list_models(module=tv.models))
+
+
+def _params() -> list[object]:
+    out: list[object] = []
+    for name in _all_models():
+        if name in SWIN:
+            continue
+        marks = () if name in DEFAULT else (pytest.mark.slow,)
+        out.append(pytest.param(name, marks=marks, id=name))
+    return out
+
+
+def _mapped() -> set[str]:
+    return {e.key_text for e in DEFAULT_MAPPINGS.entries(Framework.TORCHSCRIPT)}
+
+
+def _run(name: str, tmp_path: Path) -> None:
+    """Export ``name`` with random weights, check its kinds against UNSUPPORTED, and when all are
+    mapped convert, interpret and compare with torch."""
+    import torch
+
+    import opbridge as ob
+    from opbridge.export.torchscript import export_torchscript
+
+    tv = import_torchvision()
+    torch.manual_seed(0)
+    model = tv.models.get_model(name, weights=None).eval()
+    size = 299 if name == "inception_v3" else 224  # Inception's stem needs 75+; 299 is its own
+    x = torch.randn(1, 3, size, size)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        path = export_torchscript(model, (x,), tmp_path / f"{name}.ts.json")
+    kinds = {n["kind"] for n in json.loads(path.read_text())["nodes"]}
+    assert kinds - _mapped() == UNSUPPORTED.get(name, set()), "update UNSUPPORTED"
+    if UNSUPPORTED.get(name):
+        return
+    with torch.no_grad():
+        ref = model(x)
+    ref = (ref.logits if hasattr(ref, "logits") else ref).numpy()
+    graph = ob.convert(str(path))
+    got = list(ob.interpret(graph, {graph.inputs[0].name: x.numpy()}).values())
+    assert len(got) == 1
+    assert_close(np.asarray(got[0]), ref, RTOL, what=name)
+
+
+@pytest.mark.parametrize("name", SWIN)
+def test_swin_matches_torch(name: str, tmp_path: Path) -> None:
+    _run(name, tmp_path)
+
+
+@pytest.mark.parametrize("name", _params())
+def test_classification_model_matches_torch(name: str, tmp_path: Path) -> None:
+    _run(name, tmp_path)
+
+
+def test_every_listed_model_exists() -> None:
+    names = set(_all_models())
+    assert set(DEFAULT) | set(SWIN) | set(UNSUPPORTED) <= names
+    assert len(names) >= 80  # torchvision 0.28 has 80 classification models
