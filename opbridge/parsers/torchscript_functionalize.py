@@ -26,6 +26,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field, replace
 
+from ..errors import UnsupportedOpError
 from .origin import OriginNode
 
 #: aten kinds whose output aliases their first argument.
@@ -35,6 +36,11 @@ VIEW_KINDS = frozenset({
     "numpy_T", "squeeze", "unsqueeze", "expand", "expand_as", "broadcast_to", "detach", "alias",
     "contiguous", "diagonal", "movedim", "moveaxis", "unfold", "as_strided", "lift_fresh",
 })
+
+#: aten kinds whose several outputs are views of pieces of their first argument. A write into a
+#: piece is not carried back to the base (the pieces' extents need shapes); reading the base
+#: after such a write is refused rather than computed wrong.
+_PIECE_KINDS = frozenset({"chunk", "split", "split_with_sizes", "unbind", "tensor_split"})
 
 #: In-place kinds that do not follow the ``name_`` spelling (``x |= m``).
 _DUNDER_INPLACE = frozenset({"__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__"})
@@ -76,6 +82,10 @@ class _Functionalizer:
     current: dict[str, str] = field(default_factory=dict)
     writes: dict[str, int] = field(default_factory=dict)
     remade: dict[tuple[str, int], str] = field(default_factory=dict)
+    #: piece (an output of a _PIECE_KINDS node) -> the root it was cut from; and the roots a
+    #: write into one of their pieces made unreadable -> that write's node name
+    pieces: dict[str, str] = field(default_factory=dict)
+    unreadable: dict[str, str] = field(default_factory=dict)
     counter: itertools.count = field(default_factory=itertools.count)
 
     def fresh(self, base: str) -> str:
@@ -103,6 +113,12 @@ class _Functionalizer:
     def resolve(self, name: str) -> str:
         """The name that holds ``name``'s value as it is now (after every earlier write)."""
         a = self.info(name)
+        if a.root in self.unreadable:
+            raise UnsupportedOpError(
+                f"'{name}' is read after node '{self.unreadable[a.root]}' wrote into a piece of it "
+                "(from chunk/split/unbind); opbridge does not carry such writes back",
+                hint="write through slices (x[:, :k]) instead of chunk/split pieces",
+                framework="torchscript", node=self.unreadable[a.root])
         now = self.writes.get(a.root, 0)
         if a.version == now:
             return name
@@ -125,11 +141,16 @@ class _Functionalizer:
             self.alias[node.outputs[0]] = _Alias(src.root, (*src.chain, node), src.version)
         elif is_inplace(node):
             self.write(node)
+        elif node.domain == "aten" and node.op_type in _PIECE_KINDS:
+            root = self.info(node.inputs[0]).root
+            self.pieces.update((out, root) for out in node.outputs)
 
     def write(self, node: OriginNode) -> None:
         """``node`` computed the new value of its first argument: make it the root's newest."""
         target = self.info(node.inputs[0])
         root, new_value = target.root, node.outputs[0]
+        if root in self.pieces:
+            self.unreadable[self.pieces[root]] = node.name
         if target.chain:
             base = self.current.get(root, root)
             where = f"{node.name}/write_back"

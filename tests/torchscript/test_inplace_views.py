@@ -184,3 +184,29 @@ def test_scatter_kinds() -> None:
         return a, b, c, d, e
 
     check(fn, torch.randn(3, 4), torch.randn(2, 3), torch.randn(3, 2))
+
+
+def test_write_into_a_chunk_then_reading_the_base_is_refused() -> None:
+    import torch
+
+    from opbridge.errors import UnsupportedOpError
+
+    def fn(x: Any) -> Any:
+        y = x.clone()
+        a, b = y.chunk(2)
+        a.add_(1.0)
+        return a + b, y * 1.0
+
+    with pytest.raises(UnsupportedOpError, match=r"read after node .*add_.* piece of it"):
+        check(fn, torch.randn(4, 3))
+
+
+def test_write_into_a_chunk_read_through_the_pieces_only() -> None:
+    import torch
+
+    def fn(x: Any) -> Any:
+        a, b = (x * 1.0).chunk(2)
+        a.add_(1.0)
+        return a + b
+
+    check(fn, torch.randn(4, 3))
