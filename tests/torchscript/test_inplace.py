@@ -20,7 +20,10 @@ _METHODS: dict[str, tuple[Any, ...]] = {
     "square_": (), "tan_": (), "tanh_": (), "relu_": (), "add_": (1.5,), "sub_": (0.5,),
     "mul_": (2.0,), "div_": (4.0,), "pow_": (2,), "clamp_": (-0.5, 0.5), "clip_": (-0.5, 0.5),
     "clamp_min_": (0.1,), "clamp_max_": (0.1,), "unsqueeze_": (0,), "squeeze_": (),
-    "exp_": (),
+    "exp_": (), "eq_": (0.5,), "ne_": (0.5,), "lt_": (0.0,), "le_": (0.0,), "gt_": (0.0,),
+    "ge_": (0.0,), "greater_": (0.1,), "less_": (0.1,), "divide_": (3.0,), "true_divide_": (3.0,),
+    "multiply_": (-2.0,), "floor_divide_": (0.5,), "remainder_": (0.7,), "fmod_": (0.7,),
+    "cumsum_": (2,), "tril_": (), "triu_": (1,),
 }
 
 #: torch.nn.functional activations with inplace=True.

@@ -210,3 +210,19 @@ def test_write_into_a_chunk_read_through_the_pieces_only() -> None:
         return a + b
 
     check(fn, torch.randn(4, 3))
+
+
+def test_matmul_accumulated_into_a_slice() -> None:
+    import torch
+
+    def fn(x: Any, a: Any, b: Any, c: Any) -> Any:
+        y = x.clone()
+        y[1:3].addmm_(a, b, beta=0.5, alpha=2.0)
+        z = x.clone().unsqueeze(0)
+        z.baddbmm_(c[None], b[None])
+        w = x.clone()
+        w[:, 1:].addbmm_(c[None], b[None, :, :4])
+        return y, z, w
+
+    torch.manual_seed(9)
+    check(fn, torch.randn(4, 5), torch.randn(2, 3), torch.randn(3, 5), torch.randn(4, 3))

@@ -12,6 +12,7 @@ a constant while converting.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -232,3 +233,30 @@ def _roll_axis(g: MapContext, x: Value, shift: int, axis: int, size: int) -> Val
     tail = g.op("Slice", [x], starts=[size - shift], ends=[size], axes=[axis], steps=[1])
     head = g.op("Slice", [x], starts=[0], ends=[size - shift], axes=[axis], steps=[1])
     return g.op("Concat", [tail, head], axis=axis)
+
+
+def _written_into(fn: Any) -> Any:
+    """The in-place form of mapping ``fn``: the same value, in the written tensor's dtype
+    (``mask.eq_(y)`` keeps mask's dtype; the parser carries the write)."""
+
+    def mapped(node: OriginNode, g: MapContext) -> Any:
+        out = fn(replace(node, op_type=node.op_type[:-1]), g)
+        return cast(g, out, Args(node, g).tensor(0).dtype)
+
+    mapped.__doc__ = f"In-place form of {fn.__module__}.{fn.__name__}."
+    return mapped
+
+
+def _register_written_into() -> None:
+    from . import elementwise, matmul, tensor
+
+    forms = {elementwise.compare: ("eq", "ne", "lt", "le", "gt", "ge", "greater", "less"),
+             elementwise.div: ("divide", "true_divide"), elementwise.mul: ("multiply",),
+             elementwise.floor_divide: ("floor_divide",), elementwise.remainder: ("remainder", "fmod"),
+             matmul.addmm: ("addmm", "baddbmm", "addbmm"), tensor.cumsum: ("cumsum",),
+             tensor.trilu: ("tril", "triu")}
+    for fn, kinds in forms.items():
+        ts_mapping(*(k + "_" for k in kinds))(_written_into(fn))
+
+
+_register_written_into()
