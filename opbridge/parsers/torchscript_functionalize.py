@@ -144,6 +144,9 @@ class _Functionalizer:
         elif node.domain == "aten" and node.op_type in _PIECE_KINDS:
             root = self.info(node.inputs[0]).root
             self.pieces.update((out, root) for out in node.outputs)
+        elif node.op_type in ("__getitem__", "ListUnpack") and node.inputs[0] in self.pieces:
+            # a piece taken out of the Tensor[] a split returned
+            self.pieces.update((out, self.pieces[node.inputs[0]]) for out in node.outputs)
 
     def write(self, node: OriginNode) -> None:
         """``node`` computed the new value of its first argument: make it the root's newest."""

@@ -226,3 +226,19 @@ def test_matmul_accumulated_into_a_slice() -> None:
 
     torch.manual_seed(9)
     check(fn, torch.randn(4, 5), torch.randn(2, 3), torch.randn(3, 5), torch.randn(4, 3))
+
+
+def test_write_into_an_unbind_item_then_reading_the_base_is_refused() -> None:
+    import torch
+
+    from opbridge.errors import UnsupportedOpError
+
+    class Items(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = x.clone()
+            rows = y.unbind(0)
+            rows[1].mul_(2.0)
+            return y + 1.0
+
+    with pytest.raises(UnsupportedOpError, match=r"piece of it"):
+        check(Items(), torch.randn(3, 4), mode="script")
