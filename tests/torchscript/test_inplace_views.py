@@ -242,3 +242,33 @@ def test_write_into_an_unbind_item_then_reading_the_base_is_refused() -> None:
 
     with pytest.raises(UnsupportedOpError, match=r"piece of it"):
         check(Items(), torch.randn(3, 4), mode="script")
+
+
+def test_index_writes() -> None:
+    import torch
+
+    idx = torch.tensor([3, 0])
+
+    def fn(x: Any, src: Any, pos: Any) -> Any:
+        cache = torch.zeros(1, 2, 6, 4)
+        cache.index_copy_(2, pos, src)               # transformers' StaticCache update
+        a = x.index_add(0, idx, src[0, 0, :, :3].expand(2, 3), alpha=0.5)
+        b = x.clone()
+        b[1:].index_fill_(1, torch.tensor([2]), -1.0)
+        return cache * 1.0, a, b
+
+    check(fn, torch.randn(5, 3), torch.randn(1, 2, 2, 4), torch.tensor([4, 1]))
+
+
+def test_pointwise_three_operand_kinds() -> None:
+    import torch
+
+    def fn(x: Any, t1: Any, t2: Any) -> Any:
+        y = x.clone()
+        y[:, :2].addcmul_(t1[:, :2], t2[:, :2], value=0.5)
+        z = torch.addcdiv(x, t1, t2.abs() + 1.0, value=-2.0)
+        w = x.clone()
+        w.lerp_(t1, 0.25)
+        return y, z, w, torch.lerp(x, t1, t2.sigmoid())
+
+    check(fn, torch.randn(3, 4), torch.randn(3, 4), torch.randn(3, 4))

@@ -313,3 +313,21 @@ def rsqrt(node: OriginNode, g: MapContext) -> Any:
 def square(node: OriginNode, g: MapContext) -> Any:
     x = Args(node, g).tensor(0)
     return g.op("Mul", [x, x])
+
+
+@ts_mapping(*with_inplace("addcmul", "addcdiv", "lerp"))
+def pointwise3(node: OriginNode, g: MapContext) -> Any:
+    """``addcmul(x, t1, t2, value)`` = x + value·t1·t2, ``addcdiv`` = x + value·t1/t2,
+    ``lerp(x, end, weight)`` = x + weight·(end − x); float tensors of one dtype."""
+    a = Args(node, g)
+    x = a.tensor(0)
+    kind = node.op_type.rstrip("_")
+    t1 = cast(g, a.tensor(1), x.dtype)
+    if kind == "lerp":
+        w = cast(g, a.tensor(2), x.dtype) if a.is_tensor(2) else a.tensor(2, like=x)
+        return g.op("Add", [x, g.op("Mul", [w, g.op("Sub", [t1, x])])])
+    t2 = cast(g, a.tensor(2), x.dtype)
+    y = g.op("Mul" if kind == "addcmul" else "Div", [t1, t2])
+    if not a.is_none(3) and a.py(3) != 1:
+        y = g.op("Mul", [y, a.tensor(3, like=x)])
+    return g.op("Add", [x, y])

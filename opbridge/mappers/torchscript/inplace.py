@@ -145,6 +145,26 @@ def index_put(node: OriginNode, g: MapContext) -> Any:
     return write_at(g, x, where, values, reduction)
 
 
+@ts_mapping("index_copy", "index_copy_", "index_add", "index_add_", "index_fill", "index_fill_")
+def index_write(node: OriginNode, g: MapContext) -> Any:
+    """``x.index_copy_(dim, index, source)`` (transformers' StaticCache writes its keys so),
+    ``index_add_(dim, index, source, alpha)``, ``index_fill_(dim, index, value)``."""
+    a = Args(node, g)
+    x = a.tensor(0)
+    axis = norm_axis(g, a.int(1), len(x.shape))
+    index = cast(g, a.tensor(2, what="index"), "i64")
+    if len(index.shape) == 0:
+        index = g.op("Unsqueeze", [index], axes=[0])
+    where = g.op("Gather", [positions_of(g, x), index], axis=axis)
+    kind = node.op_type.rstrip("_")
+    if kind == "index_fill":
+        return write_at(g, x, where, a.tensor(3, what="value", like=None if a.is_tensor(3) else x))
+    src = a.tensor(3, what="source")
+    if kind == "index_add" and not a.is_none(4) and a.py(4) != 1:
+        src = g.op("Mul", [cast(g, src, x.dtype), a.tensor(4, like=x)])
+    return write_at(g, x, where, src, "add" if kind == "index_add" else "none")
+
+
 @ts_mapping("slice_scatter")
 def slice_scatter(node: OriginNode, g: MapContext) -> Any:
     # (self, src, dim=0, start=None, end=None, step=1)
