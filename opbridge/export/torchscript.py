@@ -404,13 +404,13 @@ def export_torchscript(
     example = _example_tuple(torch, example_inputs)
     with buffers_kept(torch, module):
         scripted, graph, used = frozen_graph(torch, module, example, mode, optimize)
-        io = _graph_io(torch, graph, scripted, len(example), input_names)
-        writer = _Writer(torch)
-        # before running the module: a buffer forward() writes into is written as it was
-        out_nodes = _node_records(torch, graph, io, writer)
-        with torch.no_grad():
+        # the buffers forward() writes into are written to the file as they were before this run
+        with torch.no_grad(), buffers_kept(torch, scripted):
             result = scripted(*example)
     results = _flatten(result, torch)
+    io = _graph_io(torch, graph, scripted, len(example), input_names)
+    writer = _Writer(torch)
+    out_nodes = _node_records(torch, graph, io, writer)
     inputs, outputs = _boundary_entries(graph, io, example, results)
     json_path = Path(path)
     doc = {
