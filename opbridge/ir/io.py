@@ -2,7 +2,9 @@
 
 Layout: safetensors metadata ``{"format": "opbridge.obir", "format_version": "2",
 "graph": <JSON>}``; one tensor per constant (keyed by value name) and per tensor-typed
-attribute (keyed ``attr/<node>/<param>``). bf16 tensors are stored as their u16 bit patterns.
+attribute (keyed ``attr/<node>/<param>``). bf16 tensors are stored as their u16 bit patterns,
+the low-precision types (float8, float4, int4, int2: one element a byte in memory) as their
+u8 bytes; the IR dtype in the JSON says how to read them back, bit for bit.
 No pickle anywhere. The JSON is read with the op definitions, so attribute types come
 from one schema only.
 
@@ -27,10 +29,11 @@ import numpy as np
 from ..errors import GraphError, ModelFormatError, OpbridgeError, UnsupportedOpError
 from .graph import Graph, Node, Origin, Value
 from .opdef import DEFAULT_OPS, OpRegistry, check_placement
-from .types import check_shape, is_dtype, to_numpy_dtype
+from .types import LOWP_DTYPES, check_shape, is_dtype, to_numpy_dtype
 
 FORMAT = "opbridge.obir"
 FORMAT_VERSION = 2
+_LOWP_NUMPY = frozenset(to_numpy_dtype(d) for d in LOWP_DTYPES)
 
 
 def _to_storable(arr: np.ndarray) -> np.ndarray:
@@ -38,6 +41,8 @@ def _to_storable(arr: np.ndarray) -> np.ndarray:
     out = np.ascontiguousarray(arr).reshape(np.shape(arr))
     if out.dtype.name == "bfloat16":
         return out.view(np.uint16)
+    if out.dtype in _LOWP_NUMPY:
+        return out.view(np.uint8)
     return out
 
 

@@ -1,6 +1,22 @@
 """Element types and shapes of IR values.
 
-A dtype is a short string (``"f32"``); :data:`DTYPES` lists them. A shape is a tuple
+A dtype is a short string (``"f32"``); :data:`DTYPES` lists them. The low-precision types
+(:data:`LOWP_DTYPES`) are ml_dtypes' (one element per byte in memory) under ONNX's names:
+
+=============  ====================  =============================
+IR dtype       ml_dtypes             ONNX TensorProto
+=============  ====================  =============================
+``f8e4m3fn``   ``float8_e4m3fn``     ``FLOAT8E4M3FN`` (17)
+``f8e4m3fnuz`` ``float8_e4m3fnuz``   ``FLOAT8E4M3FNUZ`` (18)
+``f8e5m2``     ``float8_e5m2``       ``FLOAT8E5M2`` (19)
+``f8e5m2fnuz`` ``float8_e5m2fnuz``   ``FLOAT8E5M2FNUZ`` (20)
+``u4``         ``uint4``             ``UINT4`` (21)
+``i4``         ``int4``              ``INT4`` (22)
+``f4e2m1``     ``float4_e2m1fn``     ``FLOAT4E2M1`` (23)
+``f8e8m0``     ``float8_e8m0fnu``    ``FLOAT8E8M0`` (24)
+``u2``         ``uint2``             ``UINT2`` (25)
+``i2``         ``int2``              ``INT2`` (26)
+=============  ====================  ============================= A shape is a tuple
 whose entries are ints, or strings for symbolic dims in a parsed model that has not
 had its input shapes fixed yet.
 """
@@ -34,12 +50,27 @@ _NUMPY: dict[str, np.dtype] = {
     "i64": np.dtype(np.int64),
     "u64": np.dtype(np.uint64),
     "bool": np.dtype(np.bool_),
+    "f8e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
+    "f8e4m3fnuz": np.dtype(ml_dtypes.float8_e4m3fnuz),
+    "f8e5m2": np.dtype(ml_dtypes.float8_e5m2),
+    "f8e5m2fnuz": np.dtype(ml_dtypes.float8_e5m2fnuz),
+    "f8e8m0": np.dtype(ml_dtypes.float8_e8m0fnu),
+    "f4e2m1": np.dtype(ml_dtypes.float4_e2m1fn),
+    "i4": np.dtype(ml_dtypes.int4),
+    "u4": np.dtype(ml_dtypes.uint4),
+    "i2": np.dtype(ml_dtypes.int2),
+    "u2": np.dtype(ml_dtypes.uint2),
 }
 DTYPES: tuple[str, ...] = tuple(_NUMPY)
 FLOAT_DTYPES = ("f32", "f16", "bf16", "f64")
 INT_DTYPES = ("i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64")
 NUMERIC_DTYPES = FLOAT_DTYPES + INT_DTYPES
 ALL_DTYPES = NUMERIC_DTYPES + ("bool",)
+#: Low-precision storage types: Cast, CastLike, QuantizeLinear/DequantizeLinear and data
+#: movement take them; arithmetic does not (cast to a wider type first).
+LOWP_FLOAT_DTYPES = ("f8e4m3fn", "f8e4m3fnuz", "f8e5m2", "f8e5m2fnuz", "f8e8m0", "f4e2m1")
+LOWP_INT_DTYPES = ("i4", "u4", "i2", "u2")
+LOWP_DTYPES = LOWP_FLOAT_DTYPES + LOWP_INT_DTYPES
 
 _FROM_NUMPY = {v: k for k, v in _NUMPY.items()}
 

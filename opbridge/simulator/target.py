@@ -35,7 +35,11 @@ from ..errors import ModelFormatError, SimulatorError
 MAX_LMEM_TOTAL = 1 << 31
 
 _ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8, "i8": 1, "u8": 1, "i16": 2, "u16": 2,
-             "i32": 4, "u32": 4, "i64": 8, "u64": 8, "bool": 1}
+             "i32": 4, "u32": 4, "i64": 8, "u64": 8, "bool": 1,
+             # the low-precision types sit one element a byte in memory, as ml_dtypes holds them
+             # (int4/float4 pairs are not packed, so DDR and local memory sizes are upper bounds)
+             "f8e4m3fn": 1, "f8e4m3fnuz": 1, "f8e5m2": 1, "f8e5m2fnuz": 1, "f8e8m0": 1,
+             "f4e2m1": 1, "i4": 1, "u4": 1, "i2": 1, "u2": 1}
 
 
 @dataclass

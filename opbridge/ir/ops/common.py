@@ -15,6 +15,8 @@ UNSIGNED = ("u8", "u16", "u32", "u64")
 INTS = SIGNED + UNSIGNED
 NUMERIC = FLOATS + INTS
 ALL = NUMERIC + ("bool",)
+#: Low-precision storage types (float8, float4, int4, int2; see ir/types.py).
+LOWP = ("f8e4m3fn", "f8e4m3fnuz", "f8e5m2", "f8e5m2fnuz", "f8e8m0", "f4e2m1", "i4", "u4", "i2", "u2")
 
 
 def broadcast_shapes(shapes: Sequence[Shape], where: str = "") -> Shape:

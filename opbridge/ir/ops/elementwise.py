@@ -6,12 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from ..opdef import ShapeContext, define_op
 from ..types import to_numpy_dtype
 from .activation import erf, via_f32, widen
-from .common import ALL, FLOATS, INTS, NUMERIC, SIGNED, broadcast_fn, same_shape
+from .common import ALL, FLOATS, INTS, LOWP, NUMERIC, SIGNED, broadcast_fn, same_shape
 
 # -- unary ---------------------------------------------------------------------------------
 # (op, input name, output name, dtypes, numpy function, doc); f16/bf16 computed in f32.
@@ -54,7 +55,7 @@ for _name, _in, _out, _types, _fn, _doc in _UNARY:
     define_op("Identity")
     .doc("the input, unchanged")
     .input("input", "T").output("output", "T")
-    .type_param("T", ALL)
+    .type_param("T", ALL + LOWP)
     .shape_fn(same_shape)
     .compute(lambda x: x)
 )
@@ -220,12 +221,54 @@ for _name, _out, _types, _fold_fn, _mean, _doc in _VARIADIC:
 
 
 # -- casts ---------------------------------------------------------------------------------
-def cast_array(x: np.ndarray, to: np.dtype) -> np.ndarray:
+#: float8 types whose Cast-19+ ``saturate=1`` clamps finite and infinite values to +-max
+#: (https://onnx.ai/onnx/operators/onnx__Cast.html, "saturate" table); NaN stays NaN.
+_SATURATING = tuple(
+    np.dtype(t) for t in (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3fnuz,
+                          ml_dtypes.float8_e5m2, ml_dtypes.float8_e5m2fnuz)
+)
+_E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu)
+ROUND_MODES = ("up", "down", "nearest")
+
+
+def _to_e8m0(x: np.ndarray, saturate: bool, round_mode: str) -> np.ndarray:
+    """float8 e8m0 (a bare exponent, 2**(e-127); code 0xFF is NaN) from the float32 bits of x.
+
+    ONNX Cast-24: the sign is dropped; inf and NaN give NaN; a non-zero mantissa rounds the
+    exponent up ("up"), not at all ("down"), or up from half of it ("nearest"; a subnormal's
+    exact half stays down). With saturate, rounding never carries the largest exponent into NaN."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    exp = ((bits >> 23) & 0xFF).astype(np.uint16)
+    frac = bits & 0x7FFFFF
+    special = exp == 0xFF
+    if round_mode == "up":
+        up = frac != 0
+    elif round_mode == "nearest":
+        up = ((frac & 0x400000) != 0) & (((frac & 0x3FFFFF) != 0) | (exp > 0))
+    else:
+        up = np.zeros(exp.shape, dtype=bool)
+    up &= ~special
+    if saturate:
+        up &= exp != 0xFE
+    out = np.where(special, 0xFF, exp + up).astype(np.uint8)
+    return out.view(_E8M0)
+
+
+def cast_array(x: np.ndarray, to: np.dtype, saturate: int = 1, round_mode: str = "up") -> np.ndarray:
     """ONNX Cast: float->int truncates toward zero, int->int wraps, to bool is x != 0
-    (nan -> True), float narrowing rounds to nearest even and overflows to inf."""
+    (nan -> True), float narrowing rounds to nearest even and overflows to inf. To float8
+    with ``saturate`` (Cast-19+), out-of-range values (inf included) clamp to +-max; without
+    it they follow the type (inf, or NaN where it has no inf). float4 and int4/int2 follow
+    ml_dtypes' conversions, as onnx.reference does; e8m0 takes ``round_mode`` (Cast-24)."""
     with np.errstate(all="ignore"):
         if to == np.bool_:
-            return x != 0
+            return np.asarray(x.astype(np.float32) != 0 if x.dtype.kind == "V" else x != 0)
+        if to == _E8M0:
+            return _to_e8m0(x, bool(saturate), round_mode)
+        if saturate and to in _SATURATING:
+            fmax = float(ml_dtypes.finfo(to).max)
+            wide = x if x.dtype.kind == "f" and x.dtype.itemsize >= 2 else x.astype(np.float32)
+            return np.clip(wide, -fmax, fmax).astype(to)
         return x.astype(to)
 
 
@@ -233,21 +276,30 @@ def _cast_shape(ctx: ShapeContext) -> Any:
     return ctx.input_shape(0), ctx.attr("to")
 
 
+def _cast_params(op: Any) -> Any:
+    return (op.param("saturate", "int", 1, allowed=(0, 1),
+                     doc="to float8: clamp out-of-range values to +-max (1) or not (0)")
+            .param("round_mode", "str", "up", allowed=ROUND_MODES,
+                   doc="to float8 e8m0: how a mantissa rounds the exponent"))
+
+
 (
-    define_op("Cast")
-    .doc("converts to dtype 'to' (ONNX Cast rules)")
-    .input("input", "T1").output("output", "T2")
-    .param("to", "dtype", doc="the output dtype")
-    .type_param("T1", ALL).type_param("T2", ALL)
+    _cast_params(
+        define_op("Cast")
+        .doc("converts to dtype 'to' (ONNX Cast rules)")
+        .input("input", "T1").output("output", "T2")
+        .param("to", "dtype", doc="the output dtype"))
+    .type_param("T1", ALL + LOWP).type_param("T2", ALL + LOWP)
     .shape_fn(_cast_shape)
-    .compute(lambda x, to: cast_array(x, to_numpy_dtype(to)))
+    .compute(lambda x, to, saturate, round_mode: cast_array(x, to_numpy_dtype(to), saturate, round_mode))
 )
 
 (
-    define_op("CastLike")
-    .doc("converts 'input' to the dtype of 'target_type' (ONNX Cast rules)")
-    .input("input", "T1").input("target_type", "T2").output("output", "T2")
-    .type_param("T1", ALL).type_param("T2", ALL)
+    _cast_params(
+        define_op("CastLike")
+        .doc("converts 'input' to the dtype of 'target_type' (ONNX Cast rules)")
+        .input("input", "T1").input("target_type", "T2").output("output", "T2"))
+    .type_param("T1", ALL + LOWP).type_param("T2", ALL + LOWP)
     .shape_fn(lambda ctx: (ctx.input_shape(0), ctx.input_dtype(1)))
-    .compute(lambda x, target: cast_array(x, target.dtype))
+    .compute(lambda x, target, saturate, round_mode: cast_array(x, target.dtype, saturate, round_mode))
 )

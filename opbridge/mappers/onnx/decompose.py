@@ -5,7 +5,8 @@ implement (the since-versions of ``onnx.defs``); a mapping onto a dedicated IR o
 one with ``override=True``. Each follows the ONNX spec:
 
 - QuantizeLinear-10/13/19/21: ``saturate(rint(x / y_scale) + y_zero_point)``, per tensor,
-  per axis or per block; integer targets (u8, i8, u16, i16).
+  per axis or per block, to u8, i8, u16, i16, u4, i4, u2, i2; to float8 ``x / y_scale`` cast
+  (``saturate``), to float4 ``x / y_scale + y_zero_point`` cast; ``precision`` (23+).
 - DequantizeLinear-10/13/19/21/23: ``(x - x_zero_point) * x_scale``.
 - DFT-17/20: products with constant cos/sin matrices (zero-padding, onesided, inverse, irfft).
 - CumProd-26: running products along an axis (exclusive, reverse), unrolled over that axis.
@@ -22,7 +23,7 @@ import numpy as np
 from onnx import helper
 
 from ...ir.graph import Value
-from ...ir.types import from_numpy_dtype
+from ...ir.types import from_numpy_dtype, to_numpy_dtype
 from ...parsers.origin import Framework, OriginNode
 from ..context import MapContext
 from ..registry import MapFn, mapping
@@ -41,7 +42,12 @@ def versions(op_type: str, *since: int) -> Callable[[MapFn], MapFn]:
     return deco
 
 #: Integer quantized types and their saturation ranges.
-_RANGES = {"u8": (0, 255), "i8": (-128, 127), "u16": (0, 65535), "i16": (-32768, 32767)}
+_RANGES = {"u8": (0, 255), "i8": (-128, 127), "u16": (0, 65535), "i16": (-32768, 32767),
+           "u4": (0, 15), "i4": (-8, 7), "u2": (0, 3), "i2": (-2, 1)}
+#: float8 quantized types: ``x / y_scale`` cast (saturating or not), no zero point.
+_FLOAT8 = ("f8e4m3fn", "f8e4m3fnuz", "f8e5m2", "f8e5m2fnuz")
+#: float4 quantized type: ``x / y_scale + y_zero_point`` cast, not rounded first.
+_FLOAT4 = ("f4e2m1",)
 
 
 def _onnx_dtype(elem: int, g: MapContext, attr: str) -> str:
@@ -82,33 +88,68 @@ def _saturate(g: MapContext, y_i32: Value, dtype: str) -> Value:
     return g.op("Cast", [g.op("Clip", [y_i32], min=float(lo), max=float(hi))], to=dtype)
 
 
+def _quant_target(node: OriginNode, g: MapContext, zp: Value | None) -> str:
+    """The quantized type: y_zero_point's, else output_dtype (opset 21+), else u8."""
+    out = int(node.attrs.get("output_dtype") or 0)
+    target = _onnx_dtype(out, g, "output_dtype") if out else None
+    if zp is not None:
+        if target is not None and target != zp.dtype:
+            raise g.error(f"is {target} but y_zero_point is {zp.dtype}; they must agree",
+                          attr="output_dtype")
+        target = zp.dtype
+    target = target or "u8"
+    if target not in _RANGES and target not in _FLOAT8 + _FLOAT4:
+        kinds = ", ".join((*_RANGES, *_FLOAT8, *_FLOAT4))
+        raise g.unsupported(f"quantizing to {target} is not supported (targets: {kinds})")
+    return target
+
+
+def _quant_ratio(node: OriginNode, g: MapContext, x: Value, s: Value) -> Value:
+    """``x / y_scale`` in the 'precision' type (opset 23+) or, when absent, the type numpy
+    gives the pair (as onnx.reference computes it)."""
+    precision = int(node.attrs.get("precision") or 0)
+    if precision:
+        dtype = _onnx_dtype(precision, g, "precision")
+    else:
+        dtype = from_numpy_dtype(np.result_type(to_numpy_dtype(x.dtype), to_numpy_dtype(s.dtype)))
+    return g.op("Div", [_cast(g, x, dtype), _cast(g, s, dtype)])
+
+
 @versions("QuantizeLinear", 10, 13, 19, 21)
 def quantize_linear(node: OriginNode, g: MapContext) -> Any:
+    """Integer targets: ``clip(rint(x / y_scale) + y_zero_point)``; float8: ``x / y_scale`` cast
+    with Cast's ``saturate``; float4: ``x / y_scale + y_zero_point`` cast (onnx.reference)."""
     x, scale, zp = g.input(0), g.input(1), g.input(2)
     if x is None or scale is None:
         raise g.error("inputs x and y_scale are required")
-    if node.attrs.get("precision"):  # 0 (its schema default): y_scale's type
-        raise g.unsupported("the 'precision' attribute is not supported")
-    if zp is not None:
-        target = zp.dtype
-    elif "output_dtype" in node.attrs and node.attrs["output_dtype"]:
-        target = _onnx_dtype(int(node.attrs["output_dtype"]), g, "output_dtype")
-    else:
-        target = "u8"
-    if target not in _RANGES:
-        raise g.unsupported(f"quantizing to {target} is not supported (integer targets: {', '.join(_RANGES)})")
+    target = _quant_target(node, g, zp)
     axis, block = int(node.get_attr("axis", 1)), int(node.get_attr("block_size", 0))
-    if int(node.get_attr("saturate", 1)) != 1:
-        raise g.unsupported("saturate=0 only applies to float8 targets")
-    s = _per_axis(g, _cast(g, scale, x.dtype), x, axis, block, "y_scale")
-    q = g.op("Cast", [g.op("Round", [g.op("Div", [x, s])])], to="i32")
+    ratio = _quant_ratio(node, g, x, _per_axis(g, scale, x, axis, block, "y_scale"))
+    if target in _FLOAT8:
+        return g.op("Cast", [ratio], to=target, saturate=int(node.get_attr("saturate", 1)))
+    if target in _FLOAT4:
+        if zp is not None:
+            ratio = g.op("Add", [ratio, _per_axis(g, _cast(g, zp, ratio.dtype), x, axis, block,
+                                                  "y_zero_point")])
+        return g.op("Cast", [ratio], to=target)
+    q = g.op("Cast", [g.op("Round", [ratio])], to="i32")
     if zp is not None:
         q = g.op("Add", [q, _per_axis(g, _cast(g, zp, "i32"), x, axis, block, "y_zero_point")])
     return _saturate(g, q, target)
 
 
+def _float8_zero_point(g: MapContext, zp: Value) -> None:
+    """A float8 x_zero_point must be zero (the spec); a constant one is checked."""
+    data = g.const(2)
+    if data is not None and np.any(np.asarray(data).astype(np.float32) != 0):
+        raise g.error(f"x_zero_point of {zp.dtype} must be all zeros",
+                      hint="float8 quantization has no zero point; drop it or set it to 0")
+
+
 @versions("DequantizeLinear", 10, 13, 19, 21, 23)
 def dequantize_linear(node: OriginNode, g: MapContext) -> Any:
+    """``(x - x_zero_point) * x_scale``; float8 and float4 inputs have no zero point (the
+    spec's zero, as onnx.reference: a float4 one is not read)."""
     x, scale, zp = g.input(0), g.input(1), g.input(2)
     if x is None or scale is None:
         raise g.error("inputs x and x_scale are required")
@@ -117,7 +158,9 @@ def dequantize_linear(node: OriginNode, g: MapContext) -> Any:
     if node.attrs.get("output_dtype"):
         out = _onnx_dtype(int(node.attrs["output_dtype"]), g, "output_dtype")
     dx = _cast(g, x, "f32")
-    if zp is not None:
+    if zp is not None and x.dtype in _FLOAT8:
+        _float8_zero_point(g, zp)
+    elif zp is not None and x.dtype not in _FLOAT4:
         if zp.dtype != x.dtype:
             raise g.error(f"x_zero_point is {zp.dtype} but x is {x.dtype}; they must agree")
         dx = g.op("Sub", [dx, _per_axis(g, _cast(g, zp, "f32"), x, axis, block, "x_zero_point")])

@@ -148,13 +148,15 @@ for _op in ("Sum", "Mean", "Max", "Min"):
 # -- Cast ----------------------------------------------------------------------------------
 #: TensorProto.DataType -> IR dtype, for the types the IR has.
 ONNX_DTYPES = {1: "f32", 2: "u8", 3: "i8", 4: "u16", 5: "i16", 6: "i32", 7: "i64", 9: "bool",
-               10: "f16", 11: "f64", 12: "u32", 13: "u64", 16: "bf16"}
+               10: "f16", 11: "f64", 12: "u32", 13: "u64", 16: "bf16",
+               17: "f8e4m3fn", 18: "f8e4m3fnuz", 19: "f8e5m2", 20: "f8e5m2fnuz", 21: "u4", 22: "i4",
+               23: "f4e2m1", 24: "f8e8m0", 25: "u2", 26: "i2"}
 #: Cast-1's string names of the same types.
 ONNX_DTYPE_NAMES = {"FLOAT": 1, "UINT8": 2, "INT8": 3, "UINT16": 4, "INT16": 5, "INT32": 6,
                     "INT64": 7, "BOOL": 9, "FLOAT16": 10, "DOUBLE": 11, "UINT32": 12, "UINT64": 13,
                     "BFLOAT16": 16}
-#: Cast-19+ attributes that only change casts to float8/float4 types, which the IR does not have.
-FLOAT8_ONLY = ("saturate", "round_mode")
+#: Cast-19+ (saturate) and Cast-24+ (round_mode) attributes: they change casts to float8 only.
+FLOAT8_ATTRS = ("saturate", "round_mode")
 
 
 def ir_dtype(g: MapContext, code: Any) -> str:
@@ -183,8 +185,9 @@ def cast_v1(node: OriginNode, g: MapContext) -> Any:
 
 @mapping(ONNX, "Cast", since_opset=6)
 def cast_v6(node: OriginNode, g: MapContext) -> Any:
-    checked_attrs(node, g, ("to",), FLOAT8_ONLY)
-    return g.op("Cast", [required_input(g, 0, "input")], to=ir_dtype(g, node.get_attr("to")))
+    attrs = checked_attrs(node, g, ("to", *FLOAT8_ATTRS))
+    attrs["to"] = ir_dtype(g, attrs.get("to"))
+    return g.op("Cast", [required_input(g, 0, "input")], **attrs)
 
 
-one_to_one("CastLike", 15, ignored=FLOAT8_ONLY, num_inputs=2)
+one_to_one("CastLike", 15, attrs=FLOAT8_ATTRS, num_inputs=2)
