@@ -101,11 +101,12 @@ class ExternalDataLoader:
         info = {e.key: e.value for e in tensor.external_data}
         name = tensor.name
         dtype = _np_dtype(tensor.data_type, f"initializer '{name}'")
-        if dtype is None or dtype.kind in "OUSV" or dtype.itemsize == 0:
+        # ml_dtypes' types (float8, int4, ...) are numpy kind "V"; float6 has no IR dtype
+        if (dtype is None or dtype.kind in "OUS" or dtype.itemsize == 0
+                or tensor.data_type in (TensorProto.FLOAT6E2M3, TensorProto.FLOAT6E3M2)):
             raise UnsupportedOpError(f"[onnx] initializer '{name}': external data of element type "
                                      f"{tensor.data_type} is not supported")
-        if tensor.data_type in (TensorProto.INT4, TensorProto.UINT4, TensorProto.FLOAT4E2M1):
-            raise UnsupportedOpError(f"[onnx] initializer '{name}': packed 4-bit external data is not supported")
+        bits = _PACKED_BITS.get(tensor.data_type)
         path = self.resolve(name, info.get("location", ""))
         try:
             offset = int(info.get("offset", "0"))
@@ -114,7 +115,7 @@ class ExternalDataLoader:
             raise ModelFormatError(f"[onnx] initializer '{name}': external data offset/length are not integers") from None
         dims = _dims(tensor.dims)
         count = _checked_count(dims, f"[onnx] initializer '{name}'")
-        nbytes = count * dtype.itemsize
+        nbytes = -(-count * bits // 8) if bits else count * dtype.itemsize
         size = path.stat().st_size
         if offset < 0 or (length is not None and length < 0):
             raise ModelFormatError(f"[onnx] initializer '{name}': negative external data offset/length")
@@ -127,6 +128,9 @@ class ExternalDataLoader:
                                    hint="the external data file is truncated or does not belong to this model")
         if count == 0:
             return np.empty(dims, dtype)
+        if bits:
+            packed = np.memmap(path, dtype=np.uint8, mode="r", offset=offset, shape=(nbytes,))
+            return unpack_bits(packed, bits, count).reshape(dims).view(dtype)
         arr = np.memmap(path, dtype=dtype.newbyteorder("<"), mode="r", offset=offset, shape=tuple(dims))
         return arr if dtype.byteorder in ("<", "=", "|") else arr.astype(dtype)
 
@@ -154,6 +158,19 @@ class LazyTensors(Mapping[str, np.ndarray]):
 
     def __len__(self) -> int:
         return len(self._protos)
+
+
+#: Element types stored several to a byte (TensorProto's doc: the first element in the low bits).
+_PACKED_BITS = {TensorProto.INT4: 4, TensorProto.UINT4: 4, TensorProto.FLOAT4E2M1: 4,
+                TensorProto.INT2: 2, TensorProto.UINT2: 2}
+
+
+def unpack_bits(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
+    """``count`` elements of ``bits`` bits each, one a byte (u8), from bytes that hold
+    8 / bits of them starting at the low bits."""
+    shifts = np.arange(8 // bits, dtype=np.uint8) * np.uint8(bits)
+    elems = (np.asarray(packed, dtype=np.uint8)[:, None] >> shifts) & np.uint8((1 << bits) - 1)
+    return elems.reshape(-1)[:count]
 
 
 def tensor_to_array(t: TensorProto, loader: ExternalDataLoader | None = None) -> np.ndarray:

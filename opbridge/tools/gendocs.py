@@ -132,6 +132,7 @@ def ir_ops_section() -> list[str]:
              "Inputs marked `?` are optional, `...` variadic. Dtypes per type parameter. The "
              "simulator column says how the op runs: in layer groups, tiled on the axes shown "
              "(`local`), on whole tensors (`global`), or on the host (`cpu`).", "",
+             *_dtype_table(),
              "| op | inputs | outputs | parameters | dtypes | simulator | description |",
              "|---|---|---|---|---|---|---|"]
     for i in infos:
@@ -163,6 +164,24 @@ def mapped_section(framework: str, title: str) -> list[str]:
         dom = "any" if r["domain"] == "*" else (r["domain"] or "ai.onnx")
         lines.append(f"| {_cell(r['op_type'])} | {dom} | {vs} | {r['ir_op'] or ('(parser)' if r.get('handled_by') else '(function)')} | {mods} |")
     return lines + [""]
+
+
+def _dtype_table() -> list[str]:
+    """The IR dtypes with their numpy (or ml_dtypes) and ONNX names."""
+    from onnx import TensorProto, helper
+
+    from ..ir.types import DTYPES, LOWP_DTYPES, to_numpy_dtype
+
+    lines = ["The dtypes (the low-precision ones, from ml_dtypes, are stored one element a byte; "
+             "Cast, CastLike, the ONNX QuantizeLinear and DequantizeLinear and the data-movement "
+             "ops (Identity, Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Expand, Slice, "
+             "Gather, Concat) take them; arithmetic needs a Cast first):", "",
+             "| IR dtype | numpy / ml_dtypes | ONNX TensorProto |", "|---|---|---|"]
+    for d in DTYPES:
+        code = helper.np_dtype_to_tensor_dtype(to_numpy_dtype(d))
+        low = " (low precision)" if d in LOWP_DTYPES else ""
+        lines.append(f"| {d} | {to_numpy_dtype(d).name}{low} | {TensorProto.DataType.Name(code)} |")
+    return [*lines, ""]
 
 
 def ops_markdown() -> str:

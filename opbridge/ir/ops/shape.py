@@ -15,7 +15,7 @@ import numpy as np
 from ...errors import ShapeError
 from ..opdef import ShapeContext, define_op
 from ..types import Dim, is_static
-from .common import ALL, broadcast_shapes
+from .common import ALL, LOWP, broadcast_shapes
 
 INDEX = ("i32", "i64")
 
@@ -88,7 +88,7 @@ def reshape_target(ctx: ShapeContext) -> tuple[Dim, ...]:
     .input("x", "T").output("y", "T")
     .param("shape", "ints", doc="target shape (ONNX's second input)")
     .param("allowzero", "int", 0, allowed=(0, 1), doc="1: a 0 in shape is a real 0-sized dim")
-    .type_param("T", ALL)
+    .type_param("T", ALL + LOWP)
     .shape_fn(lambda ctx: (reshape_target(ctx), ctx.input_dtype(0)))
     .compute(lambda x, shape, allowzero: np.reshape(
         x, [x.shape[i] if d == 0 and not allowzero else d for i, d in enumerate(shape)]))
@@ -116,7 +116,7 @@ def _flatten(x: np.ndarray, axis: int) -> np.ndarray:
     .doc("2-D view: dims before `axis` become rows, the rest columns.")
     .input("x", "T").output("y", "T")
     .param("axis", "int", 1)
-    .type_param("T", ALL)
+    .type_param("T", ALL + LOWP)
     .shape_fn(_flatten_shape)
     .compute(_flatten)
 )
@@ -153,7 +153,7 @@ def _squeeze(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     .doc("Remove size-1 dims: those in `axes`, or every one when `axes` is empty.")
     .input("x", "T").output("y", "T")
     .param("axes", "ints", (), doc="empty: every size-1 dim")
-    .type_param("T", ALL)
+    .type_param("T", ALL + LOWP)
     .shape_fn(_squeeze_shape)
     .compute(_squeeze)
 )
@@ -180,7 +180,7 @@ def _unsqueeze(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     .doc("Insert size-1 dims at `axes` (positions in the output).")
     .input("x", "T").output("y", "T")
     .param("axes", "ints")
-    .type_param("T", ALL)
+    .type_param("T", ALL + LOWP)
     .shape_fn(_unsqueeze_shape)
     .compute(_unsqueeze)
 )
@@ -202,7 +202,7 @@ def _perm(ctx: ShapeContext) -> list[int]:
     .input("x", "T").output("y", "T")
     .param("perm", "ints", fill=lambda ins, a: None if ins[0] is None else tuple(range(len(ins[0][0])))[::-1],
            doc="absent: reverse the dims")
-    .type_param("T", ALL)
+    .type_param("T", ALL + LOWP)
     .shape_fn(lambda ctx: (tuple(ctx.input_shape(0)[p] for p in _perm(ctx)), ctx.input_dtype(0)))
     .compute(lambda x, perm: np.transpose(x, perm))
 )
@@ -227,7 +227,7 @@ def _expand_shape(ctx: ShapeContext) -> Any:
     .doc("Broadcast x against `shape` (numpy rules, both ways).")
     .input("x", "T").output("y", "T")
     .param("shape", "ints")
-    .type_param("T", ALL)
+    .type_param("T", ALL + LOWP)
     .shape_fn(_expand_shape)
     .compute(lambda x, shape: np.array(np.broadcast_to(x, np.broadcast_shapes(x.shape, shape))))
 )

@@ -12,7 +12,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 
 from ..opdef import ShapeContext, define_op, every_axis
-from .common import ALL
+from .common import ALL, LOWP
 from .shape import INDEX, check_axes, static_shape
 
 
@@ -35,7 +35,7 @@ def _concat_shape(ctx: ShapeContext) -> Any:
     .doc("Join the inputs along `axis`.")
     .input("inputs", "T", variadic=True).output("y", "T")
     .param("axis", "int")
-    .type_param("T", ALL)
+    .type_param("T", ALL + LOWP)
     .shape_fn(_concat_shape)
     .compute(lambda *xs, axis: np.concatenate(xs, axis=axis))
 )
@@ -145,7 +145,7 @@ def _slice(x: np.ndarray, starts: tuple, ends: tuple, axes: tuple, steps: tuple)
     .param("axes", "ints", fill=lambda ins, a: tuple(range(len(a["starts"]))),
            doc="absent: 0 .. len(starts)-1")
     .param("steps", "ints", fill=lambda ins, a: (1,) * len(a["starts"]), doc="absent: all 1")
-    .type_param("T", ALL)
+    .type_param("T", ALL + LOWP)
     .shape_fn(_slice_shape)
     .compute(_slice)
 )
@@ -249,7 +249,7 @@ def _gather(x: np.ndarray, indices: np.ndarray, axis: int) -> np.ndarray:
     .doc("Take the entries of x at `indices` along `axis` (negative indices count from the end).")
     .input("x", "T").input("indices", "I").output("y", "T")
     .param("axis", "int", 0)
-    .type_param("T", ALL).type_param("I", INDEX)
+    .type_param("T", ALL + LOWP).type_param("I", INDEX)
     .shape_fn(_gather_shape)
     .compute(_gather)
 )

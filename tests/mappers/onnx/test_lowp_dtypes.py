@@ -210,3 +210,54 @@ def test_lowp_constant_kept_bit_for_bit(name, tmp_path):
 def test_arithmetic_on_lowp_names_the_op_and_dtype():
     with pytest.raises(ShapeError, match=r"\(Relu\): input 0 .* has dtype f8e5m2; Relu allows f32"):
         convert_node("Relu", [np.zeros(3, F32).astype(ml_dtypes.float8_e5m2)], opset=21)
+
+
+EXTERNAL = [ml_dtypes.int4, ml_dtypes.uint4, ml_dtypes.float4_e2m1fn, ml_dtypes.int2, ml_dtypes.uint2,
+            ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e8m0fnu]
+
+
+@pytest.mark.parametrize("npd", EXTERNAL, ids=[np.dtype(d).name for d in EXTERNAL])
+def test_external_data_initializer(npd, tmp_path):
+    """A lowp initializer in an external data file (packed 2 or 4 to a byte for the 4- and
+    2-bit types, an odd count leaving a partial byte) reads as onnx.reference reads it."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    vals = np.array([-2, -1, 0, 1, 1.5, 0.5, 1, 0, -1], F32)
+    w = (np.abs(vals) + 0.5 if npd == ml_dtypes.float8_e8m0fnu else vals).astype(npd).reshape(3, 3)
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["w"], ["wf"], to=T.FLOAT), helper.make_node("Add", ["wf", "x"], ["y"])],
+        "ext", [helper.make_tensor_value_info("x", T.FLOAT, [3, 3])],
+        [helper.make_tensor_value_info("y", T.FLOAT, [3, 3])], [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    path = tmp_path / "ext.onnx"
+    onnx.save(model, path, save_as_external_data=True, size_threshold=0, location="ext.bin")
+    feeds = {"x": np.zeros((3, 3), F32)}
+    want = _ref(onnx.load(path), feeds)
+    np.testing.assert_array_equal(ob.interpret(ob.convert(path), feeds)["y"], want)
+
+
+# (op, extra inputs as initializers, attrs): data movement takes every lowp type unchanged
+MOVES = [
+    ("Reshape", [np.array([3, 2])], {}), ("Flatten", [], {"axis": 1}),
+    ("Squeeze", [np.array([0])], {}), ("Unsqueeze", [np.array([1])], {}),
+    ("Transpose", [], {"perm": [0, 2, 1]}), ("Expand", [np.array([2, 2, 3])], {}),
+    ("Slice", [np.array([1]), np.array([3]), np.array([2])], {}),
+    ("Gather", [np.array([2, 0])], {"axis": 2}), ("Concat", [], {"axis": 1}), ("Identity", [], {}),
+]
+
+
+@pytest.mark.parametrize("npd", [ml_dtypes.int4, ml_dtypes.float8_e4m3fn, ml_dtypes.float4_e2m1fn],
+                         ids=["i4", "f8e4m3fn", "f4e2m1"])
+@pytest.mark.parametrize("op, extra, attrs", MOVES, ids=[m[0] for m in MOVES])
+def test_data_movement_takes_lowp(op, extra, attrs, npd):
+    """Shape ops move lowp elements unchanged, in the interpreter and the compiled program."""
+    x = (np.arange(6, dtype=F32).reshape(1, 2, 3) - 3).astype(npd)
+    if op == "Reshape":
+        x = x.reshape(2, 3)
+    inputs = [x, x] if op == "Concat" else [x, *extra]
+    inits = [False, False] if op == "Concat" else [False] + [True] * len(extra)
+    g = check_ref(op, inputs, opset=21, initializers=inits, **attrs)
+    feeds = {"in0": x, "in1": x} if op == "Concat" else {"in0": x}
+    want = ob.interpret(g, feeds)["out0"]
+    _same_bits(ob.compile(g, "bm1684").run(feeds)["out0"], want)
