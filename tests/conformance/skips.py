@@ -12,8 +12,6 @@ import re
 SKIPS: dict[str, str] = {
     # -- by design: the IR has no such types ---------------------------------------------------
     r"_string|strnorm|regex|_str_": "string tensors: the IR has numeric and bool dtypes only",
-    r"float6(?!4)|_e2m3|_e3m2":
-        "float6 element types are not IR dtypes (ml_dtypes has them, ONNX keeps them out of Cast)",
     r"^test_(sequence_|split_to_sequence|identity_sequence|optional_)|^test_if_(seq|opt)$|^test_loop\d+_seq": (
         "sequences and optionals: the IR's values are tensors (static dataflow)"
     ),
