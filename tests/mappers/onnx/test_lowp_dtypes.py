@@ -6,6 +6,8 @@ on the simulator as the interpreter does."""
 
 from __future__ import annotations
 
+import re
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -261,3 +263,21 @@ def test_data_movement_takes_lowp(op, extra, attrs, npd):
     feeds = {"in0": x, "in1": x} if op == "Concat" else {"in0": x}
     want = ob.interpret(g, feeds)["out0"]
     _same_bits(ob.compile(g, "bm1684").run(feeds)["out0"], want)
+
+
+def test_show_names_lowp_dtypes(tmp_path, capsys):
+    """``opbridge convert`` then ``opbridge show``: the i4 input, the f8 output and the Cast's
+    saturate attribute are shown."""
+    import onnx
+
+    from opbridge.cli import main
+
+    _, model, _ = convert_node("Cast", [np.zeros((2, 3), F32).astype(ml_dtypes.int4)], opset=21,
+                               to=T.FLOAT8E4M3FN, saturate=0)
+    onnx.save(model, tmp_path / "m.onnx")
+    assert main(["convert", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "m.obir")]) == 0
+    capsys.readouterr()
+    assert main(["show", str(tmp_path / "m.obir")]) == 0
+    out = capsys.readouterr().out
+    assert "%in0: i4[2,3]" in out
+    assert re.search(r"f8e4m3fn\[2,3\] = Cast\(%in0\) \{to='f8e4m3fn', saturate=0", out), out
