@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import functools
+from collections.abc import Callable
 from typing import Any
 
 
@@ -89,3 +91,36 @@ def convert_checked(model: Any, args: argparse.Namespace, *, passes: Any = None,
             sys.stderr.write(f"hint: {err.hint}\n")
         return None
     return graph
+
+
+def _threads_arg(text: str) -> int:
+    try:
+        n = int(text)
+        if n < 0:
+            raise ValueError
+        return n
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"'{text}': give a number of threads >= 0 (0: BLAS's own setting)") from None
+
+
+def add_threads_option(p: Any) -> None:
+    """``--threads N``: the BLAS threads of every run the command makes (see opbridge.threads);
+    the command's function must be wrapped in :func:`with_threads`."""
+    p.add_argument("--threads", type=_threads_arg, default=None, metavar="N",
+                   help="BLAS threads of the interpreter and the simulator (default: "
+                   "OPBRIDGE_NUM_THREADS, else 1, which stays fast on a busy machine; 0: BLAS's "
+                   "own setting, usually one per core)")
+
+
+def with_threads(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """``func`` run with ``--threads`` as the default of every run inside it."""
+
+    @functools.wraps(func)
+    def wrapped(args: argparse.Namespace) -> int:
+        from ..threads import threads_env
+
+        with threads_env(args.threads):
+            return func(args)
+
+    return wrapped

@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import OpbridgeError
-from .common import add_input_shape_option, add_pass_option, add_plugin_option, passes_from_args
+from .common import (
+    add_pass_option,
+    add_plugin_option,
+    add_threads_option,
+    passes_from_args,
+    with_threads,
+    add_input_shape_option,
+)
 
 
 class DemoError(OpbridgeError, ValueError):
@@ -74,7 +81,8 @@ def add_parser(sub: Any) -> None:
     add_plugin_option(p)
     add_pass_option(p, check=False)
     p.add_argument("--max-rows", type=int, default=24, help="rows of each validation table (default 24; 0: all)")
-    p.set_defaults(func=run)
+    add_threads_option(p)
+    p.set_defaults(func=with_threads(run))
 
 
 def _have(module: str) -> bool:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from .common import add_plugin_option
+from .common import add_plugin_option, add_threads_option, with_threads
 
 
 def add_parser(sub: Any) -> None:
@@ -25,7 +25,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of --random-input (default 0)")
     add_plugin_option(p)
     p.add_argument("-o", "--output", metavar="OUT.npz", help="write the outputs here")
-    p.set_defaults(func=run)
+    add_threads_option(p)
+    p.set_defaults(func=with_threads(run))
 
 
 def random_feeds(graph: Any, seed: int) -> dict[str, Any]:

@@ -7,7 +7,13 @@ import os
 import sys
 from typing import Any
 
-from .common import add_input_shape_option, add_pass_option, add_plugin_option
+from .common import (
+    add_input_shape_option,
+    add_pass_option,
+    add_plugin_option,
+    add_threads_option,
+    with_threads,
+)
 
 
 def add_parser(sub: Any) -> None:
@@ -62,7 +68,8 @@ def add_parser(sub: Any) -> None:
                    help="stop the interpreter after this node (origin or IR name) and compare what "
                    "was computed")
     p.add_argument("--max-rows", type=int, default=40, metavar="N", help="rows of the table to print (default 40; 0: all)")
-    p.set_defaults(func=run)
+    add_threads_option(p)
+    p.set_defaults(func=with_threads(run))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -139,14 +139,32 @@ def interpret(
     keep_intermediates: bool = False,
     stop_after: str | None = None,
     dump: str | None = None,
+    threads: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Run ``graph`` on ``feeds``; returns graph-output name -> array, in graph-output order.
 
     ``keep_intermediates`` adds every named tensor. ``stop_after`` (a node name, or its origin
     name) stops after that node and returns what has been computed. ``dump`` (or the
     environment variable ``OPBRIDGE_DEBUG`` set to a path or ``1``) writes every node's
-    inputs and outputs to an ``.npz``.
+    inputs and outputs to an ``.npz``. ``threads`` is the number of BLAS threads for the run
+    (default: ``OPBRIDGE_NUM_THREADS``, else 1; 0 leaves BLAS its own setting; see
+    :mod:`opbridge.threads`).
     """
+    from ..threads import blas_threads
+
+    with blas_threads(threads):
+        return _interpret(graph, feeds, keep_intermediates=keep_intermediates,
+                          stop_after=stop_after, dump=dump)
+
+
+def _interpret(
+    graph: Graph,
+    feeds: Mapping[str, Any],
+    *,
+    keep_intermediates: bool,
+    stop_after: str | None,
+    dump: str | None,
+) -> dict[str, np.ndarray]:
     env = os.environ.get("OPBRIDGE_DEBUG")
     if dump is None and env and env != "0":
         dump = env if env.endswith(".npz") else f"{graph.name}_debug.npz"

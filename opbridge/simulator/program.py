@@ -94,16 +94,20 @@ class Program:
         self._executor: Any = None
 
     # -- running -------------------------------------------------------------------------
-    def run(self, feeds: Mapping[str, Any], *, keep_intermediates: bool = False
-            ) -> dict[str, np.ndarray]:
+    def run(self, feeds: Mapping[str, Any], *, keep_intermediates: bool = False,
+            threads: int | None = None) -> dict[str, np.ndarray]:
         """Execute the instructions on ``feeds``; returns graph-output name -> array, in
         graph-output order. ``keep_intermediates`` adds every tensor that passes through DDR
-        (tensors inside a layer group never leave local memory, so they are not there)."""
+        (tensors inside a layer group never leave local memory, so they are not there).
+        ``threads``: BLAS threads for the run (default ``OPBRIDGE_NUM_THREADS``, else 1; 0
+        leaves BLAS its own setting; see :mod:`opbridge.threads`)."""
+        from ..threads import blas_threads
         from .run import Executor
 
         if self._executor is None:
             self._executor = Executor(self)
-        return self._executor.run(feeds, keep_intermediates=keep_intermediates)
+        with blas_threads(threads):
+            return self._executor.run(feeds, keep_intermediates=keep_intermediates)
 
     def profile(self) -> Any:
         """The cost model's estimate: latency, DDR traffic, local-memory use, per group."""
