@@ -11,6 +11,7 @@ from . import (  # noqa: F401
     conv,
     detection,
     elementwise,
+    fused,
     generate,
     logical,
     matmul,

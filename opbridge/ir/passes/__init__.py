@@ -1,9 +1,11 @@
 """IR passes: graph-to-graph transformations with a small contract (see :mod:`.base`).
 
 :data:`PASSES` names every registered pass, built-in or a plugin's (:func:`register_pass`);
-:data:`DEFAULT_PASSES` are those ``convert()`` runs. ``fold_batchnorm`` is opt-in: it removes
-the Conv's output tensor (see its module). :mod:`.pattern` is the public way to write a fusion:
-match a chain or small DAG of ops and replace it with one op.
+:data:`DEFAULT_PASSES` are those ``convert()`` runs. ``fold_batchnorm`` and the built-in fusions
+(:data:`FUSION_PASSES`) are opt-in: each removes tensors that layer-by-layer validation compares
+by name (see their modules); ``convert(..., passes=("default", "fusions"))`` (``convert --passes
+default,fusions``) runs them all. :mod:`.pattern` is the public way to write a fusion: match a
+chain or small DAG of ops and replace it with one op.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from .base import GraphPass, PassError, PassResult, run_passes
 from .dce import EliminateDeadCode
 from .fold import FoldConstants
 from .fold_batchnorm import FoldBatchNormIntoConv
+from .fuse_activation import FuseConvActivation, FuseMatMulBiasActivation
+from .fuse_transformer import FuseAttention, FuseGelu, FuseLayerNorm
 from .pattern import Match, Pattern, PatternError, RewritePass, Rewriter
 
 #: Pass name -> a factory of the pass.
@@ -26,6 +30,11 @@ PASSES: dict[str, Callable[[], GraphPass]] = {
     FoldConstants.name: FoldConstants,
     EliminateDeadCode.name: EliminateDeadCode,
     FoldBatchNormIntoConv.name: FoldBatchNormIntoConv,
+    FuseLayerNorm.name: FuseLayerNorm,
+    FuseGelu.name: FuseGelu,
+    FuseAttention.name: FuseAttention,
+    FuseMatMulBiasActivation.name: FuseMatMulBiasActivation,
+    FuseConvActivation.name: FuseConvActivation,
 }
 
 DEFAULT_PASSES: tuple[str, ...] = ("fold_constants", "dead_code")
@@ -112,17 +121,34 @@ def register_pass(name: str, *, override: bool = False) -> Callable[[F], F]:
     return register
 
 
+#: The built-in fusions, in the order they compose (GELU before MatMul + activation, the
+#: BatchNormalization fold before Conv + activation).
+FUSION_PASSES: tuple[str, ...] = (
+    "fold_batchnorm", "fuse_layernorm", "fuse_gelu", "fuse_attention",
+    "fuse_matmul_bias_activation", "fuse_conv_activation",
+)
+
+
+#: Names that stand for several passes in ``passes=`` / ``--passes``.
+PASS_GROUPS: dict[str, tuple[str, ...]] = {"default": DEFAULT_PASSES, "fusions": FUSION_PASSES}
+
+
 def make_passes(names: Iterable[str | GraphPass]) -> list[GraphPass]:
-    """Pass objects for names (or pass objects, passed through); an unknown name is an error."""
+    """Pass objects for names (or pass objects, passed through); a group name
+    (:data:`PASS_GROUPS`) stands for its passes; an unknown name is an error."""
     out: list[GraphPass] = []
     for n in names:
         if not isinstance(n, str):
             out.append(n)
             continue
+        if n in PASS_GROUPS and n not in PASSES:
+            out.extend(make_passes(PASS_GROUPS[n]))
+            continue
         if n not in PASSES:
             raise OpbridgeError(
                 f"unknown pass '{n}'",
-                hint=f"known passes: {', '.join(sorted(PASSES))}; a plugin registers one with "
+                hint=f"known passes: {', '.join(sorted(PASSES))}; groups: "
+                     f"{', '.join(sorted(PASS_GROUPS))}; a plugin registers one with "
                      "opbridge.register_pass(name) (load it with --plugin FILE)")
         p = PASSES[n]()
         if getattr(p, "name", n) != n and not isinstance(p, FunctionPass):
@@ -158,8 +184,9 @@ def optimize(graph: Graph, passes: Iterable[str | GraphPass] = DEFAULT_PASSES) -
 
 
 __all__ = [
-    "DEFAULT_PASSES", "PASSES", "EliminateDeadCode", "FoldBatchNormIntoConv", "FoldConstants",
-    "FunctionPass", "GraphPass", "Match", "PassError", "PassResult", "Pattern", "PatternError",
-    "RewritePass", "Rewriter", "make_passes", "optimize", "register_pass", "run_passes",
-    "with_passes",
+    "DEFAULT_PASSES", "FUSION_PASSES", "PASSES", "PASS_GROUPS", "EliminateDeadCode",
+    "FoldBatchNormIntoConv", "FoldConstants", "FuseAttention", "FuseConvActivation", "FuseGelu",
+    "FuseLayerNorm", "FuseMatMulBiasActivation", "FunctionPass", "GraphPass", "Match", "PassError",
+    "PassResult", "Pattern", "PatternError", "RewritePass", "Rewriter", "make_passes", "optimize",
+    "register_pass", "run_passes", "with_passes",
 ]

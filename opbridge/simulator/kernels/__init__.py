@@ -6,7 +6,17 @@ public :func:`register_kernel` a plugin uses.
 
 from __future__ import annotations
 
-from . import activation, conv, elementwise, matmul, norm, pool, softmax, tensor  # noqa: F401
+from . import (  # noqa: F401
+    activation,
+    conv,
+    elementwise,
+    fused,
+    matmul,
+    norm,
+    pool,
+    softmax,
+    tensor,
+)
 from .registry import (
     DEFAULT_KERNELS,
     Kernel,
@@ -17,7 +27,8 @@ from .registry import (
     window_rows,
 )
 
-FAMILIES = ("activation", "conv", "elementwise", "matmul", "norm", "pool", "softmax", "tensor")
+FAMILIES = ("activation", "conv", "elementwise", "fused", "matmul", "norm", "pool", "softmax",
+            "tensor")
 
 __all__ = [
     "DEFAULT_KERNELS", "FAMILIES", "Kernel", "KernelRegistry", "register_kernel", "tile_pads",

@@ -1,0 +1,54 @@
+"""Kernels of the fused ops (``opbridge/ir/ops/fused.py``).
+
+FusedConv tiles exactly as Conv does (same halo, same channel chunks, same cost plus one
+operation per output element for the activation) and applies its activation to the output
+tile in place. FusedMatMul and ScaledDotProductAttention run as global layers, as MatMul of
+their ranks does; their cost is their matmuls' FLOPs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...ir.graph import Node
+from ...ir.ops.fused import apply_activation
+from .conv import conv2d_into, conv_channels, conv_cost, conv_rows, conv_split, conv_tile_attrs
+from .registry import register_kernel, static_shape
+
+
+def fused_conv_into(out: np.ndarray, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
+                    *, activation: str, activation_params: tuple[float, ...], **conv: object) -> None:
+    conv2d_into(out, x, w, b, **conv)  # type: ignore[arg-type]
+    if activation != "none":
+        res = apply_activation(out, activation, tuple(activation_params))
+        if res is not out:
+            out[...] = res
+
+
+def _fused_conv_cost(node: Node, out_shape: tuple[int, ...]) -> float:
+    return conv_cost(node, out_shape) + math.prod(out_shape)
+
+
+def _fused_matmul_cost(node: Node, out_shape: tuple[int, ...]) -> float:
+    return 2.0 * math.prod(out_shape) * static_shape(node.inputs[0])[-1]
+
+
+def _sdpa_cost(node: Node, out_shape: tuple[int, ...]) -> float:
+    q, kt = static_shape(node.inputs[0]), static_shape(node.inputs[1])
+    scores = math.prod(q[:-1]) * kt[-1]
+    return 2.0 * scores * q[-1] + 2.0 * scores * out_shape[-1] + 5.0 * scores
+
+
+(
+    register_kernel("FusedConv")
+    .split_when(lambda n: conv_split(n))
+    .input_slice(conv_rows)
+    .channel_slice(conv_channels)
+    .tile_attrs(conv_tile_attrs)
+    .cost(_fused_conv_cost)
+    .compute_into(fused_conv_into)
+)
+register_kernel("FusedMatMul").cost(_fused_matmul_cost)
+register_kernel("ScaledDotProductAttention").cost(_sdpa_cost)
