@@ -157,6 +157,19 @@ def interpret(
                           stop_after=stop_after, dump=dump)
 
 
+def _last_uses(graph: Graph) -> dict[int, int]:
+    """id(value) -> index of the last node reading it, for values that may be dropped then
+    (graph outputs never are)."""
+    last: dict[int, int] = {}
+    for i, node in enumerate(graph.nodes):
+        for v in node.inputs:
+            if v is not None:
+                last[id(v)] = i
+    for v in graph.outputs:
+        last.pop(id(v), None)
+    return last
+
+
 def _interpret(
     graph: Graph,
     feeds: Mapping[str, Any],
@@ -175,6 +188,10 @@ def _interpret(
         n.name == stop_after or n.origin.name == stop_after for n in graph.nodes
     ):
         raise InterpretError(f"stop_after: graph '{graph.name}' has no node named '{stop_after}'")
+    # without intermediates to return, a tensor is dropped after its last reader, so memory
+    # is what is live at once, not every tensor of the run
+    keep_all = keep_intermediates or stop_after is not None
+    last_use = {} if keep_all else _last_uses(graph)
     env_vals: dict[int, np.ndarray] = {}
     named: dict[str, np.ndarray] = {}
     for name, arr in check_feeds(graph, feeds).items():
@@ -186,7 +203,7 @@ def _interpret(
         env_vals[id(c)] = c.data
     dumped: dict[str, np.ndarray] = {}
     stopped = False
-    for node in graph.nodes:
+    for index, node in enumerate(graph.nodes):
         args: list[np.ndarray | None] = []
         for inp in node.inputs:
             if inp is None:
@@ -201,7 +218,11 @@ def _interpret(
         outs = run_node(graph, node, args)
         for v, arr in zip(node.outputs, outs):
             env_vals[id(v)] = arr
-            named[v.name] = arr
+            if keep_all:
+                named[v.name] = arr
+        for inp in node.inputs:
+            if inp is not None and last_use.get(id(inp)) == index:
+                env_vals.pop(id(inp), None)  # pop: a node may read one tensor twice
         if dump:
             for i, a in enumerate(args):
                 if a is not None:
