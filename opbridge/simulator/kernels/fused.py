@@ -3,7 +3,8 @@
 FusedConv tiles exactly as Conv does (same halo, same channel chunks, same cost plus one
 operation per output element for the activation) and applies its activation to the output
 tile in place. FusedMatMul and ScaledDotProductAttention run as global layers, as MatMul of
-their ranks does; their cost is their matmuls' FLOPs.
+their ranks does (FusedMatMul writing straight into its output); their cost is their matmuls'
+FLOPs.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import math
 import numpy as np
 
 from ...ir.graph import Node
+from ...ir.opdef import DEFAULT_OPS
 from ...ir.ops.fused import apply_activation
 from .conv import conv2d_into, conv_channels, conv_cost, conv_rows, conv_split, conv_tile_attrs
 from .registry import register_kernel, static_shape
@@ -25,6 +27,24 @@ def fused_conv_into(out: np.ndarray, x: np.ndarray, w: np.ndarray, b: np.ndarray
         res = apply_activation(out, activation, tuple(activation_params))
         if res is not out:
             out[...] = res
+
+
+def fused_matmul_into(out: np.ndarray, a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None,
+                      *, activation: str, activation_params: tuple[float, ...]) -> None:
+    """FusedMatMul straight into its output: one GEMM over every row, then bias and
+    activation in place (f32; other dtypes go through the op's compute)."""
+    if not (a.dtype == b.dtype == out.dtype == np.float32 and out.flags.c_contiguous):
+        fn = DEFAULT_OPS.get("FusedMatMul").compute_function
+        assert fn is not None  # the built-in FusedMatMul has one
+        out[...] = fn(a, b, bias, activation=activation, activation_params=activation_params)
+        return
+    y = out.reshape(-1, b.shape[1])
+    np.matmul(a.reshape(-1, a.shape[-1]), b, out=y)
+    if bias is not None:
+        y += bias
+    res = apply_activation(y, activation, tuple(activation_params))
+    if res is not y:
+        y[...] = res
 
 
 def _fused_conv_cost(node: Node, out_shape: tuple[int, ...]) -> float:
@@ -50,5 +70,5 @@ def _sdpa_cost(node: Node, out_shape: tuple[int, ...]) -> float:
     .cost(_fused_conv_cost)
     .compute_into(fused_conv_into)
 )
-register_kernel("FusedMatMul").cost(_fused_matmul_cost)
+register_kernel("FusedMatMul").cost(_fused_matmul_cost).compute_into(fused_matmul_into)
 register_kernel("ScaledDotProductAttention").cost(_sdpa_cost)
