@@ -60,21 +60,19 @@ def plan(buffers: list[Buffer], alignment: int) -> int:
     Greedy by size (largest first), each at the lowest aligned offset that is free for its
     whole lifetime; returns the peak (the end of the highest buffer).
     """
-    placed: list[Buffer] = []
+    placed: list[tuple[int, int, int, int]] = []  # (first, last, offset, end) of each placed
     peak = 0
     for b in sorted(buffers, key=lambda b: (-b.size, b.first, b.key)):
         size = align(max(b.size, 1), alignment)
-        clashes = sorted(
-            (p.offset, p.offset + align(max(p.size, 1), alignment))
-            for p in placed
-            if p.first <= b.last and b.first <= p.last
-        )
+        first, last = b.first, b.last
+        clashes = sorted([(lo, hi) for f, t, lo, hi in placed if f <= last and first <= t])
         off = 0
         for lo, hi in clashes:
             if off + size <= lo:
                 break
-            off = max(off, hi)
+            if hi > off:
+                off = hi
         b.offset = off
-        placed.append(b)
+        placed.append((first, last, off, off + size))
         peak = max(peak, off + size)
     return peak
