@@ -20,6 +20,7 @@ import operator
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from .errors import OpbridgeError
@@ -31,6 +32,11 @@ DEFAULT_THREADS = 1
 ENV_VAR = "OPBRIDGE_NUM_THREADS"
 
 _controller: Any = None
+
+#: The ``--threads`` of the command running in this context (None: not given). A context
+#: variable, not the environment: a thread of another command in the same process (a server,
+#: a test session) must not see it.
+_command_threads: ContextVar[int | None] = ContextVar("opbridge_command_threads", default=None)
 
 
 def _check(value: Any, where: str) -> int:
@@ -55,10 +61,14 @@ def _check(value: Any, where: str) -> int:
 
 
 def resolve_threads(threads: int | None = None) -> int:
-    """The BLAS threads a run uses: ``threads`` if given, else ``OPBRIDGE_NUM_THREADS``, else
-    :data:`DEFAULT_THREADS`; 0 means BLAS's own setting. A bad value is an OpbridgeError."""
+    """The BLAS threads a run uses: ``threads`` if given, else the command's ``--threads``,
+    else ``OPBRIDGE_NUM_THREADS``, else :data:`DEFAULT_THREADS`; 0 means BLAS's own setting.
+    A bad value is an OpbridgeError."""
     if threads is not None:
         return _check(threads, "threads")
+    command = _command_threads.get()
+    if command is not None:
+        return command
     env = os.environ.get(ENV_VAR, "").strip()
     if env:
         return _check(env, ENV_VAR)
@@ -90,18 +100,13 @@ def blas_threads(threads: int | None = None) -> Iterator[int]:
 @contextmanager
 def threads_env(threads: int | None) -> Iterator[None]:
     """Make ``threads`` (a CLI ``--threads`` value; None: leave as is) the default of every run
-    inside the block, by setting ``OPBRIDGE_NUM_THREADS`` for its duration, so that runs made
-    deep inside a command (validate's interpreter and simulator) honour it too."""
+    inside the block (in this thread), so that runs made deep inside a command (validate's
+    interpreter and simulator) honour it too; it wins over ``OPBRIDGE_NUM_THREADS``."""
     if threads is None:
         yield
         return
-    n = _check(threads, "--threads")
-    old = os.environ.get(ENV_VAR)
-    os.environ[ENV_VAR] = str(n)
+    token = _command_threads.set(_check(threads, "--threads"))
     try:
         yield
     finally:
-        if old is None:
-            os.environ.pop(ENV_VAR, None)
-        else:
-            os.environ[ENV_VAR] = old
+        _command_threads.reset(token)

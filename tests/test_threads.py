@@ -17,17 +17,23 @@ import opbridge.simulator.run as run_mod
 from opbridge.cli import main
 from opbridge.errors import OpbridgeError
 from opbridge.ir.opdef import OpRegistry
-from opbridge.threads import DEFAULT_THREADS, ENV_VAR, resolve_threads
+from opbridge.threads import DEFAULT_THREADS, ENV_VAR, _threadpool_controller, resolve_threads
 
 # the module, not the function opbridge.ir re-exports under the same name
 interp_mod = importlib.import_module("opbridge.ir.interpret")
 
 
 def _blas_threads() -> int:
-    infos = [i for i in threadpool_info() if i["user_api"] == "blas"]
-    if not infos:
+    """Threads of the BLAS libraries numpy had loaded when opbridge first limited BLAS (others,
+    such as torch's own, load later in a test session and are not what the kernels call)."""
+    ours = {lib.filepath for lib in _threadpool_controller().lib_controllers
+            if lib.user_api == "blas"}
+    counts = {int(i["num_threads"]) for i in threadpool_info()
+              if i["user_api"] == "blas" and i["filepath"] in ours}
+    if not counts:
         pytest.skip("numpy runs on no BLAS that threadpoolctl can see")
-    return int(infos[0]["num_threads"])
+    assert len(counts) == 1, f"numpy's BLAS libraries disagree: {counts}"
+    return counts.pop()
 
 
 #: BLAS threads outside any run; a limit above it cannot be observed
@@ -159,3 +165,10 @@ def test_cli_bad_threads_is_a_usage_error(tiny_program, capsys):
         main(["run", str(tiny_program[0]), "--random-input", "--threads", "-3"])
     assert exc.value.code == 2
     assert "--threads" in capsys.readouterr().err
+
+
+def test_cli_threads_win_over_env_var(tiny_program, monkeypatch):
+    monkeypatch.setenv(ENV_VAR, "2")
+    seen = _record(monkeypatch, run_mod.Executor, "run")
+    assert main(["run", str(tiny_program[0]), "--random-input", "--threads", "1"]) == 0
+    assert seen == [1]
