@@ -17,12 +17,12 @@ from typing import Any
 
 from ..errors import OpbridgeError
 from .common import (
+    add_input_shape_option,
     add_pass_option,
     add_plugin_option,
     add_threads_option,
     passes_from_args,
     with_threads,
-    add_input_shape_option,
 )
 
 
