@@ -8,7 +8,6 @@ import json
 import sys
 from typing import Any
 
-from ..ir.opdef import DEFAULT_OPS, op_info
 from .common import add_plugin_option
 
 
@@ -57,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(format_mapped_ops(args.framework) + "\n")
         return 0
+    from ..ir.opdef import DEFAULT_OPS, op_info  # numpy and every op family: only when listing
+
     infos = [op_info(o) for o in DEFAULT_OPS]
     if args.format == "json":
         json.dump([dataclasses.asdict(i) for i in infos], sys.stdout, indent=1, default=str)

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import AttrError, OpbridgeError, RegistryError, ShapeError, UnsupportedOpError, node_ctx
+from ..families import DEFAULT_LOADER, FamilyLoader
 from ..sites import caller_site
 from .types import DTYPES, Shape, check_shape, is_dtype
 
@@ -524,13 +525,29 @@ class OpDef:
 
 
 class OpRegistry:
-    """A table of op definitions; :data:`DEFAULT_OPS` is the one the package uses."""
+    """A table of op definitions; :data:`DEFAULT_OPS` is the one the package uses.
 
-    def __init__(self) -> None:
+    With a ``loader`` (:class:`opbridge.families.FamilyLoader`) the built-in families are
+    imported as names are first asked for; every answer is the one a registry holding all of
+    them would give (see :mod:`opbridge.families`). Without one (tests' own registries) it
+    holds only what is defined on it.
+    """
+
+    def __init__(self, loader: FamilyLoader | None = None) -> None:
         self._ops: dict[str, OpDef] = {}
+        self._loader = loader
+
+    def _load(self, name: str) -> None:
+        if self._loader is not None:
+            self._loader.load_op(name)
+
+    def _load_all(self) -> None:
+        if self._loader is not None:
+            self._loader.load_all_ops()
 
     def define(self, name: str, *, override: bool = False) -> OpDef:
         site = caller_site(__file__)
+        self._load(name)  # a built-in of the same name is defined first, wherever this runs from
         if name in self._ops and not override:
             raise RegistryError(
                 f"op {name!r} is already defined at {self._ops[name].defined_at}; "
@@ -541,32 +558,45 @@ class OpRegistry:
         self._ops[name] = opdef
         return opdef
 
+    def _find(self, name: str) -> OpDef | None:
+        opdef = self._ops.get(name)
+        if opdef is None and self._loader is not None:
+            self._loader.load_op(name)
+            opdef = self._ops.get(name)
+            if opdef is None and self._loader.miss_op():  # a name the index does not know yet
+                opdef = self._ops.get(name)
+        return opdef
+
     def get(self, name: str) -> OpDef:
-        try:
-            return self._ops[name]
-        except KeyError:
+        opdef = self._find(name)
+        if opdef is None:
             raise UnsupportedOpError(
                 f"op {name!r} is not defined",
                 hint="define it with opbridge.define_op (in a plugin: --plugin FILE)",
-            ) from None
+            )
+        return opdef
 
     def remove(self, name: str) -> None:
+        self._load(name)  # so that the built-in does not come back when its family loads later
         self._ops.pop(name, None)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._ops
+        return isinstance(name, str) and self._find(name) is not None
 
     def __iter__(self) -> Iterator[OpDef]:
+        self._load_all()
         return iter(sorted(self._ops.values(), key=lambda o: o.name))
 
     def __len__(self) -> int:
+        self._load_all()
         return len(self._ops)
 
     def names(self) -> list[str]:
+        self._load_all()
         return sorted(self._ops)
 
 
-DEFAULT_OPS = OpRegistry()
+DEFAULT_OPS = OpRegistry(DEFAULT_LOADER)
 
 
 def define_op(name: str, *, override: bool = False) -> OpDef:

@@ -2,25 +2,53 @@
 
 See the mapping API in DESIGN.md: ``@mapping`` for any subgraph, ``register_custom_op`` for a
 one-to-one attribute mapping, :func:`convert_origin_graph` to run them over a parsed model.
+
+The names below are imported on first use, and the built-in mappings register per family
+when first looked up (see :mod:`opbridge.registry_index`): converting an ONNX model loads
+neither the Caffe nor the TorchScript mappings.
 """
 
 from __future__ import annotations
 
-from ..parsers.origin import Framework, OriginGraph, OriginNode
-from . import caffe, onnx, torchscript  # noqa: F401  (built-in mappings register on import)
-from .context import MapContext
-from .converter import convert_origin_graph, preflight
-from .custom_op import CustomOpBuilder, DstOp, register_custom_op
-from .registry import (
-    DEFAULT_MAPPINGS,
-    ImplyType,
-    MappingEntry,
-    MappingError,
-    MappingRegistry,
-    imply_type_of,
-    mapping,
-    set_imply_type,
-)
+import importlib
+import importlib.util
+from typing import TYPE_CHECKING, Any
+
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(("Framework", "OriginGraph", "OriginNode"), "..parsers.origin"),
+    "MapContext": ".context", "convert_origin_graph": ".converter", "preflight": ".converter",
+    **dict.fromkeys(("CustomOpBuilder", "DstOp", "register_custom_op"), ".custom_op"),
+    **dict.fromkeys(("DEFAULT_MAPPINGS", "ImplyType", "MappingEntry", "MappingError", "MappingRegistry",
+                     "imply_type_of", "mapping", "set_imply_type"), ".registry"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _LAZY.get(name)
+    if home is None:  # a subpackage (opbridge.mappers.onnx, ...), as eager imports bound them
+        if name.startswith("_") or importlib.util.find_spec(f"{__name__}.{name}") is None:
+            raise AttributeError(f"module 'opbridge.mappers' has no attribute {name!r}")
+        return importlib.import_module(f".{name}", __name__)
+    value = getattr(importlib.import_module(home, __name__), name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:
+    from ..parsers.origin import Framework, OriginGraph, OriginNode
+    from .context import MapContext
+    from .converter import convert_origin_graph, preflight
+    from .custom_op import CustomOpBuilder, DstOp, register_custom_op
+    from .registry import (
+        DEFAULT_MAPPINGS,
+        ImplyType,
+        MappingEntry,
+        MappingError,
+        MappingRegistry,
+        imply_type_of,
+        mapping,
+        set_imply_type,
+    )
 
 __all__ = [
     "DEFAULT_MAPPINGS", "CustomOpBuilder", "DstOp", "Framework", "ImplyType", "MapContext",

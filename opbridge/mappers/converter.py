@@ -21,7 +21,6 @@ from ..ir.passes.fold import can_fold, evaluate
 from ..ir.types import format_shape, from_numpy_dtype, is_static
 from ..parsers.origin import Framework, OriginGraph, OriginNode, TensorInfo
 from .context import MapContext, error_context
-from .onnx.schema_defaults import with_schema_defaults
 from .registry import (
     DEFAULT_MAPPINGS,
     MappingEntry,
@@ -188,7 +187,10 @@ class Conversion:
         where = error_context(node, source=self.origin.source or None,
                               opset=opset if node.framework == Framework.ONNX else None)
         try:
-            node = with_schema_defaults(node, opset)  # ONNX: defaults from onnx.defs, unknown names refused
+            if node.framework == Framework.ONNX:  # defaults from onnx.defs, unknown names refused
+                from .onnx.schema_defaults import with_schema_defaults  # imports onnx: ONNX models only
+
+                node = with_schema_defaults(node, opset)
             ctx = MapContext(self, node, opset, origin_of)
             result = entry.fn(node, ctx)
         except OpbridgeError as err:

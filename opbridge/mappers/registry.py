@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import MappingError as MappingError  # its home is errors.py; kept importable here
 from ..errors import RegistryError, UnsupportedOpError
+from ..families import DEFAULT_LOADER, FamilyLoader
 from ..ir.opdef import DEFAULT_OPS
 from ..parsers.origin import Framework, OriginNode
 from ..sites import caller_site
@@ -106,11 +107,23 @@ class MappingRegistry:
     Tests can make their own instance and pass it to ``convert_origin_graph(registry=...)``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, loader: FamilyLoader | None = None) -> None:
         # (framework, domain or None, op type) -> {since: entry}
         self._table: dict[tuple[Framework, str | None, str], dict[int, MappingEntry]] = {}
         self._fallbacks: list[tuple[Callable[[OriginNode, int | None], MapFn | None], str,
                                     Framework | None]] = []
+        #: Imports the built-in families as keys are first asked for (see opbridge.families);
+        #: None (tests' own registries): only what is registered on this one.
+        self._loader = loader
+
+    def _load(self, fw: Framework, domain: str | None, op_type: str) -> None:
+        if self._loader is not None:
+            self._loader.load_mapping(fw.value, domain, op_type)
+
+    def _load_all(self, fw: Framework | None) -> None:
+        if self._loader is not None:
+            self._loader.load_all_mappings(fw.value if fw is not None else None)
+            self._loader.load_fallbacks(fw.value if fw is not None else None)
 
     # -- registering ----------------------------------------------------------------------
     def register(
@@ -132,6 +145,7 @@ class MappingRegistry:
             raise RegistryError(f"mapping for {fw} {op_type}: since_opset={since_opset!r} must be an int >= 1")
         domain, name = split_op_key(op_type)
         site = defined_at or _caller_site()
+        self._load(fw, domain, name)  # a built-in of the same key registers first, wherever this runs from
         versions = self._table.setdefault((fw, domain, name), {})
         old = versions.get(since_opset)
         if old is not None and not override:
@@ -145,6 +159,7 @@ class MappingRegistry:
         return entry
 
     def unregister(self, entry: MappingEntry) -> None:
+        self._load(entry.framework, entry.domain, entry.op_type)
         versions = self._table.get((entry.framework, entry.domain, entry.op_type), {})
         if versions.get(entry.since) is entry:
             del versions[entry.since]
@@ -162,10 +177,14 @@ class MappingRegistry:
     def fallback_names(self, framework: Framework | str | None = None) -> list[str]:
         """The names of the fallbacks (that apply to ``framework``), in the order consulted."""
         fw = Framework(framework) if framework is not None else None
+        if self._loader is not None:
+            self._loader.load_fallbacks(fw.value if fw is not None else None)
         return [name for _fn, name, f in self._fallbacks if fw is None or f is None or f == fw]
 
     def fallback(self, node: OriginNode, version: int | None) -> MappingEntry | None:
         """A MappingEntry from the first fallback that handles ``node``, or None."""
+        if self._loader is not None:
+            self._loader.load_fallbacks(Framework(node.framework).value)
         for fn, name, fw in self._fallbacks:
             if fw is not None and node.framework != fw:
                 continue
@@ -179,6 +198,7 @@ class MappingRegistry:
     def versions(self, framework: Framework | str, op_type: str, domain: str | None = None) -> list[int]:
         """The registered since-versions for an op (pinned to ``domain`` and plain), ascending."""
         fw = Framework(framework)
+        self._load(fw, normalize_domain(domain) if domain is not None else None, op_type)
         out = set(self._table.get((fw, None, op_type), {}))
         if domain is not None:
             out |= set(self._table.get((fw, normalize_domain(domain), op_type), {}))
@@ -192,6 +212,13 @@ class MappingRegistry:
         A domain-pinned registration wins over a plain one when both have a usable version.
         """
         fw = Framework(framework)
+        self._load(fw, normalize_domain(domain), op_type)
+        entry = self._find_loaded(fw, op_type, domain, version)
+        if entry is None and self._loader is not None and self._loader.miss_mapping(fw.value):
+            entry = self._find_loaded(fw, op_type, domain, version)  # a key the index does not know yet
+        return entry
+
+    def _find_loaded(self, fw: Framework, op_type: str, domain: str, version: int | None) -> MappingEntry | None:
         for key in ((fw, normalize_domain(domain), op_type), (fw, None, op_type)):
             versions = self._table.get(key)
             if not versions:
@@ -225,6 +252,7 @@ class MappingRegistry:
     def entries(self, framework: Framework | str | None = None) -> Iterator[MappingEntry]:
         """Every entry (optionally of one framework), sorted by op type, domain and version."""
         fw = Framework(framework) if framework is not None else None
+        self._load_all(fw)
         rows = [
             e for (f, _d, _o), versions in self._table.items() if fw is None or f == fw
             for e in versions.values()
@@ -237,6 +265,7 @@ class MappingRegistry:
             return False
         fw, op = key
         domain, name = split_op_key(op)
+        self._load(Framework(fw), domain, name)
         return bool(self._table.get((Framework(fw), domain, name)))
 
 
@@ -254,7 +283,7 @@ def registration_line(
     return f'@opbridge.mapping(opbridge.Framework.{framework.name}, "{key}"{since})'
 
 
-DEFAULT_MAPPINGS = MappingRegistry()
+DEFAULT_MAPPINGS = MappingRegistry(DEFAULT_LOADER)
 
 
 def imply_type_of(ir_op: str) -> ImplyType:

@@ -27,9 +27,9 @@ def _kinds() -> list[str]:
     return [e.key_text for e in DEFAULT_MAPPINGS.entries(Framework.TORCHSCRIPT)]
 
 
-def test_every_family_module_is_imported() -> None:
+def test_every_family_module_is_listed() -> None:
     modules = {m.name for m in pkgutil.iter_modules(ts_pkg.__path__) if m.name != "common"}
-    assert modules and all(hasattr(ts_pkg, m) for m in modules), sorted(modules)
+    assert modules and modules <= set(ts_pkg.FAMILIES), sorted(modules - set(ts_pkg.FAMILIES))
 
 
 def test_at_least_120_kinds_are_mapped(capsys: Any) -> None:

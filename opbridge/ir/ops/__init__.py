@@ -1,28 +1,30 @@
 """The built-in op vocabulary, one module per family, each defined with ``define_op``.
 
-Every module is imported here by name (no scanning); a test checks that each module of
-this package is imported.
+Every module is listed here by name (no scanning) and imported on first use of one of its
+ops (opbridge.families); a test checks that each module of this package is listed.
 """
 
 from __future__ import annotations
 
-from . import (  # noqa: F401
-    activation,
-    conv,
-    detection,
-    elementwise,
-    fused,
-    generate,
-    logical,
-    matmul,
-    norm,
-    pool,
-    pose,
-    rcnn,
-    reduce,
-    resize,
-    shape,
-    softmax,
-    tensor,
-    yolo,
+#: The family modules, by name; each registers its op definitions when imported.
+#: They load on first use (opbridge.families); the index is opbridge/registry_index.py.
+FAMILIES = (
+    "activation",
+    "conv",
+    "detection",
+    "elementwise",
+    "fused",
+    "generate",
+    "logical",
+    "matmul",
+    "norm",
+    "pool",
+    "pose",
+    "rcnn",
+    "reduce",
+    "resize",
+    "shape",
+    "softmax",
+    "tensor",
+    "yolo",
 )

@@ -1,20 +1,22 @@
 """The built-in TorchScript mappings, one module per op family (see docs/torchscript-json.md).
 
-Every module is imported here by name; importing registers its mappings.
+Every module is listed here by name; importing one (on first use) registers its mappings.
 """
 
 from __future__ import annotations
 
-from . import (  # noqa: F401
-    activation,
-    conv,
-    elementwise,
-    inplace,
-    matmul,
-    misc,
-    norm,
-    prim,
-    reduce,
-    shape,
-    tensor,
+#: The family modules, by name; each registers its mappings when imported.
+#: They load on first use (opbridge.families); the index is opbridge/registry_index.py.
+FAMILIES = (
+    "activation",
+    "conv",
+    "elementwise",
+    "inplace",
+    "matmul",
+    "misc",
+    "norm",
+    "prim",
+    "reduce",
+    "shape",
+    "tensor",
 )
