@@ -94,7 +94,8 @@ class FamilyLoader:
                 self.load(modules)
 
     def load_all_ops(self) -> None:
-        self.load(family_modules(OP_PACKAGES))
+        """Every family: a mapping family may define the IR ops it emits, as a plugin does."""
+        self.load(family_modules(OP_PACKAGES + MAPPING_PACKAGES))
 
     def load_all_mappings(self, framework: str | None = None) -> None:
         pkgs = [p for p in MAPPING_PACKAGES if framework is None or p.endswith(f".{framework}")]
@@ -102,7 +103,7 @@ class FamilyLoader:
 
     def miss_op(self) -> bool:
         """After a name the index did not lead to: load every op family; True if that loaded any."""
-        return self.fill_misses and bool(self.load(family_modules(OP_PACKAGES)))
+        return self.fill_misses and bool(self.load(family_modules(OP_PACKAGES + MAPPING_PACKAGES)))
 
     def miss_mapping(self, framework: str) -> bool:
         """Like :meth:`miss_op`, for the mappings of ``framework`` (and the fallbacks)."""
