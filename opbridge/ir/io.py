@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import GraphError, ModelFormatError, OpbridgeError, UnsupportedOpError
+from . import tensorfile
 from .graph import Graph, Node, Origin, Value
 from .opdef import DEFAULT_OPS, OpRegistry, check_placement
 from .types import LOWP_DTYPES, check_shape, is_dtype, to_numpy_dtype
@@ -150,9 +151,7 @@ def atomic_write(path: str | os.PathLike[str], write: Any) -> None:
 
 
 def save(graph: Graph, path: str | os.PathLike[str]) -> None:
-    """Write ``graph`` as a ``.obir`` file."""
-    from safetensors.numpy import save_file
-
+    """Write ``graph`` as a ``.obir`` file, streaming each weight to it (see :mod:`.tensorfile`)."""
     tensors: dict[str, np.ndarray] = {}
     doc = graph_to_json(graph, tensors)
     meta = {
@@ -160,7 +159,7 @@ def save(graph: Graph, path: str | os.PathLike[str]) -> None:
         "format_version": str(FORMAT_VERSION),
         "graph": json.dumps(doc, separators=(",", ":"), allow_nan=False),
     }
-    atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata=meta))
+    atomic_write(path, lambda tmp: tensorfile.write(tmp, tensors, meta))
 
 
 def read_safetensors(path: str | os.PathLike[str], kind: str) -> tuple[dict[str, str], Any]:
@@ -200,7 +199,16 @@ def open_stored(path: str | os.PathLike[str], kind: str, fmt: str, max_version: 
     """Open an opbridge safetensors file (``.obir``, ``.obprog``): check its format marker and
     version; returns its metadata and a reader ``tensor(key, dtype)`` whose failures are
     ModelFormatErrors naming the file."""
-    meta, f = read_safetensors(path, kind)
+    p = Path(path)
+    if not p.is_file():
+        raise ModelFormatError(f"{kind} file '{path}' does not exist or is not a file")
+    try:
+        meta, get = tensorfile.read(p)
+    except (tensorfile.TensorFileError, OSError) as err:
+        raise ModelFormatError(
+            f"'{path}' is not a valid {kind} file (truncated or not safetensors): {err}",
+            hint=f"re-create the {kind} file",
+        ) from None
     if meta.get("format") != fmt:
         raise ModelFormatError(
             f"'{path}' is a safetensors file but not an opbridge {kind} (no '{fmt}' marker)",
@@ -219,7 +227,7 @@ def open_stored(path: str | os.PathLike[str], kind: str, fmt: str, max_version: 
 
     def tensor(key: str, dtype: str) -> np.ndarray:
         try:
-            return _from_stored(f.get_tensor(key), dtype)
+            return _from_stored(get(key), dtype)
         except OpbridgeError:
             raise
         except Exception as err:

@@ -25,6 +25,7 @@ from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
 from ..errors import AttrError, ModelFormatError, UnsupportedOpError, node_ctx
 from ..ir import types as ir_types
+from .onnx_weights import load_mapped
 from .origin import Framework, OriginGraph, OriginNode, TensorInfo
 
 #: A protobuf message cannot exceed this; larger models must use external data.
@@ -346,10 +347,14 @@ def _value_info(vi: onnx.ValueInfoProto, what: str) -> TensorInfo:
 
 
 def parse_graph(g: onnx.GraphProto, opsets: dict[str, int], loader: ExternalDataLoader, *,
-                subgraph: bool = False, source: str = "") -> OriginGraph:
+                subgraph: bool = False, source: str = "",
+                mapped: Mapping[str, np.ndarray] | None = None) -> OriginGraph:
     """One GraphProto as an OriginGraph (subgraphs of If/Loop included, as attribute values)."""
     protos: dict[str, TensorProto] = {t.name: t for t in g.initializer}
     tensors = LazyTensors(protos, loader)
+    for name, arr in (mapped or {}).items():
+        _checked_count(list(arr.shape), f"[onnx] tensor '{name}'")
+        tensors._arrays[name] = arr
     dense_sparse = {sp.values.name: sp for sp in g.sparse_initializer}
     if dense_sparse:
         merged = {name: _sparse_to_dense(sp, loader) for name, sp in dense_sparse.items()}
@@ -400,8 +405,9 @@ def _check_opset_known(version: int | None, source: str | None) -> None:
 
 
 def parse_model(model: onnx.ModelProto, *, base_dir: str | os.PathLike[str] | None = None,
-                source: str = "") -> OriginGraph:
-    """Parse an in-memory ModelProto; ``base_dir`` is where its external data lives."""
+                source: str = "", mapped: Mapping[str, np.ndarray] | None = None) -> OriginGraph:
+    """Parse an in-memory ModelProto; ``base_dir`` is where its external data lives, ``mapped``
+    the top-level initializers read already (whose TensorProtos hold no data)."""
     if not isinstance(model, onnx.ModelProto):
         raise ModelFormatError(f"[onnx] expected an onnx.ModelProto, got {type(model).__name__}")
     if len(model.functions):
@@ -426,7 +432,7 @@ def parse_model(model: onnx.ModelProto, *, base_dir: str | os.PathLike[str] | No
         raise ModelFormatError(f"[onnx] {source or 'model'} has no graph",
                                hint="is this an ONNX model file?")
     loader = ExternalDataLoader(base_dir, source)
-    origin = parse_graph(model.graph, opsets, loader, source=source)
+    origin = parse_graph(model.graph, opsets, loader, source=source, mapped=mapped)
     origin.metadata.update({"ir_version": str(model.ir_version)})
     if model.producer_name:
         origin.metadata["producer"] = f"{model.producer_name} {model.producer_version}".strip()
@@ -435,8 +441,12 @@ def parse_model(model: onnx.ModelProto, *, base_dir: str | os.PathLike[str] | No
     return origin
 
 
-def load_model_proto(path: str | os.PathLike[str]) -> onnx.ModelProto:
-    """Read an .onnx file without its external data (that is loaded lazily and safely)."""
+def load_model_proto(path: str | os.PathLike[str],
+                     mapped: dict[str, np.ndarray] | None = None) -> onnx.ModelProto:
+    """Read an .onnx file without its external data (that is loaded lazily and safely).
+
+    With ``mapped`` (a dict to fill), the top-level initializers' bytes are left in the file:
+    ``mapped`` receives them as memory-mapped arrays by name (see :mod:`.onnx_weights`)."""
     p = Path(path)
     try:
         st = p.stat()
@@ -450,7 +460,12 @@ def load_model_proto(path: str | os.PathLike[str]) -> onnx.ModelProto:
             hint="save the model with external data: onnx.save(model, path, save_as_external_data=True)",
         )
     try:
-        model = onnx.load(str(p), load_external_data=False)
+        found = load_mapped(p) if mapped is not None else None
+        if found is not None:
+            model, arrays = found
+            mapped.update(arrays)
+        else:
+            model = onnx.load(str(p), load_external_data=False)
     except Exception as err:  # protobuf's DecodeError and friends
         raise ModelFormatError(f"[onnx] '{p}' is not a valid ONNX model: {type(err).__name__}: {err}",
                                hint="check the file is a complete .onnx model") from None
@@ -465,5 +480,5 @@ def parse_file(path: str | os.PathLike[str], weights: str | os.PathLike[str] | N
     if weights is not None:
         raise ModelFormatError(f"[onnx] '{path}': ONNX models carry their own weights; --weights is "
                                "for Caffe", hint="drop --weights")
-    model = load_model_proto(path)
-    return parse_model(model, base_dir=Path(path).resolve().parent, source=str(path))
+    model = load_model_proto(path, mapped := {})
+    return parse_model(model, base_dir=Path(path).resolve().parent, source=str(path), mapped=mapped)

@@ -22,6 +22,10 @@ def _interrupting_save_file(tensors, path, metadata=None):
     raise KeyboardInterrupt
 
 
+def _interrupting_write(path, tensors, metadata=None):  # opbridge.ir.tensorfile.write (.obir)
+    _interrupting_save_file(tensors, path, metadata)
+
+
 @pytest.mark.parametrize("kind", ["obir", "obprog"])
 def test_interrupted_save_keeps_the_old_file(tmp_path, monkeypatch, kind):
     g = ob.convert(seeds.write_onnx(tmp_path))
@@ -32,7 +36,10 @@ def test_interrupted_save_keeps_the_old_file(tmp_path, monkeypatch, kind):
     before = path.read_bytes()
     import safetensors.numpy as stn
 
+    from opbridge.ir import tensorfile
+
     monkeypatch.setattr(stn, "save_file", _interrupting_save_file)
+    monkeypatch.setattr(tensorfile, "write", _interrupting_write)
     with pytest.raises(KeyboardInterrupt):
         save(path)
     assert path.read_bytes() == before
@@ -48,11 +55,11 @@ def test_killed_convert_process_leaves_old_output(tmp_path):
     ob.save(ob.convert(model), out)
     before = out.read_bytes()
     slow_writer = (
-        "import sys, time, safetensors.numpy as stn\n"
-        "real = stn.save_file\n"
-        "def slow(t, p, metadata=None):\n"
+        "import sys, time\n"
+        "from opbridge.ir import tensorfile\n"
+        "def slow(p, t, metadata=None):\n"
         "    open(p, 'wb').write(b'partial'); print('writing', flush=True); time.sleep(60)\n"
-        "stn.save_file = slow\n"
+        "tensorfile.write = slow\n"
         "from opbridge.cli import main\n"
         "sys.exit(main(['convert', sys.argv[1], '-o', sys.argv[2]]))\n"
     )

@@ -94,14 +94,14 @@ def test_save_is_atomic_on_failure(tmp_path, monkeypatch):
     ob.save(_graph(), p)
     before = p.read_bytes()
 
-    import safetensors.numpy as stn
+    from opbridge.ir import tensorfile
 
-    def boom(tensors, path, metadata=None):
+    def boom(path, tensors, metadata=None):
         with open(path, "wb") as f:
             f.write(b"half")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(stn, "save_file", boom)
+    monkeypatch.setattr(tensorfile, "write", boom)
     with pytest.raises(KeyboardInterrupt):
         ob.save(_graph(), p)
     assert p.read_bytes() == before
