@@ -1,4 +1,5 @@
-"""Benchmark: `opbridge convert` of ResNet-50 against onnx.load + onnx.checker + shape inference.
+"""Benchmark: `opbridge convert` of ResNet-50 against onnx.load + onnx.checker + shape inference,
+and of a large model whose weights are ONNX external data.
 
 Builds a ResNet-50 v1 ONNX model (Conv/BatchNormalization/Relu/MaxPool/Add/GlobalAveragePool/
 Flatten/Gemm, ~25.6 M parameters, random weights) with ``onnx.helper`` (no torch), then runs,
@@ -8,14 +9,23 @@ process, from wait4) for both, with the ratios:
 - ``opbridge convert resnet50.onnx -o resnet50.obir``
 - ``python -c "onnx.load; onnx.checker.check_model; onnx.shape_inference.infer_shapes"``
 
-Usage: ``python bench/bench_convert.py [--repeat N] [--keep DIR]``. Timing is a benchmark,
-not a test: nothing here asserts.
+The commands run interleaved (A B A B ...), one BLAS thread each; the figures are medians and
+the ratios are of medians measured in this run.
+
+With ``--external-gib G`` (default 1.6; 0 to skip) it also writes a MatMul chain whose
+weights (G GiB of float32) are external data, and times ``opbridge convert`` of it: wall time
+and peak RSS as a fraction of the weights' size (the weights are streamed into the .obir,
+never held in memory).
+
+Usage: ``python bench/bench_convert.py [--repeat N] [--keep DIR] [--external-gib G]``. Timing is
+a benchmark, not a test: nothing here asserts.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -98,6 +108,34 @@ def resnet50(seed: int = 0) -> onnx.ModelProto:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="bench_convert")
 
 
+def write_external(folder: Path, gib: float) -> tuple[Path, int]:
+    """A chain of MatMuls x @ W_i (4096 x 4096 float32 each, 64 MiB) whose weights, ``gib`` GiB
+    in all, live in one external-data file written chunk by chunk (this process stays small)."""
+    n, width = max(1, round(gib * 2**30 / (4096 * 4096 * 4))), 4096
+    rng = np.random.default_rng(0)
+    inits, nodes, offset = [], [], 0
+    with open(folder / "big.bin", "wb") as f:
+        for i in range(n):
+            for _ in range(16):  # 4 MiB at a time
+                f.write((rng.standard_normal((width // 16, width), dtype=np.float32) * 0.01).tobytes())
+            t = TensorProto(name=f"w{i}", data_type=TensorProto.FLOAT, dims=[width, width],
+                            data_location=TensorProto.EXTERNAL)
+            nbytes = width * width * 4
+            for k, v in (("location", "big.bin"), ("offset", str(offset)), ("length", str(nbytes))):
+                e = t.external_data.add()
+                e.key, e.value = k, v
+            inits.append(t)
+            offset += nbytes
+            nodes.append(helper.make_node("MatMul", ["x" if i == 0 else f"h{i - 1}", f"w{i}"], [f"h{i}"],
+                                          name=f"mm{i}"))
+    g = helper.make_graph(nodes, "big", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, width])],
+                          [helper.make_tensor_value_info(f"h{n - 1}", TensorProto.FLOAT, [1, width])],
+                          initializer=inits)
+    path = folder / "big.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path, offset
+
+
 def measure(cmd: list[str]) -> tuple[float, float, float]:
     """Wall seconds, CPU seconds (user + sys) and peak RSS (MiB) of one process running ``cmd``.
 
@@ -105,7 +143,8 @@ def measure(cmd: list[str]) -> tuple[float, float, float]:
     mark, which starts from its parent's at fork, is its own.
     """
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     _, status, usage = os.wait4(proc.pid, 0)
     dt = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -123,10 +162,26 @@ ONNX_TRIO = (
 )
 
 
+def _interleaved(runs: dict[str, list[str]], repeat: int,
+                 outputs: tuple[Path, ...] = ()) -> dict[str, tuple[float, float, float]]:
+    """Median wall, median CPU and largest peak RSS of each command, run in turn, round by round.
+    ``outputs`` are removed before each run: deleting a large old file is not the command's work."""
+    got: dict[str, list[tuple[float, float, float]]] = {k: [] for k in runs}
+    for _ in range(max(repeat, 1)):
+        for name, cmd in runs.items():
+            for out in outputs:
+                out.unlink(missing_ok=True)
+            got[name].append(measure(cmd))
+    return {k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v), max(r[2] for r in v))
+            for k, v in got.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--repeat", type=int, default=1, help="runs of each (the best time and RSS are kept)")
-    ap.add_argument("--keep", metavar="DIR", help="write the model and .obir here instead of a temp dir")
+    ap.add_argument("--repeat", type=int, default=5, help="interleaved rounds (medians are kept)")
+    ap.add_argument("--keep", metavar="DIR", help="write the models and .obir here instead of a temp dir")
+    ap.add_argument("--external-gib", type=float, default=1.6, metavar="G",
+                    help="size of the external-data model's weights (0: skip it)")
     ap.add_argument("--generate", metavar="FILE", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.generate:
@@ -138,22 +193,39 @@ def main() -> None:
     if not model_path.exists():
         subprocess.run([sys.executable, __file__, "--generate", str(model_path)], check=True)
     size = model_path.stat().st_size / 2**20
+    opbridge = [sys.executable, "-m", "opbridge", "convert"]
     runs = {
-        "opbridge convert": [sys.executable, "-m", "opbridge", "convert", str(model_path), "-o", str(out_path)],
+        "opbridge convert": [*opbridge, str(model_path), "-o", str(out_path)],
         "onnx load+checker+shape_inference": [sys.executable, "-c", ONNX_TRIO, str(model_path)],
         "(python -c 'import opbridge' alone)": [sys.executable, "-c", "import opbridge"],
     }
-    results: dict[str, tuple[float, float, float]] = {}
-    for name, cmd in runs.items():
-        best = [measure(cmd) for _ in range(max(args.repeat, 1))]
-        results[name] = (min(r[0] for r in best), min(r[1] for r in best), min(r[2] for r in best))
-    print(f"ResNet-50 v1, random weights, {size:.1f} MiB .onnx, one process per run, best of {args.repeat}")
+    results = _interleaved(runs, args.repeat, (out_path,))
+    print(f"ResNet-50 v1, random weights, {size:.1f} MiB .onnx, one process per run, "
+          f"{args.repeat} interleaved rounds, medians")
     print(f"{'':38s} {'wall (s)':>9s} {'CPU (s)':>8s} {'peak RSS (MiB)':>15s}")
     for name, (t, c, m) in results.items():
         print(f"{name:38s} {t:9.2f} {c:8.2f} {m:15.0f}")
     (to, co, mo) = results["opbridge convert"]
     (tr, cr, mr) = results["onnx load+checker+shape_inference"]
     print(f"{'ratio opbridge / onnx trio':38s} {to / tr:9.2f} {co / cr:8.2f} {mo / mr:15.2f}")
+    if args.external_gib > 0:
+        big = folder / "big.onnx"
+        weights = (folder / "big.bin").stat().st_size if big.exists() and (folder / "big.bin").exists() else 0
+        if abs(weights - args.external_gib * 2**30) > 2**26:
+            big, weights = write_external(folder, args.external_gib)
+        outs = (folder / "big.obir", folder / "big.copy")
+        big_runs = {"opbridge convert": [*opbridge, str(big), "-o", str(outs[0])],
+                    "cp of the weights file (the disk's pace)": ["cp", str(folder / "big.bin"), str(outs[1])]}
+        res = _interleaved(big_runs, args.repeat, outs)
+        for out in outs:
+            out.unlink(missing_ok=True)
+        print(f"\nMatMul chain with {weights / 2**30:.2f} GiB of external-data weights, {args.repeat} interleaved "
+              "rounds, medians")
+        print(f"{'':42s} {'wall (s)':>9s} {'CPU (s)':>8s} {'peak RSS (MiB)':>15s} {'RSS / weights':>14s}")
+        for name, (t, c, m) in res.items():
+            print(f"{name:42s} {t:9.2f} {c:8.2f} {m:15.0f} {m * 2**20 / weights:14.3f}")
+        ratio = res["opbridge convert"][0] / res["cp of the weights file (the disk's pace)"][0]
+        print(f"{'ratio opbridge convert / cp':42s} {ratio:9.2f}")
 
 
 if __name__ == "__main__":
