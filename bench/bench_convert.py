@@ -144,6 +144,7 @@ def measure(cmd: list[str]) -> tuple[float, float, float]:
     """
     t0 = time.perf_counter()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed packages are: with their .pyc files
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     _, status, usage = os.wait4(proc.pid, 0)
     dt = time.perf_counter() - t0

@@ -45,6 +45,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=11, help="interleaved rounds (default 11)")
     args = ap.parse_args()
     env = {**os.environ, **ONE_THREAD}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed packages are: with their .pyc files
     cmds = commands()
     for cmd in cmds.values():  # warm the file cache and the .pyc files
         run_once(cmd, env)
