@@ -20,6 +20,7 @@ Lazy loading never changes what a registry answers:
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Iterable
 from types import ModuleType
 from typing import Any
@@ -53,6 +54,9 @@ class FamilyLoader:
         self._index = index
         self.fill_misses = fill_misses
         self.loaded: set[str] = set()
+        # Held while a family imports, so that another thread asking for one of its names
+        # waits for it instead of finding it half registered; re-entrant for nested loads.
+        self._lock = threading.RLock()
 
     @property
     def index(self) -> Any:
@@ -65,15 +69,16 @@ class FamilyLoader:
     def load(self, modules: Iterable[str]) -> list[ModuleType]:
         """Import ``modules`` (full names) that this loader has not imported yet."""
         out = []
-        for name in modules:
-            if name in self.loaded:
-                continue
-            self.loaded.add(name)  # first: the module's own registrations must not load it again
-            try:
-                out.append(importlib.import_module(name))
-            except BaseException:
-                self.loaded.discard(name)
-                raise
+        with self._lock:
+            for name in modules:
+                if name in self.loaded:
+                    continue
+                self.loaded.add(name)  # first: the module's own registrations must not load it again
+                try:
+                    out.append(importlib.import_module(name))
+                except BaseException:
+                    self.loaded.discard(name)
+                    raise
         return out
 
     def load_op(self, name: str) -> None:

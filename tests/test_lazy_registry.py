@@ -57,6 +57,9 @@ def test_public_names_resolve_and_functions_win_over_their_modules() -> None:
         import opbridge.convert, opbridge.validate.api, opbridge.batch.api  # the submodules first
         import opbridge as ob
         missing = [n for n in ob.__all__ if not hasattr(ob, n)]
+        star = {}
+        exec("from opbridge import *", star)
+        missing += [n for n in ob.__all__ if n not in star or n not in dir(ob)]
         kinds = {n: type(getattr(ob, n)).__name__ for n in ("convert", "validate", "batch")}
         print(json.dumps({"missing": missing, "kinds": kinds, "ir": isinstance(ob.ir, types.ModuleType)}))
     """)
@@ -198,3 +201,26 @@ def test_the_index_is_up_to_date() -> None:
     proc = subprocess.run([sys.executable, "-m", "opbridge.tools.registry_index", "--check"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr + proc.stdout
+
+
+def test_threads_asking_at_once_all_find_their_names() -> None:
+    out = _run("""
+        import json, threading
+        from opbridge.ir.opdef import DEFAULT_OPS
+        from opbridge.mappers.registry import DEFAULT_MAPPINGS
+        names = ["Conv", "Relu", "MaxPool", "MatMul", "Softmax", "Resize", "Concat", "ReduceMean"]
+        barrier, found = threading.Barrier(4), []
+
+        def ask():
+            barrier.wait()
+            found.append(all(DEFAULT_OPS.get(n).name == n and DEFAULT_MAPPINGS.find("onnx", n, "", 17)
+                             for n in names))
+
+        threads = [threading.Thread(target=ask) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        print(json.dumps(found))
+    """)
+    assert out == [True] * 4
