@@ -11,11 +11,9 @@ definitions and mappings themselves load per family when first looked up (see
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import sys
-import types
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .lazy import keep_functions, lazy_getattr
 
 __version__ = "0.1.0"
 
@@ -36,35 +34,13 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("Program", "Target", "compile", "load_program", "register_kernel"), ".simulator"),
 }
 
-#: Public functions that share their name with a subpackage or module of opbridge.
-_FUNCTIONS_OVER_MODULES = frozenset({"convert", "batch", "validate"})
-
-
-def __getattr__(name: str) -> Any:
-    home = _LAZY.get(name)
-    if home is None:  # a subpackage (opbridge.ir, opbridge.simulator, ...), as eager imports bound them
-        if name.startswith("_") or importlib.util.find_spec(f"{__name__}.{name}") is None:
-            raise AttributeError(f"module 'opbridge' has no attribute {name!r}")
-        return importlib.import_module(f".{name}", __name__)
-    value = getattr(importlib.import_module(home, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY)
+keep_functions(__name__, frozenset({"convert", "batch", "validate"}))
 
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
-
-class _Package(types.ModuleType):
-    def __setattr__(self, name: str, value: Any) -> None:
-        # Importing the submodule opbridge.convert binds it on the package under "convert";
-        # the public name is the function (as it was when this package imported it eagerly).
-        if name in _FUNCTIONS_OVER_MODULES and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
 
 if TYPE_CHECKING:  # the names, for type checkers and readers; at run time __getattr__ imports them
     from .batch import batch

@@ -55,16 +55,19 @@ def test_public_names_resolve_and_functions_win_over_their_modules() -> None:
     out = _run("""
         import json, sys, types
         import opbridge.convert, opbridge.validate.api, opbridge.batch.api  # the submodules first
+        import opbridge.ir.interpret
         import opbridge as ob
+        from opbridge.ir import interpret
         missing = [n for n in ob.__all__ if not hasattr(ob, n)]
         star = {}
         exec("from opbridge import *", star)
         missing += [n for n in ob.__all__ if n not in star or n not in dir(ob)]
-        kinds = {n: type(getattr(ob, n)).__name__ for n in ("convert", "validate", "batch")}
+        kinds = {n: type(getattr(ob, n)).__name__ for n in ("convert", "validate", "batch", "interpret")}
+        kinds["ir.interpret"] = type(interpret).__name__
         print(json.dumps({"missing": missing, "kinds": kinds, "ir": isinstance(ob.ir, types.ModuleType)}))
     """)
-    assert out == {"missing": [], "kinds": dict.fromkeys(("convert", "validate", "batch"), "function"),
-                   "ir": True}
+    assert out == {"missing": [], "ir": True,
+                   "kinds": dict.fromkeys(("convert", "validate", "batch", "interpret", "ir.interpret"), "function")}
 
 
 def test_onnx_convert_loads_only_the_families_it_uses(tmp_path) -> None:

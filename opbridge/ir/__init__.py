@@ -6,9 +6,9 @@ when an op is first looked up (see :mod:`opbridge.registry_index`).
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..lazy import keep_functions, lazy_getattr
 
 _LAZY: dict[str, str] = {
     **dict.fromkeys(("Graph", "GraphBuilder", "Node", "Origin", "Value"), ".graph"),
@@ -17,15 +17,8 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _LAZY.get(name)
-    if home is None:  # a submodule (opbridge.ir.ops, .passes, ...), as eager imports bound them
-        if name.startswith("_") or importlib.util.find_spec(f"{__name__}.{name}") is None:
-            raise AttributeError(f"module 'opbridge.ir' has no attribute {name!r}")
-        return importlib.import_module(f".{name}", __name__)
-    value = getattr(importlib.import_module(home, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY)
+keep_functions(__name__, frozenset({"interpret"}))  # the function, not the module interpret.py
 
 
 if TYPE_CHECKING:

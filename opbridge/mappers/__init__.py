@@ -10,9 +10,9 @@ neither the Caffe nor the TorchScript mappings.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..lazy import lazy_getattr
 
 _LAZY: dict[str, str] = {
     **dict.fromkeys(("Framework", "OriginGraph", "OriginNode"), "..parsers.origin"),
@@ -23,15 +23,7 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _LAZY.get(name)
-    if home is None:  # a subpackage (opbridge.mappers.onnx, ...), as eager imports bound them
-        if name.startswith("_") or importlib.util.find_spec(f"{__name__}.{name}") is None:
-            raise AttributeError(f"module 'opbridge.mappers' has no attribute {name!r}")
-        return importlib.import_module(f".{name}", __name__)
-    value = getattr(importlib.import_module(home, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 if TYPE_CHECKING:
