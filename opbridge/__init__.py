@@ -75,6 +75,7 @@ if TYPE_CHECKING:  # the names, for type checkers and readers; at run time __get
         load,
         save,
     )
+    from .ir.passes import register_pass
     from .mappers import (
         DEFAULT_MAPPINGS,
         Framework,
@@ -85,7 +86,6 @@ if TYPE_CHECKING:  # the names, for type checkers and readers; at run time __get
         mapping,
         register_custom_op,
     )
-    from .ir.passes import register_pass
     from .plugins_loader import load_plugins
     from .simulator import Program, Target, compile, load_program, register_kernel  # noqa: A004
     from .validate import validate
