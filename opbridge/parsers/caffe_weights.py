@@ -11,6 +11,7 @@ from google.protobuf.message import DecodeError
 
 from ..errors import ModelFormatError
 from ..ir import types as ir_types
+from .protowire import encode_varint, len_field
 
 #: Protobuf's (and Caffe's own reader's) limit on a serialized message.
 MAX_CAFFEMODEL_BYTES = (1 << 31) - 1
@@ -87,28 +88,13 @@ def read_caffemodel(path: Path) -> dict[str, list[np.ndarray]]:
 
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def _field(number: int, payload: bytes) -> bytes:
-    """A length-delimited field (wire type 2)."""
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
 
 
 def _blob_bytes(arr: np.ndarray) -> bytes:
-    dims = b"".join(_varint(int(d)) for d in arr.shape)
+    dims = b"".join(encode_varint(int(d)) for d in arr.shape)
     data = np.ascontiguousarray(arr, dtype="<f4").tobytes()
     # BlobProto: shape = 7 (BlobShape: packed dim = 1), packed data = 5.
-    return _field(7, _field(1, dims) if dims else b"") + _field(5, data)
+    return len_field(7, len_field(1, dims) if dims else b"") + len_field(5, data)
 
 
 def write_caffemodel(path: Path, net_name: str,
@@ -121,8 +107,8 @@ def write_caffemodel(path: Path, net_name: str,
     OpenCV.
     """
     with open(path, "wb") as f:
-        f.write(_field(1, net_name.encode()))
+        f.write(len_field(1, net_name.encode()))
         for name, op_type, arrays in layers:
-            body = _field(1, name.encode()) + _field(2, op_type.encode())
-            body += b"".join(_field(7, _blob_bytes(a)) for a in arrays)
-            f.write(_field(100, body))
+            body = len_field(1, name.encode()) + len_field(2, op_type.encode())
+            body += b"".join(len_field(7, _blob_bytes(a)) for a in arrays)
+            f.write(len_field(100, body))

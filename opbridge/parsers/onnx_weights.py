@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-_LEN = 2  # wire type of length-delimited fields
+from .protowire import LEN, len_field
 
 #: TensorProto.DataType -> numpy dtype, for the types whose raw_data is their little-endian
 #: element bytes (4-bit, string and 8-bit float types are left to onnx.numpy_helper).
@@ -58,7 +58,7 @@ def _fields(buf: Any, start: int, end: int) -> Any:
             vend = pos + 8
         elif wire == 5:
             vend = pos + 4
-        elif wire == _LEN:
+        elif wire == LEN:
             length, pos = _varint(buf, pos, end)
             vend = pos + length
         else:
@@ -69,27 +69,11 @@ def _fields(buf: Any, start: int, end: int) -> Any:
         pos = vend
 
 
-def _encode_varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def _len_field(field: int, body: bytes) -> bytes:
-    return _encode_varint((field << 3) | _LEN) + _encode_varint(len(body)) + body
-
-
 def _strip_tensor(buf: Any, start: int, end: int) -> tuple[bytes, tuple[int, int, int] | None]:
     """The TensorProto without its raw_data, and (data type, offset, length) of that raw_data."""
     kept, raw, data_type = [], None, 1
     for field, wire, tag_at, vstart, vend in _fields(buf, start, end):
-        if field == 9 and wire == _LEN:
+        if field == 9 and wire == LEN:
             raw = (vstart, vend - vstart)
             continue
         if field == 2 and wire == 0:
@@ -103,9 +87,9 @@ def _strip_tensor(buf: Any, start: int, end: int) -> tuple[bytes, tuple[int, int
 def _strip_graph(buf: Any, start: int, end: int) -> tuple[bytes, list[tuple[int, int, int] | None]]:
     parts, raws = [], []
     for field, wire, tag_at, vstart, vend in _fields(buf, start, end):
-        if field == 5 and wire == _LEN:
+        if field == 5 and wire == LEN:
             body, raw = _strip_tensor(buf, vstart, vend)
-            parts.append(_len_field(5, body))
+            parts.append(len_field(5, body))
             raws.append(raw)
         else:
             parts.append(bytes(buf[tag_at:vend]))
@@ -124,10 +108,10 @@ def load_mapped(path: str | os.PathLike[str]) -> tuple[Any, dict[str, np.ndarray
     try:
         parts, raws, graphs = [], [], 0
         for field, wire, tag_at, vstart, vend in _fields(buf, 0, len(buf)):
-            if field == 7 and wire == _LEN:
+            if field == 7 and wire == LEN:
                 graphs += 1
                 body, raws = _strip_graph(buf, vstart, vend)
-                parts.append(_len_field(7, body))
+                parts.append(len_field(7, body))
             else:
                 parts.append(bytes(buf[tag_at:vend]))
     except _Unexpected:
