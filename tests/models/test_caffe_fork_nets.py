@@ -39,6 +39,7 @@ RUNS: dict[str, tuple[dict[str, tuple[int, ...]], bool]] = {
     "ctpn": ({"data": (1, 3, 64, 96), "im_info": (1, 3)}, False),
     "heatmap_flic_fusion": ({"data": (1, 3, 32, 32)}, True),
     "mobilenet_yolov2_lite": ({"data": (1, 3, 96, 96)}, True),
+    "hed": ({"data": (1, 3, 32, 32)}, False),
 }
 #: The nets whose only unsupported layer is a Python layer (no plugin): the layer's name.
 PYTHON_LAYER = {"ctpn": "proposal"}
@@ -247,7 +248,8 @@ class _YoloV2Out:
 OPENCV_LAYERS = {"segnet_basic_camvid": {"BN": _SegNetBN, "Upsample": _SegNetUpsample,
                                          "ArgMax": _ArgMaxAxis1},
                  "yolov3_tiny": {"Yolov3DetectionOutput": _Yolov3Out}, "mtcnn_pnet": {},
-                 "heatmap_flic_fusion": {}, "mobilenet_yolov2_lite": {"YoloDetectionOutput": _YoloV2Out}}
+                 "heatmap_flic_fusion": {}, "mobilenet_yolov2_lite": {"YoloDetectionOutput": _YoloV2Out},
+                 "hed": {}}
 
 
 @requires_cv2
