@@ -211,6 +211,7 @@ MAPPINGS: dict[tuple[str, str | None, str], tuple[str, ...]] = {
     ('caffe', None, 'Region'): ('opbridge.mappers.caffe.forks_detection',),
     ('caffe', None, 'Reorg'): ('opbridge.mappers.caffe.forks',),
     ('caffe', None, 'Reshape'): ('opbridge.mappers.caffe.shape',),
+    ('caffe', None, 'Resize'): ('opbridge.mappers.caffe.forks',),
     ('caffe', None, 'Reverse'): ('opbridge.mappers.caffe.forks',),
     ('caffe', None, 'SPP'): ('opbridge.mappers.caffe.pool',),
     ('caffe', None, 'Scale'): ('opbridge.mappers.caffe.norm',),

@@ -1,8 +1,8 @@
 """Caffe fork layers that move or rescale data: SegNet/PSPNet ``BN``, ``Upsample`` (YOLOv3's
 nearest upsampling, SegNet's max-unpooling with a pooling mask), ``MaxUnpool``, YOLOv2's
-``Reorg``, ``HardSwish``/``HardSigmoid``, and CTPN's ``Reverse``, ``Transpose`` and
-``Im2col``. The fork each follows is cited on each mapping; docs/caffe-forks.md lists the
-choices where forks disagree."""
+``Reorg``, ``HardSwish``/``HardSigmoid``, CTPN's ``Reverse``, ``Transpose`` and ``Im2col``,
+and caffe-windows' bilinear ``Resize``. The fork each follows is cited on each mapping;
+docs/caffe-forks.md lists the choices where forks disagree."""
 
 from __future__ import annotations
 
@@ -263,3 +263,55 @@ def im_resize(node: OriginNode, g: Any) -> Value:
                       "give target_spatial_height and target_spatial_width (or factor) for an output of at least 1x1")
     return g.op("Resize", [x], mode="cubic", coordinate_transformation_mode="half_pixel",
                 cubic_coeff_a=-0.75, sizes=(n, c, oh, ow))
+
+
+def fork_bilinear_weights(in_size: int, out_size: int) -> np.ndarray:
+    """The (out_size, in_size) matrix of happynear/caffe-windows BiLinearResizeMat_cpu
+    (src/caffe/util/util_img.cpp) along one axis: output i samples the input at
+    i * (in / out), computed in float32 as the fork does; it takes (1 - f) of floor(.) and f
+    of the next sample, and drops the second term past the last input (no clamping: the
+    last outputs of an upscale fade towards 0, as in the fork)."""
+    scale = np.float32(in_size) / np.float32(out_size)
+    pos = np.arange(out_size, dtype=np.float32) * scale
+    lo = np.floor(pos).astype(np.int64)
+    frac = pos - lo.astype(np.float32)
+    m = np.zeros((out_size, in_size), np.float32)
+    rows = np.arange(out_size)
+    m[rows, lo] = np.abs(np.float32(1) - frac)
+    nxt = lo + 1 < in_size
+    m[rows[nxt], lo[nxt] + 1] = np.abs(frac[nxt])
+    return m
+
+
+def fork_resize_size(p: Params, h: int, w: int) -> tuple[int, int]:
+    """ResizeLayer::Reshape: height/width, or with is_pyramid_test the input size times
+    out_height_scale/out_width_scale, truncated to int."""
+    if bool(p.get("is_pyramid_test", False)):
+        if not (p.has("out_height_scale") and p.has("out_width_scale")):
+            raise p.error("out_height_scale", p.get("out_height_scale", None),
+                          "is_pyramid_test needs both out_height_scale and out_width_scale")
+        oh = int(np.float32(p.get("out_height_scale")) * np.float32(h))
+        ow = int(np.float32(p.get("out_width_scale")) * np.float32(w))
+    else:
+        if not (p.has("height") and p.has("width")):
+            raise p.error("height", p.get("height", None),
+                          "give height and width (or is_pyramid_test with out_height_scale/out_width_scale)")
+        oh, ow = int(p.get("height")), int(p.get("width"))
+    if oh < 1 or ow < 1:
+        raise p.error("height", (oh, ow), "the output must be at least 1x1")
+    return oh, ow
+
+
+@mapping(CAFFE, "Resize")
+def fork_resize(node: OriginNode, g: Any) -> Value:
+    """happynear/caffe-windows ResizeLayer (resize_layer.cpp, util_img.cpp): bilinear resize
+    of every plane on the grid i * in / out (fork_bilinear_weights), written as two
+    products with the per-axis weight matrices: rows @ X @ cols^T."""
+    p = Params(node, "resize_param")
+    x = g.input(0)
+    if len(x.shape) != 4:
+        raise g.unsupported(f"input of rank {len(x.shape)}: Resize is 2-D (N, C, H, W)")
+    h, w = int(x.shape[2]), int(x.shape[3])
+    oh, ow = fork_resize_size(p, h, w)
+    y = g.op("MatMul", [x, g.constant(np.ascontiguousarray(fork_bilinear_weights(w, ow).T))])
+    return g.op("MatMul", [g.constant(fork_bilinear_weights(h, oh)), y])

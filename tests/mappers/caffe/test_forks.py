@@ -254,6 +254,66 @@ def test_openpose_imresize_against_cv2_resize(tmp_path: Path, params: str, size:
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+def _caffe_windows_resize_ref(x: np.ndarray, oh: int, ow: int) -> np.ndarray:
+    """happynear/caffe-windows src/caffe/util/util_img.cpp BiLinearResizeMat_cpu, its loops
+    (commit 3937c98c): float32 scale = in / out, source floor(dst * scale), weights 1 - f and
+    f; the right, lower and lower-right neighbours only where they exist (the lower-right one
+    only when both others do)."""
+    n, c, h, w = x.shape
+    f32 = np.float32
+    scale_w, scale_h = f32(w) / f32(ow), f32(h) / f32(oh)
+    out = np.zeros((n, c, oh, ow), np.float32)
+    for b in range(n):
+        for ch in range(c):
+            src = x[b, ch].reshape(-1)
+            for dh in range(oh):
+                fh = f32(dh) * scale_h
+                sh = int(np.floor(fh))
+                fh = f32(fh - f32(sh))
+                wh0, wh1 = abs(f32(1) - fh), abs(fh)
+                for dw in range(ow):
+                    fw = f32(dw) * scale_w
+                    sw = int(np.floor(fw))
+                    fw = f32(fw - f32(sw))
+                    ww0, ww1 = abs(f32(1) - fw), abs(fw)
+                    i = sh * w + sw
+                    v = wh0 * ww0 * src[i]
+                    flag = 0
+                    if sw + 1 < w:
+                        v += wh0 * ww1 * src[i + 1]
+                        flag += 1
+                    if sh + 1 < h:
+                        v += wh1 * ww0 * src[i + w]
+                        flag += 1
+                    if flag > 1:
+                        v += wh1 * ww1 * src[i + w + 1]
+                    out[b, ch, dh, dw] = v
+    return out
+
+
+@pytest.mark.parametrize(("params", "size"), [
+    ("resize_param { height: 9 width: 13 }", (9, 13)),
+    ("resize_param { height: 3 width: 4 }", (3, 4)),
+    ("resize_param { height: 4 width: 6 }", (4, 6)),
+    ("resize_param { is_pyramid_test: true out_height_scale: 2.5 out_width_scale: 0.7 }", (10, 4)),
+], ids=["upscale", "downscale", "same-size", "is_pyramid_test"])
+def test_caffe_windows_resize(tmp_path: Path, params: str, size: tuple[int, int]) -> None:
+    """happynear/caffe-windows resize_layer.cpp (Reshape: height/width, or the input size
+    times out_*_scale truncated) and util_img.cpp (the bilinear grid)."""
+    got = _run(tmp_path, layer("Resize", params))[0]["y"]
+    assert got.shape == SHAPE[:2] + size
+    np.testing.assert_allclose(got, _caffe_windows_resize_ref(X, *size), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ("", "resize_param.height"),
+    ("resize_param { is_pyramid_test: true out_height_scale: 2 }", "resize_param.out_height_scale"),
+], ids=["params=absent", "pyramid-without-width-scale"])
+def test_caffe_windows_resize_needs_its_size(tmp_path: Path, params: str, field: str) -> None:
+    with pytest.raises(OpbridgeError, match=field):
+        _run(tmp_path, layer("Resize", params))
+
+
 def _nms_ref(x: np.ndarray, threshold: float, num_peak: int) -> np.ndarray:
     """caffe_rtpose nms_layer.cpp Forward_cpu, its loops (plane n of image n, 4-neighbour
     strict maxima, 0 outside the map); at most num_peak peaks kept."""
@@ -290,7 +350,7 @@ def test_openpose_nms(tmp_path: Path, params: str, thr: float, k: int) -> None:
 FORK_TYPES = ("BN", "Upsample", "MaxUnpool", "Reorg", "Region", "YoloDetectionOutput", "Yolov3DetectionOutput",
               "PSROIPooling", "ROIAlign", "Proposal", "Interp", "ReLU6", "HardSwish", "HardSigmoid", "Swish",
               "Mish", "ShuffleChannel", "DepthwiseConvolution", "ConvolutionDepthwise", "Axpy", "Lstm",
-              "Reverse", "Transpose", "Im2col", "ImResize", "Nms", "Normalize", "PriorBox", "DetectionOutput",
+              "Reverse", "Transpose", "Im2col", "ImResize", "Resize", "Nms", "Normalize", "PriorBox", "DetectionOutput",
               "Permute", "ROIPooling")
 
 

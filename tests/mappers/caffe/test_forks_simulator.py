@@ -33,6 +33,7 @@ CASES = {
                                    "spatial_scale: 0.5 }", bottoms=("data", "rois")), (1, 8, 8, 8)),
     "HardSwish": (layer("HardSwish"), (1, 4, 5, 5)),
     "ImResize": (layer("ImResize", "imresize_param { factor: 2 }"), (1, 2, 4, 5)),
+    "Resize": (layer("Resize", "resize_param { height: 7 width: 9 }"), (1, 2, 4, 5)),
     "Nms": (layer("Nms", "nms_param { threshold: 0 }"), (1, 1, 6, 6)),
     "Proposal": ('input: "deltas"\ninput_shape { dim: 1 dim: 36 dim: 4 dim: 5 }\n'
                  'input: "im_info"\ninput_shape { dim: 1 dim: 3 }\n'
