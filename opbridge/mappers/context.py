@@ -53,6 +53,12 @@ class MapContext:
     def framework(self) -> Framework:
         return self.node.framework
 
+    @property
+    def origin_graph(self) -> OriginGraph:
+        """The whole origin graph, for the few layers whose meaning depends on the net around
+        them (the FCN-era Caffe Crop aligns its bottoms through the layers that made them)."""
+        return self._conv.origin
+
     # -- inputs -----------------------------------------------------------------------------
     @property
     def num_inputs(self) -> int:

@@ -174,7 +174,7 @@ class _Layer:
 
 
 #: Fork fields inside BVLC parameter blocks that the built-in mappings read.
-HANDLED_FORK_FIELDS = frozenset({"PoolingParameter.ceil_mode"})
+HANDLED_FORK_FIELDS = frozenset({"PoolingParameter.ceil_mode", "CropParameter.mode"})
 
 
 def _read_layer(block: TextBlock, v1: bool, source: str, index: int,

@@ -10,6 +10,7 @@ FAMILIES = (
     "detection",
     "elementwise",
     "forks",
+    "forks_coord_map",
     "forks_detection",
     "forks_recurrent",
     "norm",

@@ -12,6 +12,7 @@ from ...ir.graph import Value
 from ...parsers.origin import Framework, OriginNode
 from ..registry import mapping
 from .common import Params, norm_axis
+from .forks_coord_map import coord_map_offsets
 
 CAFFE = Framework.CAFFE
 
@@ -141,7 +142,9 @@ def permute(node: OriginNode, g: Any) -> Value:
 
 @mapping(CAFFE, "Crop")
 def crop(node: OriginNode, g: Any) -> Value:
-    """Crop bottom 0 to the shape of bottom 1 from ``axis`` on, at the given offsets."""
+    """Crop bottom 0 to the shape of bottom 1 from ``axis`` on, at the given offsets.
+    ``mode: "coord_map"`` (not BVLC's) computes the offsets as the FCN-era Crop does
+    (forks_coord_map.py)."""
     p = Params(node, "crop_param")
     x, ref = g.input(0), g.input(1)
     if ref is None:
@@ -149,6 +152,13 @@ def crop(node: OriginNode, g: Any) -> Value:
     rank = len(x.shape)
     axis = norm_axis(p, "axis", int(p.get("axis")), rank)
     offs = p.ints("offset")
+    mode = str(p.get("mode", ""))
+    if mode == "coord_map":
+        if rank != 4 or offs or p.has("axis"):
+            raise p.error("mode", mode, "the coord_map crop is 2-D (N, C, H, W), without axis or offset")
+        offs = coord_map_offsets(g.origin_graph, node)
+    elif mode:
+        raise p.error("mode", mode, 'unknown: "coord_map" (the FCN-era crop) or leave it out')
     n = rank - axis
     if len(offs) not in (0, 1, n):
         raise p.error("offset", offs, f"give 0, 1 or {n} offsets")

@@ -361,3 +361,61 @@ def test_fork_layers_are_built_in() -> None:
                if "/mappers/caffe/" in e.defined_at.replace("\\", "/")}
     missing = [t for t in FORK_TYPES if t not in builtin]
     assert not missing, f"fork layers without a built-in mapping: {missing}"
+
+
+# -- the FCN-era Crop (longjon/caffe crop_layer.cpp): offsets from the coordinate maps -------
+# coords.hpp FilterMap(k, s, p) maps y to s * y + (k - 1) / 2 - p; Convolution and Pooling map
+# their bottom to their top by its inverse, Deconvolution by FilterMap itself; the crop is
+# minus the offset of (map to bottom 1) o (map to bottom 0)^-1.
+_COORD = 'crop_param { mode: "coord_map" }'
+
+
+def test_coord_map_crop_after_padded_convolution(tmp_path: Path) -> None:
+    """Convolution k3 pad 3: FilterMap (1, 1 - 3) = (1, -2), its inverse (1, 2): crop 2."""
+    conv = layer("Convolution", "convolution_param { num_output: 3 kernel_size: 3 pad: 3 }", name="c")
+    ours = _run(tmp_path, conv + layer("Crop", _COORD, bottoms=("c", "data")))[0]
+    h, w = SHAPE[2:]
+    np.testing.assert_array_equal(ours["y"], ours["c"][:, :, 2:2 + h, 2:2 + w])
+
+
+def test_coord_map_crop_through_pooling_and_deconvolution(tmp_path: Path) -> None:
+    """Pooling k2 s2: inverse of (2, 1/2) is (1/2, -1/4); Deconvolution k4 s2: (2, 3/2);
+    composed (1, -1/2 + 3/2) = (1, 1): crop 1 on both axes."""
+    x = np.random.default_rng(5).standard_normal((1, 2, 6, 8)).astype(np.float32)
+    net = (layer("Pooling", "pooling_param { pool: MAX kernel_size: 2 stride: 2 }", name="p")
+           + layer("Deconvolution", "convolution_param { num_output: 2 kernel_size: 4 stride: 2 }", name="d",
+                   bottoms=("p",))
+           + layer("Crop", _COORD, bottoms=("d", "data")))
+    ours = _run(tmp_path, net, x)[0]
+    np.testing.assert_array_equal(ours["y"], ours["d"][:, :, 1:7, 1:9])
+
+
+def test_coord_map_crop_of_hed_matches_the_fork_algebra(tmp_path: Path) -> None:
+    """HED's five side outputs (s9xie/hed deploy, each Crop given mode coord_map; the maps do
+    not depend on the input size): conv1_1 (k3 pad 35) maps data by (1, 34); each 2x2
+    pooling then halves, (1/2, -1/4); the side deconvolutions (k 2s, stride s) bring it back
+    with (s, s - 1/2). Crops: 34; 2 * 16.75 + 1.5 = 35; 4 * 8.125 + 3.5 = 36;
+    8 * 3.8125 + 7.5 = 38; 16 * 1.65625 + 15.5 = 42."""
+    import warnings
+
+    text = (Path(__file__).resolve().parents[2] / "data" / "caffe_nets" / "hed" / "deploy.prototxt").read_text()
+    proto, model = tmp_path / "hed.prototxt", tmp_path / "hed.caffemodel"
+    proto.write_text(text.replace("top: 'upscore-dsn", f"{_COORD} top: 'upscore-dsn"))
+    shapes = {"data": (1, 3, 32, 32)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the renamed duplicate 'crop' layers
+        write_random_weights(proto, model, seed=0, input_shapes=shapes)
+        g = convert(proto, weights=model, input_shapes=shapes)
+    starts = {n.outputs[0].name: list(n.attrs["starts"]) for n in g.nodes if n.op == "Slice"}
+    assert starts == {f"upscore-dsn{i}": [c, c] for i, c in zip(range(1, 6), (34, 35, 36, 38, 42))}
+
+
+@pytest.mark.parametrize(("net", "match"), [
+    (layer("Convolution", "convolution_param { num_output: 3 kernel_size: 2 }", name="c")
+     + layer("Crop", _COORD, bottoms=("c", "data")), "not a crop by a whole number"),
+    (layer("Crop", 'crop_param { mode: "centre" }', bottoms=("data", "data")), "crop_param.mode"),
+    (layer("Crop", 'crop_param { mode: "coord_map" offset: 1 }', bottoms=("data", "data")), "without axis or offset"),
+], ids=["negative-or-fractional-shift", "unknown-mode", "mode-with-offset"])
+def test_coord_map_crop_errors_name_the_field(tmp_path: Path, net: str, match: str) -> None:
+    with pytest.raises(OpbridgeError, match=match):
+        _run(tmp_path, net)
