@@ -112,3 +112,30 @@ def browser():
         b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield b
         b.close()
+
+
+@pytest.fixture
+def isolated_registries():
+    """Undo on teardown what a test registers (a plugin loaded with ``override=True`` replaces a
+    built-in mapping for the whole process): the default op, mapping and kernel registries and
+    the plugin loader's record of loaded files are put back as they were."""
+    from opbridge import plugins_loader
+    from opbridge.ir.opdef import DEFAULT_OPS
+    from opbridge.mappers.registry import DEFAULT_MAPPINGS
+    from opbridge.simulator.kernels.registry import DEFAULT_KERNELS
+
+    DEFAULT_OPS.names()  # load every built-in family first, so that the snapshot is complete
+    list(DEFAULT_MAPPINGS.entries())
+    ops, kernels = dict(DEFAULT_OPS._ops), dict(DEFAULT_KERNELS._kernels)
+    table = {k: dict(v) for k, v in DEFAULT_MAPPINGS._table.items()}
+    fallbacks, loaded = list(DEFAULT_MAPPINGS._fallbacks), dict(plugins_loader._loaded)
+    yield
+    DEFAULT_OPS._ops.clear()
+    DEFAULT_OPS._ops.update(ops)
+    DEFAULT_KERNELS._kernels.clear()
+    DEFAULT_KERNELS._kernels.update(kernels)
+    DEFAULT_MAPPINGS._table.clear()
+    DEFAULT_MAPPINGS._table.update(table)
+    DEFAULT_MAPPINGS._fallbacks[:] = fallbacks
+    plugins_loader._loaded.clear()
+    plugins_loader._loaded.update(loaded)

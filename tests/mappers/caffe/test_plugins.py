@@ -15,6 +15,9 @@ from opbridge.parsers.caffe import parse_caffe
 from opbridge.tools.caffe_weights import write_random_weights
 from tests.conftest import SHARED_MODELS, requires_shared_models
 
+#: The YOLO plugin overrides a built-in mapping: each test's registrations are undone after it.
+pytestmark = pytest.mark.usefixtures("isolated_registries")
+
 PLUGINS = Path(__file__).resolve().parents[3] / "examples" / "plugins"
 YOLO = PLUGINS / "yolov3_detect_out.py"
 PROPOSAL = PLUGINS / "frcnn_proposal.py"
@@ -78,8 +81,19 @@ def test_yolov3_nms_suppresses_the_weaker_overlap(tmp_path: Path) -> None:
 
 
 def test_custom_layer_without_plugin_says_what_to_register(tmp_path: Path) -> None:
-    with pytest.raises(UnsupportedOpError, match=r"Yolov3DetectionOutput.*'detection_out'(.|\n)*mapping\("):
-        convert(_heads_net(tmp_path, 2), registry=_builtin_only())
+    # TPUYolov3DetectOut is the plugin's name alone (Yolov3DetectionOutput is built in)
+    with pytest.raises(UnsupportedOpError, match=r"TPUYolov3DetectOut.*'detection_out'(.|\n)*mapping\("):
+        convert(_heads_net(tmp_path, 2, "TPUYolov3DetectOut"), registry=_builtin_only())
+
+
+def test_the_builtin_yolov3_layer_converts_without_the_plugin(tmp_path: Path) -> None:
+    net = _heads_net(tmp_path, 2)
+    biases = " ".join(f"biases: {b}" for b in (10, 13, 16, 30, 33, 23, 30, 61, 62, 45, 59, 119, 116, 90,
+                                                156, 198, 373, 326))
+    masks = " ".join(f"mask: {m}" for m in (6, 7, 8, 3, 4, 5, 0, 1, 2))
+    net.write_text(net.read_text().replace("keep_top_k: 10", f"keep_top_k: 10 {biases} {masks}"))
+    g = convert(net, registry=_builtin_only())
+    assert [n.op for n in g.nodes] == ["YoloDetectionOutput"]
 
 
 _RPN_SHAPES = {"prob": (1, 18, 6, 7), "deltas": (1, 36, 6, 7), "im_info": (1, 3)}
