@@ -204,3 +204,28 @@ def test_cli_rejects_unknown_input_dtype(tmp_path: Path, capsys: Any) -> None:
     rc = main(["export-torchscript", str(tmp_path / "m.pt"), "--input-shape", "x=1", "--input-dtype",
                "x=complex64", "-o", str(tmp_path / "o.ts.json")])
     assert rc == 2 and "--input-dtype" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind, inputs, index", [
+    ("aten::select", ["x", "dim", "index"], 3),
+    ("aten::select", ["x", "dim", "index"], -4),
+    ("aten::select_scatter", ["x", "src", "dim", "index"], 3),
+])
+def test_select_index_out_of_range_names_the_node(tmp_path: Path, kind: str, inputs: list[str],
+                                                  index: int) -> None:
+    import opbridge as ob
+
+    # x is [2, 3]: dim 1 has indices -3..2, so 3 and -4 are out of range (as torch says)
+    const = [{"name": f"c_{n}", "kind": "prim::Constant", "inputs": [], "outputs": [n], "types": ["int"],
+              "value": v} for n, v in (("dim", 1), ("index", index))]
+    doc = {"format": "opbridge.torchscript-json", "version": 1, "name": "m",
+           "inputs": [{"name": "x", "dtype": "float32", "shape": [2, 3]},
+                      {"name": "src", "dtype": "float32", "shape": [2]}],
+           "outputs": [{"name": "y", "dtype": "float32", "shape": None}],
+           "nodes": [*const, {"name": "sel", "kind": kind, "inputs": inputs, "outputs": ["y"],
+                              "types": ["Tensor"]}]}
+    path = tmp_path / "m.ts.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ob.OpbridgeError, match=rf"'sel' \({kind.split('::')[1]}\): index {index} is out of range for dim 1 "
+                                               r"of size 3"):
+        ob.convert(str(path))

@@ -216,6 +216,14 @@ def norm_axis(g: MapContext, axis: int, rank: int, what: str = "dim") -> int:
     return axis % rank if rank else 0
 
 
+def norm_index(g: MapContext, index: int, size: int, axis: int) -> int:
+    """``index`` into a dim of ``size`` (negative counts from the end) made non-negative, or an
+    error naming the dim."""
+    if not -size <= index < size:
+        raise g.error(f"index {index} is out of range for dim {axis} of size {size}")
+    return index % size
+
+
 def static_shape(g: MapContext, v: Value) -> tuple[int, ...]:
     shape = v.shape
     if not all(isinstance(d, int) for d in shape):

@@ -20,7 +20,7 @@ import numpy as np
 from ...ir.graph import Value
 from ...parsers.origin import OriginNode
 from ..context import MapContext
-from .common import Args, cast, norm_axis, static_shape, ts_mapping
+from .common import Args, cast, norm_axis, norm_index, static_shape, ts_mapping
 
 
 def positions_of(g: MapContext, x: Value) -> Value:
@@ -188,9 +188,7 @@ def select_scatter(node: OriginNode, g: MapContext) -> Any:
     x = a.tensor(0)
     shape = static_shape(g, x)
     axis = norm_axis(g, a.int(2), len(shape))
-    index = a.int(3)
-    if not -shape[axis] <= index < shape[axis]:
-        raise g.error(f"index {index} is out of range for dim {axis} of size {shape[axis]}")
+    index = norm_index(g, a.int(3), shape[axis], axis)
     pos = np.take(np.asarray(positions_of(g, x).data), index, axis=axis)
     return write_at(g, x, g.constant(pos), a.tensor(1, what="src"))
 

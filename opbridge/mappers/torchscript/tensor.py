@@ -10,7 +10,7 @@ import numpy as np
 from ...ir.graph import Value
 from ...parsers.origin import OriginNode
 from ..context import MapContext
-from .common import Args, cast, norm_axis, static_shape, ts_mapping
+from .common import Args, cast, norm_axis, norm_index, static_shape, ts_mapping
 from .shape import reshape_to
 
 
@@ -124,10 +124,7 @@ def select(node: OriginNode, g: MapContext) -> Any:
     x = a.tensor(0)
     shape = static_shape(g, x)
     axis = norm_axis(g, a.int(1), len(shape))
-    idx = a.int(2)
-    if not -shape[axis] <= idx < shape[axis]:
-        raise g.error(f"index {idx} is out of range for dim {axis} of size {shape[axis]}")
-    idx %= shape[axis]
+    idx = norm_index(g, a.int(2), shape[axis], axis)
     piece = g.op("Slice", [x], starts=[idx], ends=[idx + 1], axes=[axis], steps=[1])
     return g.op("Squeeze", [piece], axes=[axis])
 
