@@ -123,12 +123,23 @@ def _pipeline(d: Path, spec: dict[str, Any], timings: dict[str, float]) -> dict[
     step("save_obir", lambda: ob.save(graph, str(d / "model.obir")))
     program = step("compile", lambda: ob.compile(graph, target))
     step("save_obprog", lambda: program.save(str(d / "model.obprog")))
-    report = step("validate", lambda: ob.validate(model, weights=weights, plugins=plugins,
-                                                  input_shapes=shapes, target=target))
+    report = step("validate", lambda: _validate(graph, program, model, weights))
     step("reports", lambda: (report.write_json(str(d / "report.json")), report.write_html(str(d / "report.html"))))
     # the summary names the model by its path in the server's data directory: show the stored name
     summary = report.summary().replace(str(d) + os.sep, "")
     return {"status": "done", "verdict": "pass" if report.passed else "fail", "summary": summary}
+
+
+def _validate(graph: Any, program: Any, model: str, weights: str | None) -> Any:
+    """Validate the graph and program this job already converted and compiled (against the
+    origin framework on the uploaded model) instead of converting and compiling them again."""
+    from ..validate.api import validate_graph
+    from ..validate.inputs import make_inputs
+    from ..validate.runners import detect_framework
+
+    feeds, where = make_inputs(graph)
+    return validate_graph(graph, feeds, framework=detect_framework(model), source=model, weights=weights,
+                          label=model, program=program, inputs_desc=where)
 
 
 def _name_weights_in_json(model: Path, weights_name: str) -> None:

@@ -216,3 +216,29 @@ def test_empty_file_inputs_of_a_browser_form_are_not_uploads(make_client, small_
     r = make_client().post("/api/jobs", content=body + b"--b--\r\n",
                            headers={"content-type": "multipart/form-data; boundary=b"})
     assert r.status_code == 202, r.text
+
+
+def test_job_converts_and_compiles_once(small_onnx, tmp_path, monkeypatch):
+    """The validate step reuses the job's graph and program (each stage's time is its own work)."""
+    import shutil
+
+    import opbridge as ob
+    from opbridge.serve import worker
+
+    calls = {"convert": 0, "compile": 0}
+    real_convert, real_compile = ob.convert, ob.compile
+
+    def counting(name, fn):
+        def wrapped(*args, **kwargs):
+            calls[name] += 1
+            return fn(*args, **kwargs)
+        return wrapped
+
+    monkeypatch.setattr(ob, "convert", counting("convert", real_convert))
+    monkeypatch.setattr(ob, "compile", counting("compile", real_compile))
+    shutil.copy(small_onnx, tmp_path / "model.onnx")
+    timings: dict[str, float] = {}
+    result = worker._pipeline(tmp_path, {"model": "model.onnx"}, timings)
+    assert result["status"] == "done" and result["verdict"] == "pass", result
+    assert calls == {"convert": 1, "compile": 1}
+    assert (tmp_path / "report.json").is_file() and (tmp_path / "model.obprog").is_file()
