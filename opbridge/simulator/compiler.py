@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -11,10 +12,10 @@ from .kernels import KernelRegistry
 from .kernels.registry import elementwise_cost, static_shape
 from .layergroup import GroupCandidate, GroupPlan, Tile
 from .lower import CPU, Lowered, Placement, lower
-from .memory import Buffer, activation_lane_bytes, align, constant_lane_bytes, plan
+from .memory import Buffer, activation_lane_bytes, align, constant_lane_bytes, plan, tile_lane_bytes
 from .partition import PlannedUnit, partition
 from .program import Program
-from .rows import Rows, clip, row_fn
+from .rows import Rows, clip, gshape, row_fn, row_layout
 from .schema import (
     Alloc,
     Compute,
@@ -197,9 +198,12 @@ def _cost(ln: Lowered, shape: tuple[int, ...]) -> float:
 def _compute(ln: Lowered, target: Target, group: int | None, tile: int,
              ins: list[Operand | None], out: Operand, attrs: dict[str, Any],
              scratch: Rows | None = None) -> Compute:
+    shape = out.shape if out.w is None else (*out.shape[:3], out.w[1] - out.w[0])
     return Compute(group=group, tile=tile, node=ln.node.name, ins=tuple(ins), out=out, attrs=attrs,
-                   flops=_cost(ln, out.shape),
-                   eff=_efficiency(target, out.shape, ln.node.outputs[0].dtype), scratch=scratch)
+                   flops=_cost(ln, shape),
+                   eff=_efficiency(target, shape, ln.node.outputs[0].dtype,
+                                   group is not None and row_layout(ln.node.outputs[0])),
+                   scratch=scratch)
 
 
 class _GroupEmitter:
@@ -209,7 +213,7 @@ class _GroupEmitter:
 
     def __init__(self, gi: int, g: GroupPlan, target: Target, instrs: list[Instruction]) -> None:
         self.gi, self.g, self.target, self.instrs = gi, g, target, instrs
-        self.n_group = static_shape(g.nodes[0].node.outputs[0])[0]
+        self.n_group = gshape(g.nodes[0].node.outputs[0])[0]
         first_use: dict[str, int] = {}
         for j, ln in enumerate(g.nodes):
             for v in ln.node.inputs:
@@ -222,7 +226,7 @@ class _GroupEmitter:
 
     def tile_shape(self, v: Value, t: Tile) -> tuple[int, ...]:
         lo, hi = t.rows[v.name]
-        shp = static_shape(v)
+        shp = gshape(v)
         n = (t.n[1] - t.n[0]) if shp[0] == self.n_group else shp[0]
         if self.g.kw > 1:
             c0, c1 = t.cols.get(v.name, (0, 0))
@@ -234,7 +238,7 @@ class _GroupEmitter:
         return t.cols.get(v.name, (0, 0)) if self.g.kw > 1 else None
 
     def batch(self, v: Value, t: Tile) -> Rows:
-        n = static_shape(v)[0]
+        n = gshape(v)[0]
         return t.n if n == self.n_group else (0, n)
 
     def buf(self, name: str, ti: int) -> str:
@@ -282,14 +286,14 @@ class _GroupEmitter:
             group=self.gi, tile=ti, tensor=v.name, buf=b, lmem=self.g.alloc[b][0],
             n=self.batch(v, t), h=t.rows[v.name], c=None, sel=None, const=False,
             bytes=math.prod(shp) * itemsize(v.dtype),
-            lane_bytes=activation_lane_bytes(self.target, shp, v.dtype), w=w))
+            lane_bytes=tile_lane_bytes(self.target, shp, v.dtype, row_layout(v)), w=w))
 
     def operand(self, v: Value, ti: int, t: Tile, h: Rows | None, w: Rows | None = None) -> Operand:
         b = self.buf(v.name, ti)
         shp = self.tile_shape(v, t)
         return Operand(tensor=v.name, buf=b, lmem=self.g.alloc[b][0], shape=shp,
-                       lane_bytes=activation_lane_bytes(self.target, shp, v.dtype), h=h, n=None,
-                       const=False, w=w)
+                       lane_bytes=tile_lane_bytes(self.target, shp, v.dtype, row_layout(v)), h=h,
+                       n=None, const=False, w=w)
 
     def compute(self, ln: Lowered, ti: int, t: Tile, r: Rows) -> None:
         node = ln.node
@@ -299,8 +303,8 @@ class _GroupEmitter:
         needs_w = t.needs_w[node.name] if cut_w else None
         ins: list[Operand | None] = []
         for i, v in enumerate(node.inputs):
-            if v is None:
-                ins.append(None)
+            if v is None or self.g.streamed(node.name, i) in self.g.alloc:
+                ins.append(None)  # absent, or a streamed weight: loaded chunk by chunk below
             elif v.is_constant:
                 ins.append(self.const_view(ln, i, v, r, t.n, rw))
             else:
@@ -315,9 +319,35 @@ class _GroupEmitter:
                 ins.append(self.operand(v, ti, t, (nd[1][0] - tlo, nd[1][1] - tlo), w))
         out = self.operand(node.outputs[0], ti, t, None)
         sc = self.g.alloc.get(f"scratch/{node.name}")
-        self.instrs.append(_compute(ln, self.target, self.gi, ti, ins, out,
-                                    _tile_attrs(ln, r, needs, rw, needs_w),
-                                    None if sc is None else (sc[0], sc[0] + sc[1])))
+        attrs = _tile_attrs(ln, r, needs, rw, needs_w)
+        scratch = None if sc is None else (sc[0], sc[0] + sc[1])
+        for f in self.g.streams.get(node.name, [None]):  # type: ignore[list-item]
+            if f is not None:  # a chunk of output features, after loading its weight slices
+                ins = self.load_chunk(ln, ti, ins, f)
+                out = dataclasses.replace(out, w=f)
+            self.instrs.append(_compute(ln, self.target, self.gi, ti, ins, out, attrs, scratch))
+
+    def load_chunk(self, ln: Lowered, ti: int, ins: list[Operand | None], f: Rows
+                   ) -> list[Operand | None]:
+        """Load the slices of a streamed node's weights that output features ``f`` need (again
+        for every tile: the GDMA streaming costs); ``ins`` with them in place."""
+        node, k = ln.node, ln.kernel
+        assert k is not None
+        ins = list(ins)
+        for i, v in enumerate(node.inputs):
+            key = self.g.streamed(node.name, i)
+            if v is None or key not in self.g.alloc:
+                continue
+            sl = k.hint("feature_slice", node, i, f[0], f[1])
+            shp = sliced_shape(static_shape(v), sl)
+            addr = self.g.alloc[key][0]
+            lane = constant_lane_bytes(self.target, shp, v.dtype)
+            self.instrs.append(Load(
+                group=self.gi, tile=ti, tensor=v.name, buf=key, lmem=addr, n=None, h=None, c=None,
+                sel=sl, const=True, bytes=math.prod(shp) * itemsize(v.dtype), lane_bytes=lane))
+            ins[i] = Operand(tensor=v.name, buf=key, lmem=addr, shape=tuple(shp), lane_bytes=lane,
+                             h=None, n=None, const=True)
+        return ins
 
     def store(self, out: Value, ti: int, t: Tile, s: Rows) -> None:
         shp = self.tile_shape(out, t)
@@ -328,7 +358,7 @@ class _GroupEmitter:
             group=self.gi, tile=ti, tensor=out.name, buf=b, lmem=self.g.alloc[b][0], tile_shape=shp,
             tile_h0=t.rows[out.name][0], n=self.batch(out, t), h=s, c=None,
             bytes=shp[0] * shp[1] * (s[1] - s[0]) * width * itemsize(out.dtype),
-            lane_bytes=activation_lane_bytes(self.target, shp, out.dtype), w=w,
+            lane_bytes=tile_lane_bytes(self.target, shp, out.dtype, row_layout(out)), w=w,
             tile_w0=t.cols[out.name][0] if w is not None else 0))
 
     def const_view(self, ln: Lowered, i: int, v: Value, r: Rows, n: Rows,
@@ -428,14 +458,17 @@ class _StreamEmitter:
             lane_bytes=lane))
 
 
-def _efficiency(target: Target, shape: tuple[int, ...], dtype: str) -> float:
+def _efficiency(target: Target, shape: tuple[int, ...], dtype: str, rows: bool = False) -> float:
     """Fraction of the lanes' EUs a tile of this shape keeps busy (channels over lanes, H*W
-    over the EU width)."""
+    over the EU width; ``rows``: a row-layout tile, its rows over lanes, features over the EU)."""
     if len(shape) != 4:
         return 1.0
     n, c, h, w = shape
     lanes = target.lanes
     eu = target.eu_elems(dtype)
+    if rows:
+        r = n * c * h
+        return max((r / (-(-r // lanes) * lanes) if r else 1.0) * (w / align(w, eu) if w else 1.0), 1e-3)
     c_eff = c / (-(-c // lanes) * lanes)
     hw = h * w
     hw_eff = hw / align(hw, eu) if hw else 1.0

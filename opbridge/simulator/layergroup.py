@@ -20,20 +20,26 @@ cut along W and no row tiling fits (a tensor of one huge row): ``kw = 1`` otherw
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..errors import SimulatorError
 from ..ir.graph import Value
 from .kernels.registry import static_shape
 from .lower import Lowered
-from .memory import Buffer, activation_lane_bytes, constant_lane_bytes, plan
-from .rows import Rows, clip, row_fn
+from .memory import Buffer, constant_lane_bytes, plan, tile_lane_bytes
+from .rows import Rows, clip, gshape, row_fn, row_layout
+from .stream import sliced_shape
 from .target import Target
+
 
 #: Largest ratio of computed to needed elements (halo rows recomputed by several tiles).
 MAX_REDUNDANCY = 1.15
 #: Largest number of nodes in one group (bounds compile time).
 MAX_GROUP_NODES = 48
+#: A streamed weight is cut into chunks of output features of at most this share of a lane
+#: (each chunk is loaded again for every row tile: what streaming costs in GDMA).
+STREAM_SHARE = 8
 
 
 Needs = dict[str, list[tuple[Rows, Rows] | None]]
@@ -90,6 +96,13 @@ class GroupPlan:
     #: tensor -> the tensor whose buffer it shares (in-place layers), and the bytes saved
     aliases: dict[str, str] = field(default_factory=dict)
     lmem_saved: int = 0
+    #: node -> the chunks of output features it computes one after the other, each after
+    #: loading its slice of the node's streamed weights (:data:`STREAM_SHARE`)
+    streams: dict[str, list[Rows]] = field(default_factory=dict)
+
+    def streamed(self, node: str, i: int) -> str:
+        """The local buffer that holds the chunks of input ``i`` of a streamed node."""
+        return f"stream/{node}/{i}"
 
     @property
     def node_names(self) -> list[str]:
@@ -134,17 +147,18 @@ class GroupCandidate:
                 self.outputs.append(v)
         self.produced = produced
         self.stored = {v.name for v in self.outputs}
-        self.n = static_shape(nodes[0].node.outputs[0])[0]
+        self.n = gshape(nodes[0].node.outputs[0])[0]
         self.anchor = nodes[-1].node.outputs[0]
         self.can_split_n = all("N" in ln.axes for ln in nodes)
         self.can_split_w = all("W" in ln.axes for ln in nodes)
         # per axis, per node in reverse order: what backward slicing needs, computed once
         self._rev: dict[str, list] = {"H": self._reverse("H")}
         self._cuts: dict[tuple[str, int], list[AxisTile]] = {}
+        self._stream_nodes: list[tuple[int, Lowered, list[int]]] | None = None
         self._values = {v.name: v for v in self.inputs}
         for ln in nodes:
             self._values[ln.node.outputs[0].name] = ln.node.outputs[0]
-        self._full_cols = {name: static_shape(v)[3] for name, v in self._values.items()}
+        self._full_cols = {name: gshape(v)[3] for name, v in self._values.items()}
 
     def _reverse(self, axis: str) -> list:
         dim = 2 if axis == "H" else 3
@@ -152,9 +166,9 @@ class GroupCandidate:
         for ln in reversed(self.nodes):
             node = ln.node
             out = node.outputs[0]
-            ins = [(i, v.name, static_shape(v)[dim], row_fn(ln, i, v, axis))
+            ins = [(i, v.name, gshape(v)[dim], row_fn(ln, i, v, axis))
                    for i, v in enumerate(node.inputs) if v is not None and not v.is_constant]
-            rev.append((node.name, out.name, static_shape(out)[dim], axis in ln.axes, ins,
+            rev.append((node.name, out.name, gshape(out)[dim], axis in ln.axes, ins,
                         len(node.inputs)))
         return rev
 
@@ -167,7 +181,7 @@ class GroupCandidate:
         if axis not in self._rev:
             self._rev[axis] = self._reverse(axis)
         rev = self._rev[axis]
-        href = static_shape(self.anchor)[dim]
+        href = gshape(self.anchor)[dim]
         bounds = [round(i * href / k) for i in range(k + 1)]
         upto = {v.name: 0 for v in self.outputs}
         cuts = []
@@ -175,7 +189,7 @@ class GroupCandidate:
             last = t == k - 1
             req: dict[str, Rows] = {}
             for v in self.outputs:
-                h = static_shape(v)[dim]
+                h = gshape(v)[dim]
                 hi = h if last else -(-bounds[t + 1] * h // href)
                 lo = upto[v.name]
                 req[v.name] = (lo, max(lo, hi))
@@ -207,11 +221,11 @@ class GroupCandidate:
             held = {name: r for name, r in req.items() if r[1] >= r[0]}
             cuts.append(AxisTile(held, computed, needs, stores))
         for v in self.outputs:
-            if upto[v.name] != static_shape(v)[dim]:
+            if upto[v.name] != gshape(v)[dim]:
                 raise SimulatorError(
                     f"layer group ending at {self.nodes[-1].node.where}: tiling stores "
                     f"{'rows' if axis == 'H' else 'columns'} [0, {upto[v.name]}) of '{v.name}', "
-                    f"not all {static_shape(v)[dim]}",
+                    f"not all {gshape(v)[dim]}",
                     hint=f"a kernel's input_slice (axis {axis}) is inconsistent with its op",
                 )
         self._cuts[key] = cuts
@@ -254,7 +268,17 @@ class GroupCandidate:
                         ext[name] = hi - lo
         if kw == 1:  # a tile then holds whole rows, whatever columns its consumers read
             max_cols = self._full_cols
-        buffers, aliases, saved = self._buffers(target, n_per, max_rows, max_cols, double)
+        for streams in self._stream_options(target):
+            p = self._place(target, n_per, k, kw, tiles, max_rows, max_cols, double, streams)
+            if p is not None:
+                return p
+        return None
+
+    def _place(self, target: Target, n_per: int, k: int, kw: int, tiles: list[Tile],
+               max_rows: dict[str, int], max_cols: dict[str, int], double: bool,
+               streams: dict[str, list[Rows]]) -> GroupPlan | None:
+        """The local allocation of a tiling with the weights of ``streams`` streamed, or None."""
+        buffers, aliases, saved = self._buffers(target, n_per, max_rows, max_cols, double, streams)
         budget = target.lmem_bytes_per_lane
         last = len(self.nodes) - 1
         if sum(b.size for b in buffers if b.first == 0 and b.last == last) > budget:
@@ -265,29 +289,84 @@ class GroupCandidate:
         alloc = {b.key: (b.offset, b.size, b.first, b.last) for b in buffers}
         for name, base in aliases.items():
             alloc[name] = alloc[base]
-        return GroupPlan(self.nodes, self.inputs, self.consts, self.outputs, n_per, k, tiles,
-                         alloc, peak, self._redundancy(tiles), double, kw, aliases, saved)
+        gone = self._streamed_consts(streams)
+        consts = [c for c in self.consts if c.name not in gone]
+        return GroupPlan(self.nodes, self.inputs, consts, self.outputs, n_per, k, tiles,
+                         alloc, peak, self._redundancy(tiles), double, kw, aliases, saved,
+                         dict(streams))
 
+    def _streamable(self) -> list[tuple[int, Lowered, list[int]]]:
+        """The nodes whose constant weights may stream (their kernel slices them by output
+        feature), largest weights first: (per-lane bytes held whole, node, weight inputs)."""
+        if self._stream_nodes is None:
+            out = []
+            for ln in self.nodes:
+                k = ln.kernel
+                if k is None or k.feature_slice_fn is None or not row_layout(ln.node.outputs[0]):
+                    continue
+                f = gshape(ln.node.outputs[0])[3]
+                ins = [i for i, v in enumerate(ln.node.inputs) if v is not None and v.is_constant
+                       and k.hint("feature_slice", ln.node, i, 0, f) is not None]
+                size = sum(math.prod(static_shape(ln.node.inputs[i])) for i in ins)
+                if ins:
+                    out.append((size, ln, ins))
+            self._stream_nodes = sorted(out, key=lambda t: -t[0])
+        return self._stream_nodes
+
+    def _stream_options(self, target: Target) -> Iterator[dict[str, list[Rows]]]:
+        """Which weights stream, in the order tried: none; then the largest, the two
+        largest, ... each cut into chunks of output features of at most 1/STREAM_SHARE of a lane."""
+        yield {}
+        nodes = self._streamable()
+        streams: dict[str, list[Rows]] = {}
+        eu = target.eu_elems(self.nodes[0].node.outputs[0].dtype)
+        for _, ln, ins in nodes:
+            node = ln.node
+            f = gshape(node.outputs[0])[3]
+            whole = sum(constant_lane_bytes(target, static_shape(node.inputs[i]), node.inputs[i].dtype)
+                        for i in ins)
+            n_chunks = max(2, -(-whole * STREAM_SHARE // target.lmem_bytes_per_lane))
+            per = -(-f // n_chunks)
+            width = min(f, -(-per // eu) * eu)
+            streams[node.name] = [(c0, min(f, c0 + width)) for c0 in range(0, f, width)]
+            yield dict(streams)
+
+    def _streamed_consts(self, streams: dict[str, list[Rows]]) -> set[str]:
+        """The constants no node of the group holds whole (every reader streams them)."""
+        if not streams:
+            return set()
+        held: set[str] = set()
+        chunked: set[str] = set()
+        for ln in self.nodes:
+            ins = dict((i, v) for i, v in enumerate(ln.node.inputs) if v is not None and v.is_constant)
+            streamed = {i for _, s_ln, s_ins in self._streamable() if s_ln is ln for i in s_ins} \
+                if ln.node.name in streams else set()
+            for i, v in ins.items():
+                (chunked if i in streamed else held).add(v.name)
+        return chunked - held
 
     def _buffers(self, target: Target, n_per: int, max_rows: dict[str, int],
-                 max_cols: dict[str, int], double: bool
+                 max_cols: dict[str, int], double: bool, streams: dict[str, list[Rows]]
                  ) -> tuple[list[Buffer], dict[str, str], int]:
         """The local buffers of a tiling (constants, tiles, ping-pong pairs, scratch), the
         in-place outputs that share their input's buffer, and the per-lane bytes that saves."""
         values = self._values
         last = len(self.nodes) - 1
         aliases = self._aliases(max_rows, max_cols, double)
-        buffers: list[Buffer] = []
+        buffers: list[Buffer] = self._stream_buffers(target, streams)
+        gone = self._streamed_consts(streams)
         for c in self.consts:
+            if c.name in gone:
+                continue
             buffers.append(Buffer(c.name, constant_lane_bytes(target, static_shape(c), c.dtype), 0, last))
         sizes: dict[str, int] = {}
         spans: dict[str, tuple[int, int]] = {}
         for name, rows in max_rows.items():
             v = values[name]
-            shp = static_shape(v)
+            shp = gshape(v)
             n_ext = (min(n_per, self.n) if shp[0] == self.n else 1)
-            sizes[name] = activation_lane_bytes(target, (n_ext, shp[1], rows, max_cols.get(name, 0)),
-                                                v.dtype)
+            sizes[name] = tile_lane_bytes(target, (n_ext, shp[1], rows, max_cols.get(name, 0)),
+                                          v.dtype, row_layout(v))
             if name in self.produced:
                 first = self.produced[name]
                 spans[name] = (first, max(first, self.last_use.get(name, first)))
@@ -307,12 +386,33 @@ class GroupCandidate:
         for j, ln in enumerate(self.nodes):
             if ln.kernel is not None and ln.kernel.scratch_fn is not None:
                 out = ln.node.outputs[0]
-                shape = (n_per, static_shape(out)[1], max_rows.get(out.name, 0),
+                shape = (n_per, gshape(out)[1], max_rows.get(out.name, 0),
                          max_cols.get(out.name, 0))
                 size = ln.kernel.scratch_lane_bytes(ln.node, shape, target.lanes)
                 if size > 0:
                     buffers.append(Buffer(f"scratch/{ln.node.name}", size, j, j))
         return buffers, aliases, sum(sizes[o] for o in aliases)
+
+    def _stream_buffers(self, target: Target, streams: dict[str, list[Rows]]) -> list[Buffer]:
+        """One buffer per streamed weight input, for its widest chunk, live at its node."""
+        out = []
+        for j, ln in enumerate(self.nodes):
+            chunks = streams.get(ln.node.name)
+            if not chunks:
+                continue
+            k = ln.kernel
+            assert k is not None
+            c0, c1 = max(chunks, key=lambda c: c[1] - c[0])
+            for _, s_ln, ins in self._streamable():
+                if s_ln is not ln:
+                    continue
+                for i in ins:
+                    v = ln.node.inputs[i]
+                    assert v is not None
+                    shp = sliced_shape(static_shape(v), k.hint("feature_slice", ln.node, i, c0, c1))
+                    out.append(Buffer(f"stream/{ln.node.name}/{i}",
+                                      constant_lane_bytes(target, shp, v.dtype), j, j))
+        return out
 
     def _aliases(self, max_rows: dict[str, int], max_cols: dict[str, int], double: bool
                  ) -> dict[str, str]:
@@ -339,7 +439,7 @@ class GroupCandidate:
         done = needed = 0.0
         for ln in self.nodes:
             out = ln.node.outputs[0]
-            shp = static_shape(out)
+            shp = gshape(out)
             per_row = math.prod(shp) / shp[2] / shp[0]
             needed += math.prod(shp)
             for t in tiles:
@@ -360,7 +460,7 @@ class GroupCandidate:
             if p.kw > 1:
                 d = self._double_kw(target, p)
             else:
-                d = self._min_k(target, p.n_per, static_shape(self.anchor)[2], double=True)
+                d = self._min_k(target, p.n_per, gshape(self.anchor)[2], double=True)
             if d is not None and d.k <= 2 * p.k + 2 and d.redundancy <= max(p.redundancy, MAX_REDUNDANCY):
                 return d
         return p
@@ -368,7 +468,7 @@ class GroupCandidate:
     def _double_kw(self, target: Target, p: GroupPlan) -> GroupPlan | None:
         """The fewest column cuts, up to about twice ``p``'s, with which ``p``'s row tiling
         fits with ping-pong buffers (bisecting: the footprint shrinks as the cuts grow)."""
-        lo, hi = p.kw - 1, min(2 * p.kw + 2, static_shape(self.anchor)[3])
+        lo, hi = p.kw - 1, min(2 * p.kw + 2, gshape(self.anchor)[3])
         found = self.fit(target, p.n_per, p.k, True, hi)
         if found is None:
             return None
@@ -389,10 +489,10 @@ class GroupCandidate:
                 if p is not None:
                     return p
                 # a grown group rarely needs fewer cuts: search upwards from the last tiling
-                p = self._min_k(target, n_per, static_shape(self.anchor)[2], k_from=k, kw=kw)
+                p = self._min_k(target, n_per, gshape(self.anchor)[2], k_from=k, kw=kw)
                 if p is not None:
                     return p
-        href = static_shape(self.anchor)[2]
+        href = gshape(self.anchor)[2]
         n_options = [self.n]
         if self.can_split_n:
             m = self.n
@@ -413,7 +513,7 @@ class GroupCandidate:
     def _min_kw(self, target: Target, n_per: int, href: int) -> GroupPlan | None:
         """No row tiling fits: the fewest column cuts (each with the fewest row cuts) that
         fit, by doubling then bisecting."""
-        wref = static_shape(self.anchor)[3]
+        wref = gshape(self.anchor)[3]
         lo, hi = 1, 2
         found: GroupPlan | None = None
         while True:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from ..errors import SimulatorError
 from ..ir.graph import Graph, Node
 from .kernels import DEFAULT_KERNELS, Kernel, KernelRegistry
+from .memory import view4
 
 TPU, CPU = "tpu", "cpu"
 
@@ -46,16 +47,27 @@ class Lowered:
 
 
 def _layout_ok(node: Node) -> bool:
-    """Local layers work on rank-4 NCHW tiles: one rank-4 output, rank-4 non-constant inputs."""
-    if len(node.outputs) != 1 or len(node.outputs[0].shape) != 4:
+    """Local layers work on rank-4 tiles: one output of rank 4 (NCHW) with rank-4 non-constant
+    inputs, or of rank 2 or 3 (a transformer's [batch, tokens, features], seen as the rank-4
+    view ``memory.view4``) whose non-constant inputs have its rank, and whose constants
+    broadcast against that view as they do against the tensor."""
+    if len(node.outputs) != 1 or not all(isinstance(d, int) for d in node.outputs[0].shape):
+        return False
+    rank = len(node.outputs[0].shape)
+    if rank not in (2, 3, 4):
         return False
     n = node.outputs[0].shape[0]
     for v in node.inputs:
-        if v is None or v.is_constant:
+        if v is None:
             continue
-        if len(v.shape) != 4 or v.shape[0] not in (n, 1):
+        if v.is_constant:
+            # a rank-3 constant [b, s, f] would line b up with the view's channel axis
+            if rank < 4 and (len(v.shape) > rank or (len(v.shape) == 3 and v.shape[0] != 1)):
+                return False
+            continue
+        if len(v.shape) != rank or (rank != 2 and v.shape[0] not in (n, 1)):
             return False
-    return all(isinstance(d, int) for d in node.outputs[0].shape)
+    return True
 
 
 def _whole_rows_constant(node: Node, k: Kernel | None, axis: str = "H") -> bool:
@@ -66,10 +78,10 @@ def _whole_rows_constant(node: Node, k: Kernel | None, axis: str = "H") -> bool:
     if k is None or (k.input_slice_fn if axis == "H" else k.input_slice_w_fn) is not None:
         return False
     if axis == "W":
-        w = node.outputs[0].shape[3]
+        w = view4(node.outputs[0].shape)[3]
         return any(v is not None and v.is_constant and 1 <= len(v.shape) < 4 and v.shape[-1] == w != 1
                    for v in node.inputs)
-    h = node.outputs[0].shape[2]
+    h = view4(node.outputs[0].shape)[2]
     return any(v is not None and v.is_constant and 2 <= len(v.shape) < 4 and v.shape[-2] == h != 1
                for v in node.inputs)
 
@@ -86,7 +98,8 @@ def lower(
     for i, node in enumerate(graph.nodes):
         k = reg.get(node.op)
         where = _placement_of(node, placement)
-        local = where == TPU and k is not None and k.local and _layout_ok(node)
+        local = (where == TPU and k is not None and k.local and _layout_ok(node)
+                 and (k.rows_ok or len(node.outputs[0].shape) == 4))
         axes = k.split_axes(node) if local and k is not None else frozenset()
         if "H" in axes and _whole_rows_constant(node, k):
             axes = axes - {"H"}

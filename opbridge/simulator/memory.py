@@ -8,6 +8,16 @@ aligned to the EU width, so a tile of shape (N, C, H, W) takes
 bytes per lane; a constant of shape (1, C, H, W) (a broadcast operand) uses the activation
 layout.
 
+A tensor of rank 1 to 3 (the activations of a transformer: [batch, tokens, features]) has the
+*row* layout instead, as TPU-MLIR lays out the operands of its local MatMul (sophgo/tpu-mlir,
+``lib/Dialect/Tpu/Interfaces/BM1684X/MatMul.cpp``, ``getBufferSize_bm1684x``: a matrix is
+arranged as ``{1, rows, 1, K}``, ``ceiling_func(rows, NPU_NUM) * align_up(K, eu_num)`` elements
+per lane): its rows (the leading dimensions flattened) go over the lanes, its last dimension
+(the features) along the EU, so a tile of R rows and F features takes
+``ceil(R / lanes) * align(F, EU) * itemsize`` bytes per lane. Inside a layer group such a tensor
+is seen through the rank-4 view :func:`view4` (batch, 1, tokens, features), so the tiling code
+cuts its tokens as it cuts an image's rows.
+
 Both local memory and DDR are planned the same way: every buffer has a size and a lifetime
 (first and last step that uses it), and buffers whose lifetimes overlap never share bytes.
 """
@@ -30,6 +40,41 @@ def activation_lane_bytes(target: Target, shape: Sequence[int], dtype: str) -> i
     n, c, h, w = shape
     eu = target.eu_elems(dtype)
     return n * -(-c // target.lanes) * align(h * w, eu) * itemsize(dtype)
+
+
+def view4(shape: Sequence[int]) -> tuple[int, ...]:
+    """The rank-4 view a layer group uses for a tensor: itself at rank 4, (batch, 1, tokens,
+    features) at rank 3, (1, 1, rows, features) at rank 2, (1, 1, 1, features) at rank 1."""
+    shape = tuple(int(d) for d in shape)
+    if len(shape) >= 4:
+        return shape
+    if len(shape) == 3:
+        return (shape[0], 1, shape[1], shape[2])
+    return (1,) * (4 - len(shape)) + shape
+
+
+def view_axis(rank: int, axis: int) -> int:
+    """The axis of the rank-4 view (:func:`view4`) that axis ``axis`` of a rank-``rank``
+    tensor becomes (negative axes count from the end)."""
+    a = axis % max(rank, 1)
+    if rank >= 4:
+        return a
+    if rank == 3:
+        return (0, 2, 3)[a]
+    return 4 - rank + a
+
+
+def row_lane_bytes(target: Target, shape: Sequence[int], dtype: str) -> int:
+    """Per-lane bytes of a tile of a rank-1-to-3 tensor in the row layout: the rows of its
+    rank-4 view (batch x tokens) over the lanes, the features along the EU."""
+    n, c, h, w = shape
+    return -(-(n * c * h) // target.lanes) * align(w, target.eu_elems(dtype)) * itemsize(dtype)
+
+
+def tile_lane_bytes(target: Target, shape: Sequence[int], dtype: str, rows: bool) -> int:
+    """Per-lane bytes of a tile (rank-4 view ``shape``): the row layout when ``rows`` (the
+    tensor has rank 1 to 3), else the channel-over-lanes layout."""
+    return row_lane_bytes(target, shape, dtype) if rows else activation_lane_bytes(target, shape, dtype)
 
 
 def constant_lane_bytes(target: Target, shape: Sequence[int], dtype: str) -> int:

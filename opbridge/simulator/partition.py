@@ -9,9 +9,9 @@ planners, which know nothing of each other.
 
 from __future__ import annotations
 
-from .kernels.registry import static_shape
 from .layergroup import MAX_GROUP_NODES, MAX_REDUNDANCY, GroupCandidate, GroupPlan
 from .lower import Lowered
+from .rows import gshape
 from .stream import StreamPlan, plan_stream
 from .target import Target
 
@@ -39,8 +39,8 @@ def partition(lowered: list[Lowered], target: Target, graph_outputs: set[str]) -
             close()
             units.append(ln)
             continue
-        n = static_shape(ln.node.outputs[0])[0]
-        if cur and len(cur) < MAX_GROUP_NODES and static_shape(cur[0].node.outputs[0])[0] == n:
+        n = gshape(ln.node.outputs[0])[0]
+        if cur and len(cur) < MAX_GROUP_NODES and gshape(cur[0].node.outputs[0])[0] == n:
             assert cur_plan is not None
             p = GroupCandidate(cur + [ln], graph_outputs).best(target, start=(cur_plan.n_per, cur_plan.k,
                                                                                cur_plan.kw))

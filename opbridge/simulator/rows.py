@@ -7,8 +7,20 @@ from collections.abc import Callable
 from ..ir.graph import Value
 from .kernels.registry import static_shape
 from .lower import Lowered
+from .memory import view4
 
 Rows = tuple[int, int]
+
+
+def gshape(v: Value) -> tuple[int, ...]:
+    """The rank-4 view of ``v`` a layer group tiles (``memory.view4``): a transformer's
+    [batch, tokens, features] is cut along its tokens as an image along its rows."""
+    return view4(static_shape(v))
+
+
+def row_layout(v: Value) -> bool:
+    """Whether ``v`` has the row layout in local memory (rank 1 to 3), not channels over lanes."""
+    return len(v.shape) < 4
 
 
 def row_fn(ln: Lowered, i: int, v: Value, axis: str = "H") -> Callable[[int, int], Rows]:
@@ -17,7 +29,7 @@ def row_fn(ln: Lowered, i: int, v: Value, axis: str = "H") -> Callable[[int, int
     one for an input of the output's extent, and the whole input otherwise)."""
     node = ln.node
     dim = 2 if axis == "H" else 3
-    hv = static_shape(v)[dim]
+    hv = gshape(v)[dim]
     k = ln.kernel
     fn = None if k is None else (k.input_slice_fn if axis == "H" else k.input_slice_w_fn)
     if k is not None and fn is not None:
@@ -28,7 +40,7 @@ def row_fn(ln: Lowered, i: int, v: Value, axis: str = "H") -> Callable[[int, int
             return (0, hv) if s is None else (int(s[0]), int(s[1]))
 
         return sliced
-    if hv == static_shape(node.outputs[0])[dim]:
+    if hv == gshape(node.outputs[0])[dim]:
         return lambda lo, hi: (lo, hi)
     return lambda lo, hi: (0, hv)
 

@@ -25,7 +25,7 @@ from ..errors import ModelFormatError, OpbridgeError, SimulatorError
 from ..ir.interpret import check_feeds, checked_result
 from ..ir.types import to_numpy_dtype
 from .kernels import DEFAULT_KERNELS
-from .memory import activation_lane_bytes, constant_lane_bytes
+from .memory import constant_lane_bytes, tile_lane_bytes, view4
 from .schema import (
     RECOMPILE_HINT,
     Compute,
@@ -107,13 +107,14 @@ class Executor:
         return self.ddr[a:a + n].view(dt).reshape(shape)
 
     def _lmem_view(self, addr: int, shape: list[int], dtype: str, what: str,
-                   const: bool = False) -> np.ndarray:
-        """The local-memory view of a tile (or a constant) at per-lane address ``addr``."""
+                   const: bool = False, rows: bool = False) -> np.ndarray:
+        """The local-memory view of a tile (or a constant) at per-lane address ``addr``;
+        ``rows``: a tile of a rank-1-to-3 tensor (the row layout, ``memory.row_lane_bytes``)."""
         dt = to_numpy_dtype(dtype)
         if const:
             lane = constant_lane_bytes(self.prog.target, shape, dtype)
         else:
-            lane = activation_lane_bytes(self.prog.target, shape, dtype)
+            lane = tile_lane_bytes(self.prog.target, shape, dtype, rows)
         if addr < 0 or addr + lane > self.budget:
             raise SimulatorError(
                 f"{what}: local range [{addr}, {addr + lane}) exceeds the lane's "
@@ -175,14 +176,16 @@ class Executor:
                                        hint=RECOMPILE_HINT)
             c = slice(*ins.c) if ins.c is not None else slice(None)
             w = slice(*ins.w) if ins.w is not None else slice(None)
-            src = src[ins.n[0]:ins.n[1], c, ins.h[0]:ins.h[1], w]
-        dtype = self.prog.ddr.tensors[ins.tensor].dtype
-        dst = self._lmem_view(ins.lmem, list(src.shape), dtype, f"load of '{ins.tensor}'", ins.const)
+            src = src.reshape(view4(src.shape))[ins.n[0]:ins.n[1], c, ins.h[0]:ins.h[1], w]
+        d = self.prog.ddr.tensors[ins.tensor]
+        dst = self._lmem_view(ins.lmem, list(src.shape), d.dtype, f"load of '{ins.tensor}'", ins.const,
+                              len(d.shape) < 4)
         return self._copy(dst, src, ins)
 
     def _prepare_store(self, ins: Store) -> Step:
-        dtype = self.prog.ddr.tensors[ins.tensor].dtype
-        tile = self._lmem_view(ins.lmem, list(ins.tile_shape), dtype, f"store of '{ins.tensor}'")
+        d = self.prog.ddr.tensors[ins.tensor]
+        tile = self._lmem_view(ins.lmem, list(ins.tile_shape), d.dtype, f"store of '{ins.tensor}'",
+                               rows=len(d.shape) < 4)
         h0 = ins.tile_h0
         s0, s1 = ins.h
         w, tw = slice(None), slice(None)
@@ -191,7 +194,8 @@ class Executor:
             tw = slice(ins.w[0] - ins.tile_w0, ins.w[1] - ins.tile_w0)
         src = tile[:, :, s0 - h0:s1 - h0, tw]
         c = slice(*ins.c) if ins.c is not None else slice(None)
-        dst = self.views[ins.tensor][ins.n[0]:ins.n[1], c, s0:s1, w]
+        full = self.views[ins.tensor]
+        dst = full.reshape(view4(full.shape))[ins.n[0]:ins.n[1], c, s0:s1, w]
         return self._copy(dst, src, ins)
 
     def _prepare_compute(self, ins: Compute) -> Step:
@@ -204,7 +208,8 @@ class Executor:
             if a is None or v is None:
                 args.append(None)
                 continue
-            view = self._lmem_view(a.lmem, list(a.shape), v.dtype, node.where, a.const)
+            view = self._lmem_view(a.lmem, list(a.shape), v.dtype, node.where, a.const,
+                                   len(v.shape) < 4)
             if a.n is not None:
                 view = view[a.n[0]:a.n[1]]
             if a.h is not None:
@@ -213,7 +218,10 @@ class Executor:
                 view = view[..., a.w[0]:a.w[1]]
             args.append(view)
         o = ins.out
-        out = self._lmem_view(o.lmem, list(o.shape), node.outputs[0].dtype, node.where)
+        out = self._lmem_view(o.lmem, list(o.shape), node.outputs[0].dtype, node.where,
+                              rows=len(node.outputs[0].shape) < 4)
+        if o.w is not None:  # a chunk of output features (a streamed weight's chunk)
+            out = out[..., o.w[0]:o.w[1]]
         if ins.scratch is not None and own:
             lo, hi = ins.scratch
             if lo < 0 or hi < lo or hi > self.budget:

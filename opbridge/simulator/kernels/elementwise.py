@@ -1,7 +1,9 @@
 """Kernels of element-wise arithmetic: tileable on N, H and W.
 
 A broadcast input (a dimension of 1 against the output's) is taken whole; the layer-group
-compiler's default row mapping does that, so these kernels need no ``input_slice``.
+compiler's default row mapping does that, so these kernels need no ``input_slice``. Rank-2/3
+operands (a transformer's residual adds, GELU spelt out with Erf) tile the same way on their
+rank-4 view (batch, 1, tokens, features).
 """
 
 from __future__ import annotations
@@ -23,6 +25,6 @@ def add_into(out: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
 
 
 for _op in BINARY + UNARY:
-    k = register_kernel(_op).split("N", "H", "W")
+    k = register_kernel(_op).split("N", "H", "W").row_layout()
     if _op == "Add":
         k.compute_into(add_into)

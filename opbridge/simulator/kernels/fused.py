@@ -2,9 +2,11 @@
 
 FusedConv tiles exactly as Conv does (same halo, same channel chunks, same cost plus one
 operation per output element for the activation) and applies its activation to the output
-tile in place. FusedMatMul and ScaledDotProductAttention run as global layers, as MatMul of
-their ranks does (FusedMatMul writing straight into its output); their cost is their matmuls'
-FLOPs.
+tile in place. FusedMatMul tiles as MatMul does (rows of A; its weight and bias resident or
+streamed in chunks of output features), writing straight into its output tile.
+ScaledDotProductAttention tiles along the query rows (N and H of Q): K_T and V are read whole,
+a mask with a row per query at the tile's rows; its scores for the tile live in a scratch
+buffer (heads over lanes, as the tile). Their cost is their matmuls' FLOPs.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from ...ir.graph import Node
 from ...ir.opdef import DEFAULT_OPS
 from ...ir.ops.fused import apply_activation
 from .conv import conv2d_into, conv_channels, conv_cost, conv_rows, conv_split, conv_tile_attrs
+from .matmul import matmul_rows, matmul_split, weight_features
 from .registry import register_kernel, static_shape
 
 
@@ -33,7 +36,8 @@ def fused_matmul_into(out: np.ndarray, a: np.ndarray, b: np.ndarray, bias: np.nd
                       *, activation: str, activation_params: tuple[float, ...]) -> None:
     """FusedMatMul straight into its output: one GEMM over every row, then bias and
     activation in place (f32; other dtypes go through the op's compute)."""
-    if not (a.dtype == b.dtype == out.dtype == np.float32 and out.flags.c_contiguous):
+    if not (a.dtype == b.dtype == out.dtype == np.float32 and out.flags.c_contiguous
+            and a.shape[-1] == b.shape[0]):
         fn = DEFAULT_OPS.get("FusedMatMul").compute_function
         assert fn is not None  # the built-in FusedMatMul has one
         out[...] = fn(a, b, bias, activation=activation, activation_params=activation_params)
@@ -70,5 +74,42 @@ def _sdpa_cost(node: Node, out_shape: tuple[int, ...]) -> float:
     .cost(_fused_conv_cost)
     .compute_into(fused_conv_into)
 )
-register_kernel("FusedMatMul").cost(_fused_matmul_cost).compute_into(fused_matmul_into)
-register_kernel("ScaledDotProductAttention").cost(_sdpa_cost)
+def _sdpa_rows(node: Node, i: int, lo: int, hi: int) -> tuple[int, int] | None:
+    """Query rows [lo, hi) read those rows of Q and of a mask with a row per query; K_T and
+    V whole."""
+    v = node.inputs[i]
+    if i == 0:
+        return (lo, hi)
+    if i == 3 and v is not None:
+        m, q = static_shape(v), static_shape(node.inputs[0])
+        if len(m) >= 2 and m[-2] == q[-2] != 1:
+            return (lo, hi)
+    return None
+
+
+def _sdpa_split(node: Node) -> tuple[str, ...]:
+    return ("N", "H") if all(v is None or len(static_shape(v)) == 4 for v in node.inputs) else ()
+
+
+def _sdpa_scratch(node: Node, out_shape: tuple[int, ...]) -> int:
+    """The tile's scores [n, heads, rows, keys] in f32."""
+    keys = static_shape(node.inputs[1])[-1]
+    return 4 * math.prod(out_shape[:-1]) * keys
+
+
+(
+    register_kernel("FusedMatMul")
+    .split_when(matmul_split)
+    .input_slice(matmul_rows)
+    .feature_slice(weight_features)
+    .row_layout()
+    .cost(_fused_matmul_cost)
+    .compute_into(fused_matmul_into)
+)
+(
+    register_kernel("ScaledDotProductAttention")
+    .split_when(_sdpa_split)
+    .input_slice(_sdpa_rows)
+    .scratch(_sdpa_scratch, per="tile")
+    .cost(_sdpa_cost)
+)

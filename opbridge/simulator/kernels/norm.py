@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...ir.graph import Node
+from ..memory import view_axis
 from .registry import register_kernel, static_shape
 
 
@@ -14,9 +15,22 @@ def _axes_outside(first_axis: int, rank: int) -> tuple[str, ...]:
 
 
 def _layernorm_split(node: Node) -> tuple[str, ...]:
+    """The axes before the first normalised one; for a rank-2/3 input those of its rank-4 view
+    (a transformer's LayerNorm over the features tiles along batch and tokens)."""
     if len(node.outputs) != 1:
         return ()
-    return _axes_outside(node.attrs["axis"], len(static_shape(node.inputs[0])))
+    rank = len(static_shape(node.inputs[0]))
+    return _axes_outside(view_axis(rank, node.attrs["axis"]), 4)
+
+
+def view_axis_attrs(node: Node, lo: int, hi: int, needed, clipped) -> dict:
+    """A tile's ``axis``, counted from the end of the rank-4 view the tile is (the same axis
+    of a rank-4 tensor; the tail of a rank-2/3 one's view)."""
+    attrs = dict(node.attrs)
+    rank = len(static_shape(node.inputs[0]))
+    if rank < 4:
+        attrs["axis"] = view_axis(rank, node.attrs["axis"]) - 4
+    return attrs
 
 
 def _lp_split(node: Node) -> tuple[str, ...]:
@@ -37,7 +51,8 @@ def _per_element(ops: float):
 register_kernel("BatchNormalization").split("N", "H", "W").cost(_per_element(2.0))
 register_kernel("LRN").split("N", "H", "W").cost(
     lambda n, s: 2.0 * n.attrs["size"] * float(__import__("math").prod(s)))
-register_kernel("LayerNormalization").split_when(_layernorm_split).cost(_per_element(8.0))
+(register_kernel("LayerNormalization").split_when(_layernorm_split).tile_attrs(view_axis_attrs)
+ .row_layout().cost(_per_element(8.0)))
 register_kernel("InstanceNormalization").split("N").cost(_per_element(8.0))
 register_kernel("GroupNormalization").split("N").cost(_per_element(8.0))
 register_kernel("LpNormalization").split_when(_lp_split).cost(_per_element(3.0))

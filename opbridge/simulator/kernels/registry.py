@@ -111,6 +111,7 @@ class Kernel:
         self.split_fn: Callable[[Node], Sequence[str]] | None = None
         self.input_slice_fn: InputSliceFn | None = None
         self.channel_slice_fn: Callable[[Node, int, int, int], tuple[int, int, int] | None] | None = None
+        self.feature_slice_fn: Callable[[Node, int, int, int], tuple[int, int, int] | None] | None = None
         self.tile_attrs_fn: TileAttrsFn | None = None
         self.scratch_fn: ScratchFn | None = None
         self.scratch_per_tile = False
@@ -122,6 +123,8 @@ class Kernel:
         self.tile_attrs_w_fn: TileAttrsFn | None = None
         self.in_place = False
         self.reshape_only = False
+        #: the kernel also runs on tensors of rank 2 and 3 (``row_layout``)
+        self.rows_ok = False
         #: dtype -> (fn, writes into its output): the per-dtype variants of the tile kernel
         self.variants: dict[str, tuple[Callable[..., Any], bool]] = {}
 
@@ -154,6 +157,14 @@ class Kernel:
         self.channel_slice_fn = fn
         return self
 
+    def feature_slice(self, fn: Callable[[Node, int, int, int], tuple[int, int, int] | None]
+                      ) -> Kernel:
+        """``fn(node, i, f0, f1) -> (axis, lo, hi) | None``: the slice of constant input ``i``
+        that output features ``[f0, f1)`` (the last axis) need, for a weight that may stream
+        through local memory chunk by chunk (None: the input is needed whole)."""
+        self.feature_slice_fn = fn
+        return self
+
     def tile_attrs(self, fn: TileAttrsFn, axis: str = "H") -> Kernel:
         """The attributes of a row tile (``axis="H"``) or of a column tile (``axis="W"``)."""
         if _axis(self.op, "tile_attrs", axis) == "W":
@@ -175,6 +186,14 @@ class Kernel:
         """The per-lane bytes of ``node``'s scratch buffer for an output tile of ``shape``."""
         size = int(self.hint("scratch", node, shape))
         return -(-size // lanes) if self.scratch_per_tile else size
+
+    def row_layout(self, on: bool = True) -> Kernel:
+        """The kernel also takes tensors of rank 2 and 3 (a transformer's [batch, tokens,
+        features]), which a layer group holds in the row layout and hands to the kernel as
+        the rank-4 view (batch, 1, tokens, features); ``split``, ``input_slice`` and
+        ``tile_attrs`` then speak of that view (H: tokens, W: features)."""
+        self.rows_ok = on
+        return self
 
     def inplace(self, on: bool = True) -> Kernel:
         """The output may overwrite input 0 (same shape and dtype) when nothing reads it later."""
