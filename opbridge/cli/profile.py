@@ -74,6 +74,10 @@ def run(args: argparse.Namespace) -> int:
         f"groups, {p.num_tiles} tiles, {p.num_global_layers} global layers, {p.num_cpu_layers} "
         f"host ops; {p.flops / 1e9:.2f} GFLOP; DDR activations {p.ddr_peak_bytes / 2**20:.2f} MiB "
         f"(no reuse {p.ddr_no_reuse_bytes / 2**20:.2f} MiB), weights {p.weights_bytes / 2**20:.1f} MiB")
+    total_ms = sum(u.est_ms for u in p.units)
+    if total_ms > 0:
+        in_groups = sum(u.est_ms for u in p.units if u.kind == "group") / total_ms
+        con.print(f"{100 * in_groups:.0f}% of the time in layer groups")
     if p.ddr_shared_bytes or p.lmem_shared_bytes:
         con.print(f"shared buffers (reshapes, in-place layers) save {p.ddr_shared_bytes / 1024:.1f} KiB "
                   f"of DDR and {p.lmem_shared_bytes / 1024:.1f} KiB/lane of local memory")

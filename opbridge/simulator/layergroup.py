@@ -32,7 +32,6 @@ from .rows import Rows, clip, gshape, row_fn, row_layout
 from .stream import sliced_shape
 from .target import Target
 
-
 #: Largest ratio of computed to needed elements (halo rows recomputed by several tiles).
 MAX_REDUNDANCY = 1.15
 #: Largest number of nodes in one group (bounds compile time).

@@ -30,12 +30,16 @@ ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8, "i8": 1, "u8": 1, "i16": 2,
             "i32": 4, "u32": 4, "i64": 8, "u64": 8, "bool": 1}
 
 
-def lane_bytes(target: ob.Target, shape, dtype: str, const: bool = False) -> int:
+def lane_bytes(target: ob.Target, shape, dtype: str, const: bool = False, rows: bool = False) -> int:
     """Per-lane footprint, derived from DESIGN.md independently of ``simulator.memory``: an
     (N, C, H, W) tile takes ``N * ceil(C / lanes) * align(H * W, EU) * bytes`` in every lane,
     with ``EU = eu_bytes / bytes``; a constant held whole (docs/obprog.md) is spread over the
     lanes by its first axis, ``ceil(d0 / lanes) * align(d1 * d2 * ..., EU) * bytes``, except a
-    (1, C, H, W) constant, which takes the activation layout."""
+    (1, C, H, W) constant, which takes the activation layout. ``rows``: a tile of a rank-2/3
+    tensor, laid out as TPU-MLIR lays out a local MatMul's operands (sophgo/tpu-mlir,
+    lib/Dialect/Tpu/Interfaces/BM1684X/MatMul.cpp, getBufferSize_bm1684x:
+    ``ceiling_func(rows, NPU_NUM) * align_up(K, eu_num)``): rows over the lanes, features
+    along the EU."""
     size = ITEMSIZE[dtype]
     eu = target.eu_bytes // size
     shape = tuple(int(d) for d in shape)
@@ -43,12 +47,16 @@ def lane_bytes(target: ob.Target, shape, dtype: str, const: bool = False) -> int
         d0, rest = (shape[0], int(np.prod(shape[1:]))) if shape else (1, 1)
         return math.ceil(d0 / target.lanes) * (math.ceil(rest / eu) * eu) * size
     n, c, h, w = shape
+    if rows:
+        return math.ceil(n * c * h / target.lanes) * (math.ceil(w / eu) * eu) * size
     return n * math.ceil(c / target.lanes) * (math.ceil(h * w / eu) * eu) * size
 
 
 def _moved_shape(prog: Program, ins: Load) -> tuple[int, ...]:
     """The shape a load brings into local memory, from the DDR tensor and the ranges."""
     shape = list(prog.graph.values()[ins.tensor].shape)
+    if ins.n is not None and len(shape) < 4:  # a rank-2/3 tensor, seen as (batch, 1, tokens, features)
+        shape = [shape[0], 1, *shape[1:]] if len(shape) == 3 else [1] * (4 - len(shape)) + shape
     if ins.sel is not None:
         axis, lo, hi = ins.sel
         shape[axis] = hi - lo
@@ -66,20 +74,23 @@ def _accesses(prog: Program, ins) -> list[tuple[str, int, int, int]]:
     """(buffer, per-lane address, lane bytes derived here, lane bytes the program records)
     of every local-memory access of one instruction."""
     t = prog.target
-    if isinstance(ins, Load):
-        dtype = prog.graph.values()[ins.tensor].dtype
-        return [(ins.buf, ins.lmem, lane_bytes(t, _moved_shape(prog, ins), dtype, ins.const), ins.lane_bytes)]
-    if isinstance(ins, Store):
-        dtype = prog.graph.values()[ins.tensor].dtype
-        return [(ins.buf, ins.lmem, lane_bytes(t, ins.tile_shape, dtype), ins.lane_bytes)]
+    if isinstance(ins, (Load, Store)):
+        v = prog.graph.values()[ins.tensor]
+        rows = len(v.shape) < 4
+        if isinstance(ins, Store):
+            return [(ins.buf, ins.lmem, lane_bytes(t, ins.tile_shape, v.dtype, rows=rows), ins.lane_bytes)]
+        return [(ins.buf, ins.lmem, lane_bytes(t, _moved_shape(prog, ins), v.dtype, ins.const, rows),
+                 ins.lane_bytes)]
     if not isinstance(ins, Compute):
         return []
     node = prog.graph.node(ins.node)
     o = ins.out
-    out = [(o.buf, o.lmem, lane_bytes(t, o.shape, node.outputs[0].dtype), o.lane_bytes)]
+    out = [(o.buf, o.lmem, lane_bytes(t, o.shape, node.outputs[0].dtype,
+                                      rows=len(node.outputs[0].shape) < 4), o.lane_bytes)]
     for v, a in zip(node.inputs, ins.ins):
         if a is not None:
-            out.append((a.buf, a.lmem, lane_bytes(t, a.shape, v.dtype, a.const), a.lane_bytes))
+            out.append((a.buf, a.lmem, lane_bytes(t, a.shape, v.dtype, a.const, len(v.shape) < 4),
+                        a.lane_bytes))
     return out
 
 
