@@ -15,7 +15,7 @@ from .lower import CPU, Lowered, Placement, lower
 from .memory import Buffer, activation_lane_bytes, align, constant_lane_bytes, plan, tile_lane_bytes
 from .partition import PlannedUnit, partition
 from .program import Program
-from .rows import Rows, clip, gshape, row_fn, row_layout
+from .rows import Rows, clip, gshape, row_fn, row_layout, sliced_shape
 from .schema import (
     Alloc,
     Compute,
@@ -33,7 +33,7 @@ from .schema import (
     StreamUnit,
     Unit,
 )
-from .stream import RowTile, StreamPlan, sliced_shape
+from .stream import RowTile, StreamPlan
 from .target import Target, itemsize, resolve_target
 
 

@@ -28,8 +28,7 @@ from ..ir.graph import Value
 from .kernels.registry import static_shape
 from .lower import Lowered
 from .memory import Buffer, constant_lane_bytes, plan, tile_lane_bytes
-from .rows import Rows, clip, gshape, row_fn, row_layout
-from .stream import sliced_shape
+from .rows import Rows, clip, gshape, row_fn, row_layout, sliced_shape
 from .target import Target
 
 #: Largest ratio of computed to needed elements (halo rows recomputed by several tiles).

@@ -100,7 +100,9 @@ def lower(
         where = _placement_of(node, placement)
         local = (where == TPU and k is not None and k.local and _layout_ok(node)
                  and (k.rows_ok or len(node.outputs[0].shape) == 4))
-        axes = k.split_axes(node) if local and k is not None else frozenset()
+        split = k.split_axes(node) if local and k is not None else frozenset()
+        local = local and split is not None
+        axes = split or frozenset()
         if "H" in axes and _whole_rows_constant(node, k):
             axes = axes - {"H"}
         if "W" in axes and _whole_rows_constant(node, k, "W"):

@@ -45,12 +45,12 @@ def activation_lane_bytes(target: Target, shape: Sequence[int], dtype: str) -> i
 def view4(shape: Sequence[int]) -> tuple[int, ...]:
     """The rank-4 view a layer group uses for a tensor: itself at rank 4, (batch, 1, tokens,
     features) at rank 3, (1, 1, rows, features) at rank 2, (1, 1, 1, features) at rank 1."""
-    shape = tuple(int(d) for d in shape)
-    if len(shape) >= 4:
-        return shape
-    if len(shape) == 3:
+    rank = len(shape)
+    if rank >= 4:
+        return tuple(shape)
+    if rank == 3:
         return (shape[0], 1, shape[1], shape[2])
-    return (1,) * (4 - len(shape)) + shape
+    return (1,) * (4 - rank) + tuple(shape)
 
 
 def view_axis(rank: int, axis: int) -> int:

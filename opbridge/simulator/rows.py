@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..ir.graph import Value
-from .kernels.registry import static_shape
 from .lower import Lowered
 from .memory import view4
 
@@ -15,7 +14,8 @@ Rows = tuple[int, int]
 def gshape(v: Value) -> tuple[int, ...]:
     """The rank-4 view of ``v`` a layer group tiles (``memory.view4``): a transformer's
     [batch, tokens, features] is cut along its tokens as an image along its rows."""
-    return view4(static_shape(v))
+    shape = tuple(map(int, v.shape))  # compile has checked that every dim is static
+    return shape if len(shape) == 4 else view4(shape)
 
 
 def row_layout(v: Value) -> bool:
@@ -48,3 +48,11 @@ def row_fn(ln: Lowered, i: int, v: Value, axis: str = "H") -> Callable[[int, int
 def clip(s: Rows, hv: int) -> Rows:
     """Rows ``s`` clipped to a tensor of ``hv`` rows (an empty range stays empty)."""
     return (min(max(s[0], 0), hv), max(min(s[1], hv), 0))
+
+
+def sliced_shape(shape: tuple[int, ...], sl: tuple[int, int, int] | None) -> tuple[int, ...]:
+    """``shape`` with axis ``sl[0]`` cut to ``[sl[1], sl[2])`` (all of it for None)."""
+    if sl is None:
+        return shape
+    axis, lo, hi = sl
+    return shape[:axis] + (hi - lo,) + shape[axis + 1:]

@@ -18,7 +18,7 @@ from ..ir.graph import Value
 from .kernels.registry import static_shape
 from .lower import Lowered
 from .memory import Buffer, activation_lane_bytes, constant_lane_bytes, plan
-from .rows import Rows, clip, row_fn
+from .rows import Rows, clip, row_fn, sliced_shape
 from .target import Target
 
 
@@ -57,13 +57,6 @@ class StreamPlan:
         assert k is not None and k.channel_slice_fn is not None
         sl = k.hint("channel_slice", self.ln.node, i, c[0], c[1])
         return None if sl is None else (int(sl[0]), int(sl[1]), int(sl[2]))
-
-
-def sliced_shape(shape: tuple[int, ...], sl: tuple[int, int, int] | None) -> tuple[int, ...]:
-    if sl is None:
-        return shape
-    axis, lo, hi = sl
-    return shape[:axis] + (hi - lo,) + shape[axis + 1:]
 
 
 def _fit(ln: Lowered, target: Target, n_per: int, n_chunks: int, k: int) -> StreamPlan | None:

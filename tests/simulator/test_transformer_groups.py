@@ -154,3 +154,48 @@ def test_norm_axes_of_rank3_in_groups(op, attrs):
     (out,) = prog.run({"x": x}).values()
     assert_close(out, want + x, f"{op} {attrs}")
     assert prog.groups and max(u.tiles for u in prog.groups) > 1
+
+
+@pytest.mark.parametrize("shape, perm", [((2, 96, 40), (0, 2, 1)), ((1, 96, 6, 16), (0, 2, 1, 3)),
+                                         ((1, 96, 6, 16), (0, 2, 3, 1)), ((2, 6, 96, 16), (0, 1, 3, 2)),
+                                         ((2, 6, 96, 16), (0, 2, 1, 3)), ((96, 40), (1, 0))])
+def test_transpose_in_groups(shape, perm):
+    """Transposes that keep the batch axis first join layer groups (a transformer's heads
+    split and merge), cut along the output's rows; numpy's transpose is the reference."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(shape).astype(np.float32)
+    b = ob.GraphBuilder("transpose")
+    xv = b.input("x", "f32", shape)
+    y = b.op("Transpose", [b.op("Relu", [xv])], perm=perm)
+    b.output(b.op("Mul", [y, y]))
+    prog = ob.compile(b.build(), ob.Target.preset("bm1684", lmem_bytes_per_lane=16384))
+    want = np.square(np.maximum(x, 0).transpose(perm))
+    (out,) = prog.run({"x": x}).values()
+    assert_close(out, want, f"transpose {perm}")
+    assert "Transpose" in _grouped_ops(prog)
+    audit_local_memory(prog)
+
+
+def test_transpose_moving_the_batch_axis_stays_global():
+    b = ob.GraphBuilder("transpose")
+    xv = b.input("x", "f32", (2, 8, 16))
+    b.output(b.op("Transpose", [xv], perm=(1, 0, 2)))
+    prog = ob.compile(b.build(), target="bm1684")
+    assert not prog.groups
+
+
+@pytest.mark.parametrize("op", ["ReduceMean", "ReduceMax"])
+@pytest.mark.parametrize("axes, grouped", [((-1,), True), ((2,), True), ((1,), False), ((1, 2), False)])
+def test_reductions_of_the_last_axis_in_groups(op, axes, grouped):
+    """LayerNorm spelt out reduces the last axis with keepdims: such reductions tile along the
+    rows; any other reduction stays a global layer."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 96, 40)).astype(np.float32)
+    b = ob.GraphBuilder("reduce")
+    xv = b.input("x", "f32", x.shape)
+    b.output(b.op("Sub", [xv, b.op(op, [xv], axes=axes, keepdims=1)]))
+    prog = ob.compile(b.build(), ob.Target.preset("bm1684", lmem_bytes_per_lane=1024))
+    red = np.mean if op == "ReduceMean" else np.max
+    (out,) = prog.run({"x": x}).values()
+    assert_close(out, x - red(x, axis=tuple(a % 3 for a in axes), keepdims=True), f"{op} {axes}")
+    assert (op in _grouped_ops(prog)) == grouped

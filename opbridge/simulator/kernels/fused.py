@@ -87,8 +87,8 @@ def _sdpa_rows(node: Node, i: int, lo: int, hi: int) -> tuple[int, int] | None:
     return None
 
 
-def _sdpa_split(node: Node) -> tuple[str, ...]:
-    return ("N", "H") if all(v is None or len(static_shape(v)) == 4 for v in node.inputs) else ()
+def _sdpa_split(node: Node) -> tuple[str, ...] | None:
+    return ("N", "H") if all(v is None or len(static_shape(v)) == 4 for v in node.inputs) else None
 
 
 def _sdpa_scratch(node: Node, out_shape: tuple[int, ...]) -> int:

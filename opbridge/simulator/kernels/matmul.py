@@ -20,15 +20,16 @@ from ...ir.graph import Node
 from .registry import register_kernel, static_shape
 
 
-def matmul_split(node: Node) -> tuple[str, ...]:
-    """Rows of A tile freely; B is taken whole (a constant weight, or a rank-4 operand)."""
+def matmul_split(node: Node) -> tuple[str, ...] | None:
+    """Rows of A tile freely; B is taken whole (a constant weight, or a rank-4 operand); any
+    other MatMul is a global layer."""
     a, b = static_shape(node.inputs[0]), static_shape(node.inputs[1])
     b_const = node.inputs[1] is not None and node.inputs[1].is_constant
     if len(a) == 4:
-        return ("N", "H") if len(b) == 4 or b_const else ()
+        return ("N", "H") if len(b) == 4 or b_const else None
     if len(a) in (2, 3) and b_const and len(b) == 2:
         return ("N", "H")
-    return ()
+    return None
 
 
 def matmul_rows(node: Node, i: int, lo: int, hi: int) -> tuple[int, int] | None:
@@ -54,16 +55,16 @@ def weight_features(node: Node, i: int, f0: int, f1: int) -> tuple[int, int, int
     return None
 
 
-def gemm_split(node: Node) -> tuple[str, ...]:
+def gemm_split(node: Node) -> tuple[str, ...] | None:
     """Gemm on a tile of rows of A: A not transposed, B a constant, C absent or per feature."""
     b = node.inputs[1]
     if node.attrs["transA"] or b is None or not b.is_constant:
-        return ()
+        return None
     c = node.inputs[2] if len(node.inputs) > 2 else None
     n = static_shape(node.outputs[0])[-1]
     if c is not None and (not c.is_constant or math.prod(static_shape(c)) not in (1, n)
                           or (len(static_shape(c)) == 2 and static_shape(c)[0] != 1)):
-        return ()
+        return None
     return ("H",)
 
 

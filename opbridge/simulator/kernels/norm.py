@@ -1,6 +1,11 @@
-"""Kernels of normalisations: tileable along the axes they do not normalise over."""
+"""Kernels of normalisations: tileable along the axes they do not normalise over.
+
+The reductions over the last axis with ``keepdims`` (the mean and variance of a LayerNorm that
+torch.onnx spells out op by op) tile the same way: along batch and rows."""
 
 from __future__ import annotations
+
+import math
 
 from ...ir.graph import Node
 from ..memory import view_axis
@@ -48,9 +53,40 @@ def _per_element(ops: float):
     return cost
 
 
+#: Reductions that join layer groups when they reduce the last axis only, keeping it.
+LAST_AXIS_REDUCTIONS = ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceSumSquare",
+                        "ReduceL2")
+
+
+def _last_axis_reduction(node: Node) -> bool:
+    rank = len(static_shape(node.inputs[0]))
+    axes = {a % rank for a in node.attrs["axes"]} if rank else set()
+    return bool(node.attrs["keepdims"]) and axes == {rank - 1}
+
+
+def _reduce_split(node: Node) -> tuple[str, ...] | None:
+    """Batch and rows for a reduction of the last axis; any other runs as a global layer."""
+    return ("N", "H") if _last_axis_reduction(node) else None
+
+
+def _reduce_tile_attrs(node: Node, lo: int, hi: int, needed, clipped) -> dict:
+    """The last axis, counted from the end (it is the view's last axis too)."""
+    attrs = dict(node.attrs)
+    attrs["axes"] = (-1,)
+    return attrs
+
+
+def _reduce_cost(node: Node, out_shape: tuple[int, ...]) -> float:
+    """One operation per element read: each output element reads the whole last axis."""
+    return float(math.prod(out_shape) * static_shape(node.inputs[0])[-1])
+
+
+for _op in LAST_AXIS_REDUCTIONS:
+    (register_kernel(_op).split_when(_reduce_split).tile_attrs(_reduce_tile_attrs).row_layout()
+     .cost(_reduce_cost))
 register_kernel("BatchNormalization").split("N", "H", "W").cost(_per_element(2.0))
 register_kernel("LRN").split("N", "H", "W").cost(
-    lambda n, s: 2.0 * n.attrs["size"] * float(__import__("math").prod(s)))
+    lambda n, s: 2.0 * n.attrs["size"] * float(math.prod(s)))
 (register_kernel("LayerNormalization").split_when(_layernorm_split).tile_attrs(view_axis_attrs)
  .row_layout().cost(_per_element(8.0)))
 register_kernel("InstanceNormalization").split("N").cost(_per_element(8.0))

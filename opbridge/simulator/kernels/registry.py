@@ -108,7 +108,7 @@ class Kernel:
         self.registered_at = registered_at
         self.local = False
         self.axes: frozenset[str] = frozenset()
-        self.split_fn: Callable[[Node], Sequence[str]] | None = None
+        self.split_fn: Callable[[Node], Sequence[str] | None] | None = None
         self.input_slice_fn: InputSliceFn | None = None
         self.channel_slice_fn: Callable[[Node, int, int, int], tuple[int, int, int] | None] | None = None
         self.feature_slice_fn: Callable[[Node, int, int, int], tuple[int, int, int] | None] | None = None
@@ -138,8 +138,9 @@ class Kernel:
         self.local = True
         return self
 
-    def split_when(self, fn: Callable[[Node], Sequence[str]]) -> Kernel:
-        """Like :meth:`split`, but the axes depend on the node (e.g. a softmax's axis)."""
+    def split_when(self, fn: Callable[[Node], Sequence[str] | None]) -> Kernel:
+        """Like :meth:`split`, but the axes depend on the node (e.g. a softmax's axis); ``fn``
+        returns None for a node that cannot run on tiles at all (a global layer)."""
         self.split_fn = fn
         self.local = True
         return self
@@ -277,9 +278,11 @@ class Kernel:
         return self
 
     # -- using ------------------------------------------------------------------------
-    def split_axes(self, node: Node) -> frozenset[str]:
+    def split_axes(self, node: Node) -> frozenset[str] | None:
+        """The axes ``node`` may be cut along (None: it runs as a global layer)."""
         if self.split_fn is not None:
-            return frozenset(self.hint("split", node))
+            axes = self.hint("split", node)
+            return None if axes is None else frozenset(axes)
         return self.axes
 
     def hint(self, name: str, node: Node, *args: Any) -> Any:

@@ -3,14 +3,64 @@
 Concat along channels (axis 1) or along W (axis 3) keeps rows aligned, so it tiles like an
 element-wise op. Reshape, Flatten, Squeeze and Unsqueeze only rename the shape of the same
 bytes: their output shares the input's DDR bytes and nothing runs (``just_reshape``).
-Transpose, Slice, Gather and the rest change the layout and run as global layers (no kernel
-needed: the op's compute is the global layer).
+Transpose joins layer groups when it keeps the batch axis first (a transformer's heads split
+and merge): output rows [lo, hi) read the same input rows when the rows axis stays in place,
+else the whole input tile, which the tile kernel transposes and cuts at the tile's rows. A
+rank-2/3 Transpose works on the rank-4 view of its tiles (``memory.view4``). Slice, Gather
+and the rest change the layout and run as global layers (no kernel needed: the op's compute
+is the global layer).
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...ir.graph import Node
-from .registry import register_kernel
+from ..memory import view_axis
+from .registry import register_kernel, static_shape
+
+
+def view_perm(perm: tuple[int, ...]) -> tuple[int, ...]:
+    """``perm`` as a permutation of the rank-4 views of its input and output."""
+    rank = len(perm)
+    if rank >= 4:
+        return tuple(perm)
+    dims = [view_axis(rank, i) for i in range(rank)]  # output axis i sits at view axis dims[i]
+    out = list(range(4))
+    for i, p in enumerate(perm):
+        out[dims[i]] = view_axis(rank, p)
+    return tuple(out)
+
+
+def transpose_split(node: Node) -> tuple[str, ...] | None:
+    """Cut along the output's rows; along its batch items while the batch axis stays first."""
+    vp = view_perm(tuple(node.attrs["perm"]))
+    if len(static_shape(node.inputs[0])) > 4 or vp[0] != 0:
+        return None
+    return ("N", "H")
+
+
+def transpose_rows(node: Node, i: int, lo: int, hi: int) -> tuple[int, int] | None:
+    """The same rows when the rows axis stays in place, else the whole input (None)."""
+    return (lo, hi) if view_perm(tuple(node.attrs["perm"]))[2] == 2 else None
+
+
+def transpose_tile_attrs(node: Node, lo: int, hi: int, needed, clipped) -> dict:
+    """A tile of output rows [lo, hi) from a whole input tile: which rows to keep."""
+    attrs = dict(node.attrs)
+    if view_perm(tuple(node.attrs["perm"]))[2] != 2:
+        attrs["rows"] = (lo, hi)
+    return attrs
+
+
+def transpose_into(out: np.ndarray, x: np.ndarray, *, perm: tuple[int, ...],
+                   rows: tuple[int, int] | None = None) -> None:
+    """Transpose into ``out``: whole tensors (a global layer) or a tile, which is the rank-4
+    view, keeping output rows ``rows`` when the tile holds the whole input."""
+    y = x.transpose(perm if x.ndim == len(perm) else view_perm(tuple(perm)))
+    if rows is not None:
+        y = y[:, :, rows[0]:rows[1]]
+    out[...] = y
 
 
 def concat_split(node: Node) -> tuple[str, ...]:
@@ -20,6 +70,8 @@ def concat_split(node: Node) -> tuple[str, ...]:
 
 
 register_kernel("Concat").split_when(concat_split).cost(lambda n, s: 0.0)
+(register_kernel("Transpose").split_when(transpose_split).input_slice(transpose_rows)
+ .tile_attrs(transpose_tile_attrs).row_layout().compute_into(transpose_into))
 
 #: Ops whose output is their input's bytes under another shape.
 RESHAPES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze")
