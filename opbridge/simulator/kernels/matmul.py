@@ -27,9 +27,16 @@ def matmul_split(node: Node) -> tuple[str, ...] | None:
     b_const = node.inputs[1] is not None and node.inputs[1].is_constant
     if len(a) == 4:
         return ("N", "H") if len(b) == 4 or b_const else None
-    if len(a) in (2, 3) and b_const and len(b) == 2:
+    if len(a) in (2, 3) and b_const and len(b) == 2 and _rows(node) > 1:
         return ("N", "H")
     return None
+
+
+def _rows(node: Node) -> int:
+    """The output's rows, its leading dimensions flattened. A single row (a CNN's classifier,
+    [1, K] @ [K, N]) stays a global layer: in the row layout it would keep one lane of all busy,
+    where the chip's fully-connected layer spreads the weight's columns over the lanes."""
+    return math.prod(static_shape(node.outputs[0])[:-1])
 
 
 def matmul_rows(node: Node, i: int, lo: int, hi: int) -> tuple[int, int] | None:
@@ -58,7 +65,7 @@ def weight_features(node: Node, i: int, f0: int, f1: int) -> tuple[int, int, int
 def gemm_split(node: Node) -> tuple[str, ...] | None:
     """Gemm on a tile of rows of A: A not transposed, B a constant, C absent or per feature."""
     b = node.inputs[1]
-    if node.attrs["transA"] or b is None or not b.is_constant:
+    if node.attrs["transA"] or b is None or not b.is_constant or _rows(node) == 1:
         return None
     c = node.inputs[2] if len(node.inputs) > 2 else None
     n = static_shape(node.outputs[0])[-1]
