@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from ..ir.graph import Value
@@ -14,8 +15,14 @@ Rows = tuple[int, int]
 def gshape(v: Value) -> tuple[int, ...]:
     """The rank-4 view of ``v`` a layer group tiles (``memory.view4``): a transformer's
     [batch, tokens, features] is cut along its tokens as an image along its rows."""
-    shape = tuple(map(int, v.shape))  # compile has checked that every dim is static
-    return shape if len(shape) == 4 else view4(shape)
+    return _view(v.shape)
+
+
+@functools.lru_cache(maxsize=1024)
+def _view(shape: tuple) -> tuple[int, ...]:
+    # called for every tensor of every candidate group: cached by shape (compile has checked
+    # that every dim is static)
+    return view4(tuple(map(int, shape)))
 
 
 def row_layout(v: Value) -> bool:
