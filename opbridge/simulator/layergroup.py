@@ -295,7 +295,7 @@ class GroupCandidate:
 
     def _streamable(self) -> list[tuple[int, Lowered, list[int]]]:
         """The nodes whose constant weights may stream (their kernel slices them by output
-        feature), largest weights first: (per-lane bytes held whole, node, weight inputs)."""
+        feature), largest weights first: (elements of the weights, node, weight inputs)."""
         if self._stream_nodes is None:
             out = []
             for ln in self.nodes:

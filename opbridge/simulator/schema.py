@@ -137,7 +137,8 @@ class Operand(_Record):
     h: Range | None
     n: Range | None
     const: bool
-    #: columns of it the node reads, relative to the tile (a layer group cut along W)
+    #: columns of it the node reads, relative to the tile (a layer group cut along W); of the
+    #: output, the columns the node writes (one chunk of a streamed weight's output features)
     w: Range | None = None
 
 
