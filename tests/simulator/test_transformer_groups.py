@@ -199,3 +199,18 @@ def test_reductions_of_the_last_axis_in_groups(op, axes, grouped):
     (out,) = prog.run({"x": x}).values()
     assert_close(out, x - red(x, axis=tuple(a % 3 for a in axes), keepdims=True), f"{op} {axes}")
     assert (op in _grouped_ops(prog)) == grouped
+
+
+def test_profile_prints_the_share_of_time_in_layer_groups(tmp_path, capsys):
+    from opbridge.cli import main
+
+    g, _, _ = _bert(tmp_path, PASSES["fused"], hidden=64, heads=4, seq=32)
+    prog = ob.compile(g, target="bm1684")
+    path = tmp_path / "bert.obprog"
+    prog.save(path)
+    assert main(["profile", str(path)]) == 0
+    text = capsys.readouterr().out
+    units = prog.profile().units
+    share = sum(u.est_ms for u in units if u.kind == "group") / sum(u.est_ms for u in units)
+    assert f"{100 * share:.0f}% of the time in layer groups" in text
+    assert share > 0.9  # only the Reshapes (which move nothing) and the mask's Unsqueeze are global
