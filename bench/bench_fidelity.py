@@ -1,0 +1,155 @@
+"""Benchmark: the cost model's estimated latency against the chips' published figures.
+
+For every row of ``../shared/targets/chip-latency.md`` that this checkout can build, compile the
+network for the row's chip (``bm1684`` / ``bm1684x``) at the row's batch and precision and print
+``Program.profile().est_latency_ms`` per image (per clip, per text), the published figure and
+their ratio; then the worst ratio per chip and precision. Rows that cannot be built say why.
+The networks and where their layer lists come from: ``bench/fidelity_models.py``.
+
+    .venv/bin/python bench/bench_fidelity.py [--model RESNET] [--chip bm1684] [--markdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from fidelity_models import BUILDERS, NotBuildable, cast_f16  # noqa: E402
+
+TABLE = ROOT.parent / "shared" / "targets" / "chip-latency.md"
+
+
+@dataclass
+class Row:
+    model: str
+    shape: str
+    precision: str
+    batch: int
+    chip: str
+    ms: float
+
+
+def read_rows(path: Path) -> list[Row]:
+    """The measured rows of the markdown table (model, input shape, precision, batch, chip, ms)."""
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 7 or not re.fullmatch(r"[0-9.]+", cells[6]):
+            continue
+        rows.append(Row(cells[0], cells[2], cells[3], int(cells[4]), cells[5], float(cells[6])))
+    return rows
+
+
+def _quantize_f16(graph: Any) -> Any:
+    import opbridge as ob
+
+    quantize = getattr(ob, "quantize", None)
+    if quantize is None:
+        return cast_f16(graph)
+    return quantize(graph, None, dtype="f16")
+
+
+def why_not(row: Row) -> str | None:
+    """Why a row cannot be built in this checkout, or None."""
+    import opbridge as ob
+
+    if row.model not in BUILDERS:
+        return "no builder for this network"
+    if row.precision == "int8" and getattr(ob, "quantize", None) is None:
+        return ("int8 graphs need quantized IR ops, int8 kernels and ob.quantize "
+                "(not in this checkout yet)")
+    return None
+
+
+class Graphs:
+    """Built graphs, one per (model, batch): building YOLOv3 or BERT takes seconds."""
+
+    def __init__(self) -> None:
+        self.cache: dict[tuple[str, int], Any] = {}
+
+    def get(self, row: Row) -> Any:
+        import copy
+
+        key = (row.model, row.batch)
+        if key not in self.cache:
+            self.cache[key] = BUILDERS[row.model](row.batch)
+        g = self.cache[key]
+        if row.precision == "fp16":
+            return _quantize_f16(copy.deepcopy(g))
+        if row.precision == "int8":
+            import opbridge as ob
+
+            return ob.quantize(g, None, dtype="int8")  # pragma: no cover - once quant-ptq lands
+        return g
+
+
+def estimate(graphs: Graphs, row: Row) -> tuple[float | None, str]:
+    """(estimated ms per image, note) for one row; None with the reason when not built."""
+    import opbridge as ob
+
+    reason = why_not(row)
+    if reason is not None:
+        return None, f"not buildable yet: {reason}"
+    try:
+        g = graphs.get(row)
+    except NotBuildable as err:
+        return None, f"skipped: {err}"
+    except ob.OpbridgeError as err:
+        return None, f"not buildable yet: {err.message.splitlines()[0]}"
+    prog = ob.compile(g, target=row.chip.lower())
+    p = prog.profile()
+    return p.est_latency_ms / row.batch, ""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--table", default=str(TABLE), help="the published figures (chip-latency.md)")
+    ap.add_argument("--model", action="append", default=[],
+                    help="only rows whose model contains this text (repeatable)")
+    ap.add_argument("--chip", action="append", default=[], help="only this chip (repeatable)")
+    ap.add_argument("--precision", action="append", default=[], help="only this precision")
+    ap.add_argument("--markdown", action="store_true", help="print a markdown table for the docs")
+    args = ap.parse_args()
+    rows = [r for r in read_rows(Path(args.table))
+            if (not args.model or any(m.lower() in r.model.lower() for m in args.model))
+            and (not args.chip or r.chip.lower() in [c.lower() for c in args.chip])
+            and (not args.precision or r.precision in args.precision)]
+    graphs = Graphs()
+    worst: dict[tuple[str, str], tuple[float, str]] = {}
+    if args.markdown:
+        print("| model | precision | batch | chip | estimate ms | published ms | ratio |")
+        print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        t0 = time.perf_counter()
+        est, note = estimate(graphs, r)
+        ratio = None if est is None else est / r.ms
+        if ratio is not None:
+            k = (r.chip, r.precision)
+            if k not in worst or abs(math.log(ratio)) > abs(math.log(worst[k][0])):
+                worst[k] = (ratio, f"{r.model} b{r.batch}")
+        cells = [r.model, r.precision, str(r.batch), r.chip,
+                 "-" if est is None else f"{est:.3f}", f"{r.ms:g}",
+                 note if ratio is None else f"{ratio:.3f}"]
+        if args.markdown:
+            print("| " + " | ".join(cells) + " |")
+        else:
+            print(f"{cells[0]:<24} {cells[1]:<5} b{cells[2]:<2} {cells[3]:<8} est {cells[4]:>9} "
+                  f"published {cells[5]:>8}  {cells[6]}  ({time.perf_counter() - t0:.1f} s)", flush=True)
+    print()
+    print("worst ratio per chip and precision:")
+    for (chip, prec), (ratio, where) in sorted(worst.items()):
+        print(f"  {chip:<8} {prec:<5} {ratio:.3f} ({where})")
+
+
+if __name__ == "__main__":
+    main()
