@@ -23,7 +23,8 @@ def add_parser(sub: Any) -> None:
     add_input_shape_option(p)
     add_plugin_option(p)
     add_pass_option(p)
-    p.add_argument("--target", default="bm1684", help="target preset (default: bm1684)")
+    p.add_argument("--target", default="bm1684",
+                   help="target preset: bm1684 or bm1684x (default: bm1684)")
     p.add_argument("--target-json", metavar="F", help="a target JSON file (overrides --target)")
     p.add_argument("--lmem-kib", type=int, metavar="N",
                    help="local memory per lane in KiB (overrides the target's)")

@@ -16,7 +16,7 @@ def add_parser(sub: Any) -> None:
         help="estimate a .obprog program's latency, DDR traffic and local-memory use",
         description="Print the cost model's estimate of PROG: latency, GDMA bytes, local-memory "
         "peak, and a table per unit (layer group, global layer, host op) with its ops, tiles, "
-        "local memory, GDMA bytes, estimated time and whether memory or compute bounds it.",
+        "local memory, GDMA bytes, estimated time and whether GDMA (DDR traffic) or compute bounds it.",
     )
     p.add_argument("program", help="a .obprog file")
     p.add_argument("--trace", metavar="trace.json",

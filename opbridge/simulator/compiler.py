@@ -547,6 +547,7 @@ def compile(  # noqa: A001 - the public name DESIGN.md gives it
                              hint="load or convert the model first: ob.load / ob.convert")
     tgt = resolve_target(target)
     _check_static(graph)
+    tgt.check_dtypes(graph)
     lowered = lower(graph, kernels=kernels, placement=placement)
     planned = partition(lowered, tgt, {v.name for v in graph.outputs})
     if per_layer:

@@ -16,6 +16,7 @@ overlap the current tile's computes exactly where the addresses allow it.
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -38,11 +39,90 @@ from .schema import (
 )
 
 if TYPE_CHECKING:
+    from ..ir.graph import Node
     from .program import Program
+    from .target import Target
 
 LMEM_CHUNK = 256
 DDR_CHUNK = 4096
 ENGINES = ("gdma", "tpu", "host")
+
+#: ops the lanes run as matrix products (rows over lanes, output features over the EUs)
+MATMUL_OPS = frozenset({"MatMul", "FusedMatMul", "Gemm", "MatMulInteger", "ScaledDotProductAttention"})
+#: ops the lanes run as convolutions (output channels over lanes, output pixels over the EUs)
+CONV_OPS = frozenset({"Conv", "FusedConv", "ConvTranspose", "ConvInteger"})
+
+
+def op_family(node: Node) -> str:
+    """How an op uses the lanes: "conv" (a spatial kernel: every tap reads a shifted window
+    of the input), "conv1x1" (a 1x1 kernel: a channel reduction on aligned planes),
+    "depthwise", "matmul" or "vector" (element-wise, pooling, normalisation, data movement:
+    one element per EU per cycle)."""
+    if node.op in CONV_OPS:
+        w = node.inputs[1] if len(node.inputs) > 1 else None
+        if int(node.attrs.get("group", 1)) > 1 and w is not None and w.shape[1] == 1:
+            return "depthwise"
+        if w is not None and all(int(d) == 1 for d in w.shape[2:]):
+            return "conv1x1"
+        return "conv"
+    if node.op in MATMUL_OPS:
+        return "matmul"
+    return "vector"
+
+
+def _fill(used: int, unit: int) -> float:
+    """The fraction of ``ceil(used / unit) * unit`` slots ``used`` items fill."""
+    return used / (-(-used // unit) * unit) if used > 0 else 1.0
+
+
+def work_flops(node: Node, flops: float) -> float:
+    """The FLOPs of a node: the compiled figure, except a Gemm without a kernel cost (counted
+    as one operation per output element at compile time) gets its multiply-adds."""
+    if node.op == "Gemm" and len(node.inputs) > 1 and node.inputs[0] is not None:
+        a = node.inputs[0].shape
+        k = a[0] if node.attrs.get("transA") else a[-1]
+        out = node.outputs[0].shape
+        return 2.0 * math.prod(out) * int(k)
+    return flops
+
+
+def compute_seconds(target: Target, node: Node, shape: tuple[int, ...], flops: float) -> float:
+    """Time the lanes take for ``flops`` of ``node`` producing a tile of ``shape``: the peak of
+    the op family (multiply-add peak for conv / matmul, twice the vector rate for depthwise,
+    the vector rate otherwise), times the family's efficiency, times how much of the lanes,
+    the EUs, the input-channel parallelism and (int8 on a 4N chip) the batch packing the tile
+    fills."""
+    fam = op_family(node)
+    x = node.inputs[0] if node.inputs and node.inputs[0] is not None else node.outputs[0]
+    mac = fam in ("conv", "conv1x1", "matmul")
+    dtype = x.dtype if mac else node.outputs[0].dtype
+    eu = target.eu_elems(dtype)
+    if fam in ("conv", "conv1x1", "depthwise") and len(shape) >= 3:
+        n, c, spatial = shape[0], shape[1], math.prod(shape[2:])
+        fill = _fill(c, target.lanes) * _fill(spatial, eu)
+    elif fam == "matmul" and len(shape) >= 2:
+        # output features over the lanes, the reduction over the EUs; rows loop
+        n, k = 1, int(x.shape[-1]) if x.shape else 1
+        fill = _fill(shape[-1], target.lanes) * _fill(k, eu)
+    elif len(shape) >= 3:
+        n = shape[0]
+        fill = _fill(shape[1], target.lanes) * _fill(math.prod(shape[2:]), eu)
+    else:
+        n = 1
+        fill = _fill(max(1, math.prod(shape)), target.lanes * eu)
+    if fam in ("conv", "conv1x1") and len(node.inputs) > 1 and node.inputs[1] is not None:
+        w = [int(d) for d in node.inputs[1].shape]
+        icp = target.ic_parallel(x.dtype)
+        # fewer input channels than one step reduces: the kernel taps are folded into the
+        # channels (a first layer's 3 channels x 7x7 taps fill the step as 147 channels)
+        fill *= _fill(w[1] * (math.prod(w[2:]) if w[1] < icp else 1), icp)
+    if dtype in ("i8", "u8") and target.int8_batch_pack > 1 and fam != "vector":
+        fill *= _fill(n, target.int8_batch_pack)
+    if mac:
+        rate = target.peak_flops(dtype)
+    else:
+        rate = target.vector_ops(dtype) * (2.0 if fam == "depthwise" else 1.0)
+    return flops / (rate * target.family_efficiency(fam, dtype) * max(fill, 1e-3))
 
 
 @dataclass
@@ -157,6 +237,9 @@ class _Scheduler:
         self.nodes = {n.name: n for n in prog.graph.nodes}
         self.events: list[dict[str, Any]] = []
         self.tid = {e: i + 1 for i, e in enumerate(ENGINES)}
+        #: no instruction of the current unit starts before this (the unit's launch)
+        self.floor = t.launch_us * 1e-6
+        self.free = dict.fromkeys(ENGINES, self.floor)
 
     def ddr_span(self, name: str) -> slice:
         d = self.tensors[name]
@@ -180,7 +263,8 @@ class _Scheduler:
 
     def _compute(self, ins: Compute) -> _Step:
         node = self.nodes[ins.node]
-        dur = ins.flops / (self.target.peak_flops(node.outputs[0].dtype) * ins.eff)
+        t = self.target
+        dur = t.tiu_issue_us * 1e-6 + compute_seconds(t, node, ins.out.shape, work_flops(node, ins.flops))
         reads: Access = [(self.lm, self.lm.span(a.lmem, a.lmem + a.lane_bytes))
                          for v, a in zip(node.inputs, ins.ins) if a is not None and v is not None]
         o = ins.out
@@ -202,15 +286,17 @@ class _Scheduler:
 
     def compute_time(self, ins: GlobalOp) -> float:
         node = self.nodes[ins.node]
-        dtype = node.outputs[0].dtype if node.outputs else "f32"
-        return ins.flops / (self.target.peak_flops(dtype) * ins.eff)
+        if not node.outputs or ins.alias:
+            return 0.0
+        shape = tuple(int(d) for d in node.outputs[0].shape)
+        return compute_seconds(self.target, node, shape, work_flops(node, ins.flops))
 
     def issue(self, ins: Instruction, ui: int, busy: dict[str, float]) -> tuple[float, float]:
         """Schedule one instruction of unit ``ui``: it starts when its engines are free and
         its data is ready; returns its (start, end) and adds its time to ``busy``."""
         st = self.step(ins)
-        start = max([self.free[e] for e in st.engines] + [m.ready_read(s) for m, s in st.reads]
-                    + [m.ready_write(s) for m, s in st.writes])
+        start = max([self.floor] + [self.free[e] for e in st.engines]
+                    + [m.ready_read(s) for m, s in st.reads] + [m.ready_write(s) for m, s in st.writes])
         end = start + st.dur
         for e in st.engines:
             self.free[e] = end
@@ -230,12 +316,16 @@ class _Scheduler:
         busy = dict.fromkeys(ENGINES, 0.0)
         first, last = float("inf"), 0.0
         unit_instrs = prog.instrs[lo_i:hi_i]
-        for ins in unit_instrs:
+        if not (isinstance(u, GlobalUnit) and all(isinstance(i, GlobalOp) and i.alias for i in unit_instrs)):
+            # units run one after another: a launch waits for every engine, then syncs
+            self.floor = max(self.free.values()) + self.target.sync_us * 1e-6
+        for ins in issue_order(unit_instrs):
             start, end = self.issue(ins, ui, busy)
             first, last = min(first, start), max(last, end)
         t_start = first if first != float("inf") else last
         gbytes = sum(i.bytes for i in unit_instrs if isinstance(i, (Load, Store, GlobalOp)))
-        flops = sum(i.flops for i in unit_instrs if isinstance(i, (Compute, GlobalOp, HostOp)))
+        flops = sum(work_flops(self.nodes[i.node], i.flops) for i in unit_instrs
+                    if isinstance(i, (Compute, GlobalOp, HostOp)))
         return UnitProfile(
             index=ui, kind=u.CATEGORY, ops=[self.nodes[n].op for n in u.nodes],
             tiles=u.tiles if isinstance(u, (GroupUnit, StreamUnit)) else 1,
@@ -244,14 +334,34 @@ class _Scheduler:
             start_ms=t_start * 1e3, end_ms=last * 1e3, bound=self.bound(u, unit_instrs, busy))
 
     def bound(self, u: Unit, unit_instrs: list[Instruction], busy: dict[str, float]) -> str:
-        """Which engine limits a unit: the host, DDR traffic ("memory") or the lanes."""
+        """Which engine limits a unit: the host, DDR traffic ("gdma") or the lanes ("compute")."""
         if isinstance(u, HostUnit):
             return "host"
         if isinstance(u, GlobalUnit):
             (ins,) = unit_instrs
             assert isinstance(ins, GlobalOp)
-            return "memory" if ins.bytes / self.bw >= self.compute_time(ins) else "compute"
-        return "memory" if busy["gdma"] >= busy["tpu"] else "compute"
+            return "gdma" if ins.bytes / self.bw >= self.compute_time(ins) else "compute"
+        return "gdma" if busy["gdma"] >= busy["tpu"] else "compute"
+
+
+def issue_order(instrs: list[Instruction]) -> list[Instruction]:
+    """The order GDMA and the lanes take a unit's instructions in: a layer group's weights
+    (loaded once, before its tiles, in the program) are fetched one time step ahead, while
+    the compute before the first one that reads them runs, so the lanes start on the first
+    layer while the later layers' weights arrive, as a layer group's time steps overlap them."""
+    pending: dict[str, Load] = {}
+    order: list[Instruction] = []
+    last_compute = 0  # where in ``order`` the previous compute sits
+    for ins in instrs:
+        if isinstance(ins, Load) and ins.const and ins.tile == -1:
+            pending[ins.tensor] = ins
+            continue
+        if isinstance(ins, Compute):
+            loads = [pending.pop(a.tensor) for a in ins.ins if a is not None and a.tensor in pending]
+            order[last_compute:last_compute] = loads
+            last_compute = len(order)
+        order.append(ins)
+    return order + list(pending.values())
 
 
 def profile(prog: Program) -> Profile:

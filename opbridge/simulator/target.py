@@ -1,24 +1,53 @@
 """The simulated accelerator: a plain dataclass of the figures the compiler and cost model use.
 
-The ``bm1684`` preset follows the public figures of the Sophgo BM1684:
+Every figure of the two presets is either a published one (cited) or a fit to named rows of
+``../shared/targets/chip-latency.md`` (Sophgo's measured per-image times, ``bench/bench_fidelity.py``
+compares them; docs/simulator.md has the table and the residuals). The calibration rows are
+ResNet-50, YOLOv3 608, LPRNet and BERT (batch 1) of each chip and precision; the DeepSORT ReID
+net, C3D and the BERT batch-8 rows are held out as the check on networks not used to fit.
+
+The ``bm1684`` preset (Sophgo BM1684):
 
 - ``lanes = 64``, ``lmem_bytes_per_lane = 512 KiB``, ``eu_bytes = 128``, ``lmem_banks = 8``:
   TPU-MLIR, ``include/tpu_mlir/Backend/BM168x/BM1684.h`` (``NPU_NUM = 64``,
   ``EU_BYTES = 128``, ``LMEM_BYTES = 1 << 19``, ``LMEM_BANKS = 8``); the bmcompiler
   user-layer guide (``shared/seeds/000_*``) also gives local addresses "0-512K" for BM1684.
-  The EU width per dtype is ``eu_bytes / itemsize``: 32 lanes-elements for f32, 64 for
-  f16/bf16, 128 for i8.
-- ``peak_tflops_f32 = 2.2`` and ``peak_tops_i8 = 17.6``: the Sophgo BM1684 product brief
-  (17.6 TOPS INT8, 2.2 TFLOPS FP32).
-- ``clock_mhz = 550``: derived, not published here: the FP32 peak of the brief is
-  64 lanes x 32 f32 EUs x 2 FLOP (multiply-add) x f, so f = 2.2e12 / 4096 = 537 MHz, rounded
-  to 550 MHz (the cost model uses ``peak_tflops_f32`` directly; the clock is informative).
-- ``ddr_bandwidth_gbps = 32``: a modelling assumption for the *effective* GDMA bandwidth. The
-  BM1684 products pair it with LPDDR4X at 4266 MT/s, whose theoretical peak is higher; GDMA
-  transfers of strided tensor slices reach a fraction of it.
-- ``gdma_latency_us``: a fixed set-up cost per GDMA transfer; ``host_gflops``: the host CPU
-  that runs CPU-placed ops (an 8-core Cortex-A53 at 2.3 GHz, NEON f32: about 20 GFLOP/s
-  sustained). These two are modelling assumptions, not published figures.
+  The EU width per dtype is ``eu_bytes / itemsize``: 32 elements for f32, 128 for i8.
+- Matrix throughput ``peak_tflops_f32 = 2.2`` and ``peak_tops_i8 = 17.6``: the Sophgo BM1684
+  product brief (17.6 TOPS INT8, 2.2 TFLOPS FP32). No f16/bf16 (``dtypes`` has only i8/u8;
+  TPU-MLIR's F16 mode is refused for bm1684 too). ``int8_batch_pack = 4``: BM1684 stores int8 tensors in
+  its 4N layout, four batch items per element group, so a batch-1 int8 tile uses a quarter of
+  the int8 EUs (the published ResNet-50 int8 gain is ~1.6x at batch 1 and ~5x at batch 4).
+- ``clock_mhz = 550``: derived: the FP32 peak is 64 lanes x 32 f32 EUs x 2 FLOP x f, so
+  f = 2.2e12 / 4096 = 537 MHz, rounded. The vector path (element-wise ops, pooling) does one
+  element per EU per cycle: ``lanes * eu_elems * clock``.
+- Fitted (calibration rows above; residuals in docs/simulator.md):
+  ``efficiency`` conv 0.70 (3x3 and larger kernels: YOLOv3, whose FLOPs are ~90% 3x3), conv1x1
+  0.90 (ResNet-50), matmul 0.13 (BERT b1: BM1684 has no matrix unit for fp32 matmuls and its
+  published BERT runs at ~0.28 TFLOPS); ``ddr_bandwidth_gbps = 64`` (ResNet-50: its 102 MB of
+  weights stream under its compute only above ~50 GB/s; LPDDR4X-4266 peaks at 68 GB/s on a
+  128-bit bus: we found no published bus width, so this is a fit, not a datasheet figure); ``launch_us = 500`` (LPRNet, whose 0.3 GFLOP take 1.14 ms; the ReID and LPRNet
+  batch-4 rows show the same fixed ~0.5-1 ms per inference); ``sync_us = 10`` per unit and
+  ``tiu_issue_us = 1`` per compute instruction (LPRNet's 26 small units).
+- Not calibrated (no buildable row exercises them): ``efficiency`` depthwise and vector (1.0:
+  the vector rate above), every int8 figure, ``gdma_latency_us = 0.5`` (a set-up cost per
+  transfer), ``host_gflops = 20`` (the 8-core Cortex-A53 host, NEON f32).
+
+The ``bm1684x`` preset (Sophgo BM1684X):
+
+- ``lanes = 64``, ``eu_bytes = 64``, ``lmem_bytes_per_lane = 256 KiB``, ``lmem_banks = 16``,
+  ``ic_parallel_bytes = 64``: TPU-MLIR ``include/tpu_mlir/Backend/BM168x/BM1684X.h``
+  (``NPU_NUM = 64``, ``EU_BYTES = 64``, ``LMEM_BYTES = 1 << 18``, ``LMEM_BANKS = 16``,
+  ``IC_PARALLEL = 64``): f32 16, f16 32, int8 64 elements per EU row, and a convolution
+  step reduces 64 bytes of input channels (16 f32, 32 f16, 64 int8 channels; a first layer's
+  few channels are folded with its kernel taps, as TPU-MLIR's 3-IC optimisation does).
+- ``peak_tflops_f32 = 2``, ``peak_tflops_f16 = 16`` (f16 and bf16), ``peak_tops_i8 = 32``: the
+  Sophgo BM1684X product brief. ``clock_mhz = 1000``: 2e12 / (64 x 16 x 2) = 977 MHz, rounded.
+  ``int8_batch_pack = 1``: BM1684X has no 4N layout.
+- Fitted: ``efficiency`` conv 0.50 / conv1x1 0.70 / matmul 0.26 for f32 (YOLOv3 / ResNet-50 /
+  BERT b1), conv/f16 0.52, conv1x1/f16 0.90, matmul/f16 0.60 (the same rows in fp16);
+  ``launch_us = 200`` (LPRNet); ``ddr_bandwidth_gbps``, ``sync_us``, ``tiu_issue_us`` as BM1684's
+  (the chips share the LPDDR4X-4266 memory system; no row separates them).
 """
 
 from __future__ import annotations
@@ -33,6 +62,25 @@ from ..errors import ModelFormatError, SimulatorError
 
 #: The most local memory (all lanes) a simulated target may have: it is allocated for real.
 MAX_LMEM_TOTAL = 1 << 31
+
+#: Op families the cost model times differently (see ``cost.py``).
+FAMILIES = ("conv", "conv1x1", "matmul", "depthwise", "vector")
+#: Dtypes a chip may lack; a target lists those it has in ``dtypes``.
+NARROW_DTYPES = frozenset({"f16", "bf16", "i8", "u8", "i4", "u4", "f8e4m3fn", "f8e4m3fnuz",
+                           "f8e5m2", "f8e5m2fnuz", "f4e2m1"})
+#: fitted to named rows of chip-latency.md (see the module doc)
+#: Half-precision dtypes a chip computes in only if its ``dtypes`` lists them.
+HALF_DTYPES = frozenset({"f16", "bf16"})
+#: Ops that move, select or convert elements without arithmetic in their dtype.
+MOVE_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Expand", "Slice",
+                      "Gather", "GatherElements", "GatherND", "Concat", "Split", "Identity", "Cast",
+                      "Tile", "Shape", "Size", "DepthToSpace", "SpaceToDepth"})
+_BM1684_EFFICIENCY: dict[str, float] = {"conv": 0.70, "conv1x1": 0.90, "matmul": 0.13,
+                                        "depthwise": 1.0, "vector": 1.0}
+_BM1684X_EFFICIENCY: dict[str, float] = {"conv": 0.50, "conv1x1": 0.70, "matmul": 0.26,
+                                         "conv/f16": 0.52, "conv1x1/f16": 0.90, "matmul/f16": 0.60,
+                                         "conv/bf16": 0.52, "conv1x1/bf16": 0.90,
+                                         "matmul/bf16": 0.60, "depthwise": 1.0, "vector": 1.0}
 
 _ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8, "i8": 1, "u8": 1, "i16": 2, "u16": 2,
              "i32": 4, "u32": 4, "i64": 8, "u64": 8, "bool": 1,
@@ -53,12 +101,34 @@ class Target:
     eu_bytes: int = 128
     lmem_align_bytes: int = 64
     clock_mhz: float = 550.0
-    ddr_bandwidth_gbps: float = 32.0
+    ddr_bandwidth_gbps: float = 64.0
     gdma_latency_us: float = 0.5
     peak_tflops_f32: float = 2.2
     peak_tops_i8: float = 17.6
     host_gflops: float = 20.0
     ddr_align_bytes: int = 256
+    #: f16 / bf16 multiply-add peak in TFLOP/s; 0 when the chip has no half-precision arithmetic
+    peak_tflops_f16: float = 0.0
+    #: the narrow dtypes the lanes compute in (f32 and the integer types of index arithmetic
+    #: always run); a graph with any other of :data:`NARROW_DTYPES` does not compile
+    dtypes: list[str] = field(default_factory=lambda: ["i8", "u8"])
+    #: batch items an int8 element group packs (BM1684's 4N layout): a tile of fewer items
+    #: leaves the rest of the int8 EUs idle
+    int8_batch_pack: int = 4
+    #: bytes of input channels one convolution step reduces at once (IC_PARALLEL x itemsize);
+    #: 0 when input channels are summed one at a time
+    ic_parallel_bytes: int = 0
+    #: fraction of the peak a full tile reaches, per op family ("conv", "matmul",
+    #: "depthwise", "vector"), optionally per dtype ("conv/f16"); see the module doc
+    efficiency: dict[str, float] = field(default_factory=lambda: dict(_BM1684_EFFICIENCY))
+    #: set-up time of one compute instruction on the lanes (TIU command issue)
+    tiu_issue_us: float = 1.0
+    #: launch and synchronisation time of one unit (layer group, global layer): every unit
+    #: starts when the previous one has finished on all engines, plus this
+    sync_us: float = 10.0
+    #: fixed time of one inference before its first unit starts (the runtime launching the
+    #: program on the chip and waiting for its end)
+    launch_us: float = 500.0
     notes: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -79,8 +149,38 @@ class Target:
                 f"local memory is more than the simulator holds ({MAX_LMEM_TOTAL >> 20} MiB)",
                 hint="use fewer lanes or less local memory per lane",
             )
-        if self.gdma_latency_us < 0:
-            raise SimulatorError(f"target '{self.name}': gdma_latency_us must be >= 0")
+        for f in ("gdma_latency_us", "tiu_issue_us", "sync_us", "launch_us", "peak_tflops_f16"):
+            v = getattr(self, f)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
+                raise SimulatorError(f"target '{self.name}': {f} = {v!r} must be a number >= 0")
+        for f in ("int8_batch_pack", "ic_parallel_bytes"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or isinstance(v, bool) or v < (1 if f == "int8_batch_pack" else 0):
+                raise SimulatorError(f"target '{self.name}': {f} = {v!r} must be an integer >= "
+                                     f"{1 if f == 'int8_batch_pack' else 0}")
+        self._check_dtypes_field()
+        self._check_efficiency_field()
+
+    def _check_dtypes_field(self) -> None:
+        if not isinstance(self.dtypes, list) or any(d not in NARROW_DTYPES for d in self.dtypes):
+            raise SimulatorError(
+                f"target '{self.name}': dtypes = {self.dtypes!r} must be a list of "
+                f"{', '.join(sorted(NARROW_DTYPES))}",
+                hint="list the narrow dtypes the chip computes in, e.g. [\"f16\", \"bf16\", \"i8\"]")
+        if any(d in ("f16", "bf16") for d in self.dtypes) and self.peak_tflops_f16 <= 0:
+            raise SimulatorError(f"target '{self.name}': dtypes has f16/bf16 but peak_tflops_f16 is 0",
+                                 hint="give the chip's half-precision peak in peak_tflops_f16")
+
+    def _check_efficiency_field(self) -> None:
+        if not isinstance(self.efficiency, dict):
+            raise SimulatorError(f"target '{self.name}': efficiency must be an object")
+        for k, v in self.efficiency.items():
+            fam = k.split("/")[0]
+            if (fam not in FAMILIES or not isinstance(v, (int, float)) or isinstance(v, bool)
+                    or not 0 < v <= 1):
+                raise SimulatorError(
+                    f"target '{self.name}': efficiency '{k}' = {v!r}: keys are an op family "
+                    f"({', '.join(FAMILIES)}) or family/dtype, values in (0, 1]")
 
     # -- figures derived from the fields -------------------------------------------------
     def eu_elems(self, dtype: str) -> int:
@@ -88,11 +188,42 @@ class Target:
         return max(1, self.eu_bytes // itemsize(dtype))
 
     def peak_flops(self, dtype: str) -> float:
-        """Peak multiply-add throughput for ``dtype`` in FLOP/s (an op/s for integers)."""
+        """Peak multiply-add throughput for ``dtype`` in FLOP/s (an op/s for integers); f16 and
+        bf16 fall back to the f32 peak on a chip without them (compile refuses those graphs)."""
         if dtype in ("i8", "u8"):
             return self.peak_tops_i8 * 1e12
-        scale = 4 // min(4, itemsize(dtype)) if dtype in ("f16", "bf16") else 1
-        return self.peak_tflops_f32 * 1e12 * scale
+        if dtype in ("f16", "bf16") and self.peak_tflops_f16 > 0:
+            return self.peak_tflops_f16 * 1e12
+        return self.peak_tflops_f32 * 1e12
+
+    def vector_ops(self, dtype: str) -> float:
+        """Element operations per second of the lanes' vector path: one per EU per cycle."""
+        return self.lanes * self.eu_elems(dtype) * self.clock_mhz * 1e6
+
+    def family_efficiency(self, family: str, dtype: str) -> float:
+        """The fraction of the peak a full tile of an op family reaches (``family/dtype``
+        first, then ``family``, else 1)."""
+        eff = self.efficiency
+        return float(eff.get(f"{family}/{dtype}", eff.get(family, 1.0)))
+
+    def ic_parallel(self, dtype: str) -> int:
+        """Input channels one convolution step reduces at once (1: one at a time)."""
+        return max(1, self.ic_parallel_bytes // itemsize(dtype)) if self.ic_parallel_bytes else 1
+
+    def check_dtypes(self, graph: Any) -> None:
+        """Refuse a graph that computes in a half-precision dtype the chip lacks (f16 / bf16 on
+        BM1684); ops that only move or reinterpret elements (:data:`MOVE_OPS`) are exempt."""
+        for node in graph.nodes:
+            if node.op in MOVE_OPS:
+                continue
+            for v in [*node.inputs, *node.outputs]:
+                if v is not None and v.dtype in HALF_DTYPES and v.dtype not in self.dtypes:
+                    have = ", ".join(["f32", *self.dtypes])
+                    raise SimulatorError(
+                        f"node '{node.name}' ({node.op}) computes in {v.dtype} (value '{v.name}'), "
+                        f"which target '{self.name}' does not support (it computes in {have})",
+                        hint=f"compile for a target with {v.dtype} (e.g. bm1684x), or keep the "
+                        "graph in f32 / quantize it to int8")
 
     # -- JSON -----------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -144,6 +275,14 @@ class Target:
 #: Named presets; every figure's source is in this module's docstring.
 PRESETS: dict[str, dict[str, Any]] = {
     "bm1684": {"name": "bm1684"},
+    "bm1684x": {
+        "name": "bm1684x", "lanes": 64, "lmem_bytes_per_lane": 256 * 1024, "lmem_banks": 16,
+        "eu_bytes": 64, "clock_mhz": 1000.0, "peak_tflops_f32": 2.0, "peak_tflops_f16": 16.0,
+        "peak_tops_i8": 32.0, "ddr_bandwidth_gbps": 64.0, "gdma_latency_us": 0.5,
+        "dtypes": ["f16", "bf16", "i8", "u8"], "int8_batch_pack": 1, "ic_parallel_bytes": 64,
+        "efficiency": dict(_BM1684X_EFFICIENCY), "tiu_issue_us": 1.0, "sync_us": 10.0,
+        "launch_us": 200.0,
+    },
 }
 
 

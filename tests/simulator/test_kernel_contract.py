@@ -116,7 +116,7 @@ def test_variant_picked_by_dtype(double_op, dtype, local):
     if local:
         k.split("N", "H", "W")
     g = _graph(dtype)
-    prog = ob.compile(g)
+    prog = ob.compile(g, "bm1684x")  # a target with f16 arithmetic
     node = next(n for n in g.nodes if n.op == "TestDouble").name
     assert any(node in u.nodes for u in prog.groups) == local
     want = ob.interpret(g, _feeds(dtype))[g.outputs[0].name]

@@ -26,7 +26,7 @@ def test_fields(tiled):
     assert 0 < p.lmem_peak_bytes <= 4096
     assert p.num_cpu_layers == 0
     for g in p.groups:
-        assert g.bound in ("memory", "compute") and g.est_ms > 0 and g.ops and g.tiles >= 1
+        assert g.bound in ("gdma", "compute") and g.est_ms > 0 and g.ops and g.tiles >= 1
     assert p.ddr_peak_bytes <= p.ddr_no_reuse_bytes
 
 
@@ -59,7 +59,9 @@ def test_engines_overlap():
     audit_local_memory(prog)
     p = prog.profile()
     serial = sum(e["dur"] for e in p.events) / 1e3
-    assert p.est_latency_ms < serial
+    assert p.groups[0].est_ms < serial
+    t = prog.target
+    assert p.est_latency_ms == pytest.approx(p.groups[0].est_ms + (t.launch_us + t.sync_us) / 1e3)
     gdma = [e for e in p.events if e["tid"] == 1]
     tpu = [e for e in p.events if e["tid"] == 2]
     assert any(a["ts"] < b["ts"] + b["dur"] and b["ts"] < a["ts"] + a["dur"] for a in gdma for b in tpu)

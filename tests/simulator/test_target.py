@@ -56,3 +56,73 @@ def test_json_errors(tmp_path, text):
     p.write_text(text)
     with pytest.raises(ModelFormatError):
         ob.Target.load(p)
+
+
+def test_bm1684x_preset_published_figures():
+    """TPU-MLIR's BM1684X.h (NPU_NUM 64, EU_BYTES 64, LMEM_BYTES 1 << 18, LMEM_BANKS 16,
+    IC_PARALLEL 64) and the product brief (2 TFLOPS fp32, 16 TFLOPS fp16/bf16, 32 TOPS int8)."""
+    t = ob.Target.preset("bm1684x")
+    assert (t.lanes, t.eu_bytes, t.lmem_bytes_per_lane, t.lmem_banks) == (64, 64, 256 * 1024, 16)
+    assert (t.eu_elems("f32"), t.eu_elems("f16"), t.eu_elems("i8")) == (16, 32, 64)
+    assert (t.ic_parallel("f32"), t.ic_parallel("f16"), t.ic_parallel("i8")) == (16, 32, 64)
+    assert (t.peak_flops("f32"), t.peak_flops("f16"), t.peak_flops("bf16"), t.peak_flops("i8")) == (
+        2e12, 16e12, 16e12, 32e12)
+    # 64 lanes x 16 f32 EUs x 2 FLOP x 1 GHz is the published 2 TFLOPS (within 3 %)
+    assert abs(t.lanes * t.eu_elems("f32") * 2 * t.clock_mhz * 1e6 / t.peak_flops("f32") - 1) < 0.03
+    assert t.int8_batch_pack == 1 and ob.Target.preset("bm1684").int8_batch_pack == 4
+    assert "f16" in t.dtypes and "f16" not in ob.Target.preset("bm1684").dtypes
+
+
+def _half_graph(dtype: str) -> ob.Graph:
+    b = ob.GraphBuilder("half")
+    x = b.input("x", dtype, (1, 8, 4, 4))
+    b.output(b.op("Relu", [b.op("Reshape", [x], shape=(1, 8, 16, 1))], name="act"))
+    return b.build()
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_half_precision_on_bm1684_is_a_compile_error(dtype):
+    """BM1684 has no f16/bf16 arithmetic: the error names the node, its op and the dtype (the
+    Reshape before it only moves elements and is not the one named)."""
+    g = _half_graph(dtype)
+    with pytest.raises(SimulatorError, match=rf"node 'act' \(Relu\) computes in {dtype}.*'bm1684' does not"):
+        ob.compile(g, "bm1684")
+    prog = ob.compile(g, "bm1684x")
+    assert prog.profile().est_latency_ms > 0
+
+
+def test_half_precision_cli_error(tmp_path, capsys):
+    from opbridge.cli import main
+
+    src = tmp_path / "half.obir"
+    ob.save(_half_graph("f16"), src)
+    assert main(["compile", str(src), "-o", str(tmp_path / "h.obprog")]) == 2
+    err = capsys.readouterr().err
+    assert "error:" in err and "(Relu) computes in f16" in err and "hint:" in err
+    assert "Traceback" not in err
+    assert main(["compile", str(src), "--target", "bm1684x", "-o", str(tmp_path / "h.obprog")]) == 0
+    assert ob.load_program(tmp_path / "h.obprog").target.name == "bm1684x"
+
+
+@pytest.mark.parametrize("field,value,match", [
+    ("efficiency", {"conv": 1.5}, "efficiency 'conv'"), ("efficiency", {"systolic": 0.5}, "systolic"),
+    ("dtypes", ["f16"], "peak_tflops_f16 is 0"), ("dtypes", ["f64"], "dtypes"),
+    ("int8_batch_pack", 0, "int8_batch_pack"), ("launch_us", -1.0, "launch_us"),
+], ids=["eff>1", "eff-family", "f16-no-peak", "dtype-f64", "pack=0", "launch<0"])
+def test_invalid_cost_fields(field, value, match):
+    with pytest.raises(SimulatorError, match=match):
+        ob.Target.preset("bm1684", **{field: value})
+
+
+def test_custom_chip_json(tmp_path):
+    """A custom chip as docs/simulator.md describes it: a JSON object of Target fields, the
+    rest taken from the bm1684 defaults; ob.compile takes the loaded Target."""
+    p = tmp_path / "chip.json"
+    p.write_text(json.dumps({"name": "mychip", "lanes": 32, "eu_bytes": 64, "peak_tflops_f32": 1.0,
+                             "peak_tflops_f16": 4.0, "dtypes": ["f16", "i8"],
+                             "efficiency": {"conv": 0.6, "vector": 1.0}}))
+    t = ob.Target.load(p)
+    assert (t.name, t.lanes, t.eu_elems("f16"), t.family_efficiency("conv", "f16")) == ("mychip", 32, 32, 0.6)
+    assert t.family_efficiency("matmul", "f32") == 1.0  # families left out run at their peak
+    prog = ob.compile(_half_graph("f16"), t)
+    assert prog.target == t and prog.profile().est_latency_ms > 0
