@@ -7,6 +7,7 @@ their ratio; then the worst ratio per chip and precision. Rows that cannot be bu
 The networks and where their layer lists come from: ``bench/fidelity_models.py``.
 
     .venv/bin/python bench/bench_fidelity.py [--model RESNET] [--chip bm1684] [--markdown]
+        [--table my-chip.md --target-json my-chip.json]
 """
 
 from __future__ import annotations
@@ -99,8 +100,9 @@ class Graphs:
         return self.cache[key]
 
 
-def estimate(graphs: Graphs, row: Row) -> tuple[float | None, str]:
-    """(estimated ms per image, note) for one row; None with the reason when not built."""
+def estimate(graphs: Graphs, row: Row, targets: dict[str, Any]) -> tuple[float | None, str]:
+    """(estimated ms per image, note) for one row; None with the reason when not built.
+    ``targets``: chip name (lower case) -> a Target used instead of the preset of that name."""
     import opbridge as ob
 
     reason = why_not(row)
@@ -112,7 +114,7 @@ def estimate(graphs: Graphs, row: Row) -> tuple[float | None, str]:
         return None, f"skipped: {err}"
     except ob.OpbridgeError as err:
         return None, f"not buildable yet: {err.message.splitlines()[0]}"
-    prog = ob.compile(g, target=row.chip.lower())
+    prog = ob.compile(g, target=targets.get(row.chip.lower(), row.chip.lower()))
     p = prog.profile()
     return p.est_latency_ms / row.batch, ""
 
@@ -125,7 +127,13 @@ def main() -> None:
     ap.add_argument("--chip", action="append", default=[], help="only this chip (repeatable)")
     ap.add_argument("--precision", action="append", default=[], help="only this precision")
     ap.add_argument("--markdown", action="store_true", help="print a markdown table for the docs")
+    ap.add_argument("--target-json", action="append", default=[], metavar="FILE",
+                    help="a target JSON file (ob.Target fields) used for the rows whose chip is "
+                    "its name, instead of the preset of that name (repeatable)")
     args = ap.parse_args()
+    import opbridge as ob
+
+    targets = {t.name.lower(): t for t in map(ob.Target.load, args.target_json)}
     rows = [r for r in read_rows(Path(args.table))
             if (not args.model or any(m.lower() in r.model.lower() for m in args.model))
             and (not args.chip or r.chip.lower() in [c.lower() for c in args.chip])
@@ -137,7 +145,7 @@ def main() -> None:
         print("|---|---|---|---|---|---|---|")
     for r in rows:
         t0 = time.perf_counter()
-        est, note = estimate(graphs, r)
+        est, note = estimate(graphs, r, targets)
         ratio = None if est is None else est / r.ms
         if ratio is not None:
             k = (r.chip, r.precision)
