@@ -73,7 +73,7 @@ NARROW_DTYPES = frozenset({"f16", "bf16", "i8", "u8", "i4", "u4", "f8e4m3fn", "f
 HALF_DTYPES = frozenset({"f16", "bf16"})
 #: Ops that move, select or convert elements without arithmetic in their dtype.
 MOVE_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Expand", "Slice",
-                      "Gather", "GatherElements", "GatherND", "Concat", "Split", "Identity", "Cast",
+                      "Gather", "GatherElements", "GatherND", "Concat", "Split", "Identity", "Cast", "CastLike",
                       "Tile", "Shape", "Size", "DepthToSpace", "SpaceToDepth"})
 _BM1684_EFFICIENCY: dict[str, float] = {"conv": 0.70, "conv1x1": 0.90, "matmul": 0.13,
                                         "depthwise": 1.0, "vector": 1.0}
