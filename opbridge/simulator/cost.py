@@ -75,17 +75,6 @@ def _fill(used: int, unit: int) -> float:
     return used / (-(-used // unit) * unit) if used > 0 else 1.0
 
 
-def work_flops(node: Node, flops: float) -> float:
-    """The FLOPs of a node: the compiled figure, except a Gemm without a kernel cost (counted
-    as one operation per output element at compile time) gets its multiply-adds."""
-    if node.op == "Gemm" and len(node.inputs) > 1 and node.inputs[0] is not None:
-        a = node.inputs[0].shape
-        k = a[0] if node.attrs.get("transA") else a[-1]
-        out = node.outputs[0].shape
-        return 2.0 * math.prod(out) * int(k)
-    return flops
-
-
 def compute_seconds(target: Target, node: Node, shape: tuple[int, ...], flops: float) -> float:
     """Time the lanes take for ``flops`` of ``node`` producing a tile of ``shape``: the peak of
     the op family (multiply-add peak for conv / matmul, twice the vector rate for depthwise,
@@ -97,13 +86,20 @@ def compute_seconds(target: Target, node: Node, shape: tuple[int, ...], flops: f
     mac = fam in ("conv", "conv1x1", "matmul")
     dtype = x.dtype if mac else node.outputs[0].dtype
     eu = target.eu_elems(dtype)
+    rows = math.prod(shape[:-1]) if shape else 1
     if fam in ("conv", "conv1x1", "depthwise") and len(shape) >= 3:
         n, c, spatial = shape[0], shape[1], math.prod(shape[2:])
         fill = _fill(c, target.lanes) * _fill(spatial, eu)
     elif fam == "matmul" and len(shape) >= 2:
-        # output features over the lanes, the reduction over the EUs; rows loop
+        # rows or output features over the lanes (whichever fills them), the reduction over
+        # the EUs
         n, k = 1, int(x.shape[-1]) if x.shape else 1
-        fill = _fill(shape[-1], target.lanes) * _fill(k, eu)
+        fill = max(_fill(rows, target.lanes), _fill(shape[-1], target.lanes)) * _fill(k, eu)
+    elif len(node.outputs[0].shape) <= 3 and shape:
+        # the row layout of a rank-1..3 tensor (a group sees it as (batch, 1, rows, features)):
+        # rows over the lanes, features along the EUs
+        n = 1
+        fill = _fill(rows, target.lanes) * _fill(shape[-1], eu)
     elif len(shape) >= 3:
         n = shape[0]
         fill = _fill(shape[1], target.lanes) * _fill(math.prod(shape[2:]), eu)
@@ -264,7 +260,7 @@ class _Scheduler:
     def _compute(self, ins: Compute) -> _Step:
         node = self.nodes[ins.node]
         t = self.target
-        dur = t.tiu_issue_us * 1e-6 + compute_seconds(t, node, ins.out.shape, work_flops(node, ins.flops))
+        dur = t.tiu_issue_us * 1e-6 + compute_seconds(t, node, ins.out.shape, ins.flops)
         reads: Access = [(self.lm, self.lm.span(a.lmem, a.lmem + a.lane_bytes))
                          for v, a in zip(node.inputs, ins.ins) if a is not None and v is not None]
         o = ins.out
@@ -289,7 +285,7 @@ class _Scheduler:
         if not node.outputs or ins.alias:
             return 0.0
         shape = tuple(int(d) for d in node.outputs[0].shape)
-        return compute_seconds(self.target, node, shape, work_flops(node, ins.flops))
+        return compute_seconds(self.target, node, shape, ins.flops)
 
     def issue(self, ins: Instruction, ui: int, busy: dict[str, float]) -> tuple[float, float]:
         """Schedule one instruction of unit ``ui``: it starts when its engines are free and
@@ -324,8 +320,7 @@ class _Scheduler:
             first, last = min(first, start), max(last, end)
         t_start = first if first != float("inf") else last
         gbytes = sum(i.bytes for i in unit_instrs if isinstance(i, (Load, Store, GlobalOp)))
-        flops = sum(work_flops(self.nodes[i.node], i.flops) for i in unit_instrs
-                    if isinstance(i, (Compute, GlobalOp, HostOp)))
+        flops = sum(i.flops for i in unit_instrs if isinstance(i, (Compute, GlobalOp, HostOp)))
         return UnitProfile(
             index=ui, kind=u.CATEGORY, ops=[self.nodes[n].op for n in u.nodes],
             tiles=u.tiles if isinstance(u, (GroupUnit, StreamUnit)) else 1,

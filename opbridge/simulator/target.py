@@ -44,7 +44,7 @@ The ``bm1684x`` preset (Sophgo BM1684X):
 - ``peak_tflops_f32 = 2``, ``peak_tflops_f16 = 16`` (f16 and bf16), ``peak_tops_i8 = 32``: the
   Sophgo BM1684X product brief. ``clock_mhz = 1000``: 2e12 / (64 x 16 x 2) = 977 MHz, rounded.
   ``int8_batch_pack = 1``: BM1684X has no 4N layout.
-- Fitted: ``efficiency`` conv 0.50 / conv1x1 0.70 / matmul 0.26 for f32 (YOLOv3 / ResNet-50 /
+- Fitted: ``efficiency`` conv 0.50 / conv1x1 0.70 / matmul 0.28 for f32 (YOLOv3 / ResNet-50 /
   BERT b1), conv/f16 0.52, conv1x1/f16 0.90, matmul/f16 0.60 (the same rows in fp16);
   ``launch_us = 200`` (LPRNet); ``ddr_bandwidth_gbps``, ``sync_us``, ``tiu_issue_us`` as BM1684's
   (the chips share the LPDDR4X-4266 memory system; no row separates them).
@@ -77,7 +77,7 @@ MOVE_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose",
                       "Tile", "Shape", "Size", "DepthToSpace", "SpaceToDepth"})
 _BM1684_EFFICIENCY: dict[str, float] = {"conv": 0.70, "conv1x1": 0.90, "matmul": 0.13,
                                         "depthwise": 1.0, "vector": 1.0}
-_BM1684X_EFFICIENCY: dict[str, float] = {"conv": 0.50, "conv1x1": 0.70, "matmul": 0.26,
+_BM1684X_EFFICIENCY: dict[str, float] = {"conv": 0.50, "conv1x1": 0.70, "matmul": 0.28,
                                          "conv/f16": 0.52, "conv1x1/f16": 0.90, "matmul/f16": 0.60,
                                          "conv/bf16": 0.52, "conv1x1/bf16": 0.90,
                                          "matmul/bf16": 0.60, "depthwise": 1.0, "vector": 1.0}

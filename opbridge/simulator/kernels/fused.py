@@ -61,7 +61,7 @@ def _fused_matmul_cost(node: Node, out_shape: tuple[int, ...]) -> float:
 
 def _sdpa_cost(node: Node, out_shape: tuple[int, ...]) -> float:
     q, kt = static_shape(node.inputs[0]), static_shape(node.inputs[1])
-    scores = math.prod(q[:-1]) * kt[-1]
+    scores = math.prod(out_shape[:-1]) * kt[-1]  # the tile's query rows (all of them globally)
     return 2.0 * scores * q[-1] + 2.0 * scores * out_shape[-1] + 5.0 * scores
 
 
