@@ -47,7 +47,8 @@ LMEM_CHUNK = 256
 DDR_CHUNK = 4096
 ENGINES = ("gdma", "tpu", "host")
 
-#: ops the lanes run as matrix products (rows over lanes, output features over the EUs)
+#: ops the lanes run as matrix products (rows or output features over the lanes, the reduction
+#: over the EUs)
 MATMUL_OPS = frozenset({"MatMul", "FusedMatMul", "Gemm", "MatMulInteger", "ScaledDotProductAttention"})
 #: ops the lanes run as convolutions (output channels over lanes, output pixels over the EUs)
 CONV_OPS = frozenset({"Conv", "FusedConv", "ConvTranspose", "ConvInteger"})
