@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
 import opbridge as ob
 from opbridge.errors import ModelFormatError, SimulatorError
+from tests.conftest import ROOT
 
 
 def test_bm1684_preset_public_figures():
@@ -126,3 +128,25 @@ def test_custom_chip_json(tmp_path):
     assert t.family_efficiency("matmul", "f32") == 1.0  # families left out run at their peak
     prog = ob.compile(_half_graph("f16"), t)
     assert prog.target == t and prog.profile().est_latency_ms > 0
+
+
+CHIP_TABLE = ROOT.parent / "shared" / "targets" / "chip-latency.md"
+
+
+@pytest.mark.skipif(not CHIP_TABLE.is_file(), reason=f"{CHIP_TABLE} is absent (a fresh clone has no shared/)")
+def test_every_chip_of_the_calibration_table_is_a_preset():
+    """bench/bench_fidelity.py compiles each row of chip-latency.md for the preset named by its
+    chip column: every chip there is a preset, and its precisions are dtypes the preset has."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        from bench_fidelity import read_rows
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    rows = read_rows(CHIP_TABLE)
+    assert len(rows) >= 40 and {r.chip for r in rows} == {"BM1684", "BM1684X"}
+    for r in rows:
+        t = ob.Target.preset(r.chip.lower())
+        if r.precision == "fp16":
+            assert "f16" in t.dtypes and t.peak_tflops_f16 > 0
+        elif r.precision == "int8":
+            assert "i8" in t.dtypes
