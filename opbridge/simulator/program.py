@@ -52,7 +52,7 @@ from .schema import (
     read_list,
     read_tagged,
 )
-from .target import Target, itemsize
+from .target import COST_FIELDS, Target, itemsize
 
 __all__ = [
     "FORMAT", "FORMAT_VERSION", "INSTRUCTIONS", "RECOMPILE_HINT", "UNITS", "Alloc", "Compute",
@@ -65,7 +65,9 @@ FORMAT = "opbridge.obprog"
 #: local-memory access); version 1 files are refused with a re-compile hint.
 #: 3: optional fields for column tiles, shared (aliased) buffers and scratch buffers. A file
 #: is written with the lowest version that can read it: 2 unless it uses one of them.
-FORMAT_VERSION = 3
+#: 4: the target's cost-model fields (:data:`~.target.COST_FIELDS`), written only where they
+#: differ from the bm1684 defaults (a bm1684x program, a custom chip's).
+FORMAT_VERSION = 4
 #: The oldest version this opbridge reads (and writes, for programs that need no more).
 BASE_VERSION = 2
 
@@ -132,8 +134,15 @@ class Program:
                 f"{len(self.instrs)} instructions)")
 
     # -- files ---------------------------------------------------------------------------
+    def target_json(self) -> dict[str, Any]:
+        """The target's fields, without the cost-model fields that keep the bm1684 defaults
+        (so a file that needs none of them stays readable by a version 2 or 3 reader)."""
+        base = Target()
+        return {k: v for k, v in self.target.to_dict().items()
+                if k not in COST_FIELDS or v != getattr(base, k)}
+
     def to_json(self) -> dict[str, Any]:
-        return {"target": self.target.to_dict(), "units": [u.to_json() for u in self.units],
+        return {"target": self.target_json(), "units": [u.to_json() for u in self.units],
                 "ddr": self.ddr.to_json(), "instructions": [i.to_json() for i in self.instrs]}
 
     @classmethod
@@ -153,8 +162,10 @@ class Program:
 
     def format_version(self) -> int:
         """The lowest ``.obprog`` version that can hold this program."""
+        if any(k in COST_FIELDS for k in self.target_json()):
+            return 4
         records: list[Any] = [*self.units, *self.instrs, self.ddr]
-        return FORMAT_VERSION if any(r.extended() for r in records) else BASE_VERSION
+        return 3 if any(r.extended() for r in records) else BASE_VERSION
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the program as a ``.obprog`` file (documented in docs/obprog.md)."""

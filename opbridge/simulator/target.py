@@ -69,6 +69,9 @@ FAMILIES = ("conv", "conv1x1", "matmul", "depthwise", "vector")
 NARROW_DTYPES = frozenset({"f16", "bf16", "i8", "u8", "i4", "u4", "f8e4m3fn", "f8e4m3fnuz",
                            "f8e5m2", "f8e5m2fnuz", "f4e2m1"})
 #: fitted to named rows of chip-latency.md (see the module doc)
+#: Fields the cost model reads that ``.obprog`` format version 4 added to the target.
+COST_FIELDS = ("peak_tflops_f16", "dtypes", "int8_batch_pack", "ic_parallel_bytes", "efficiency",
+               "tiu_issue_us", "sync_us", "launch_us")
 #: Half-precision dtypes a chip computes in only if its ``dtypes`` lists them.
 HALF_DTYPES = frozenset({"f16", "bf16"})
 #: Ops that move, select or convert elements without arithmetic in their dtype.

@@ -150,3 +150,30 @@ def test_every_chip_of_the_calibration_table_is_a_preset():
             assert "f16" in t.dtypes and t.peak_tflops_f16 > 0
         elif r.precision == "int8":
             assert "i8" in t.dtypes
+
+
+def _format_version(path) -> str:
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="numpy") as f:
+        return f.metadata()["format_version"]
+
+
+def test_obprog_version_4_only_for_cost_fields_off_the_bm1684_defaults(tmp_path):
+    """A bm1684 program keeps the cost-model fields at their defaults and stays a version 2
+    file (older readers take it); a bm1684x program needs them and is version 4, and both load
+    back with the target they were compiled for."""
+    from opbridge.simulator.target import COST_FIELDS
+
+    g = _half_graph("f16")
+    x = ob.compile(g, "bm1684x")
+    x.save(tmp_path / "x.obprog")
+    assert _format_version(tmp_path / "x.obprog") == "4"
+    assert ob.load_program(tmp_path / "x.obprog").target == ob.Target.preset("bm1684x")
+    b = ob.GraphBuilder("f32")
+    b.output(b.op("Relu", [b.input("x", "f32", (1, 8, 4, 4))]))
+    p = ob.compile(b.build(), "bm1684")
+    p.save(tmp_path / "p.obprog")
+    assert _format_version(tmp_path / "p.obprog") == "2"
+    assert not set(COST_FIELDS) & set(p.to_json()["target"])
+    assert ob.load_program(tmp_path / "p.obprog").target == ob.Target.preset("bm1684")
