@@ -177,3 +177,23 @@ def test_obprog_version_4_only_for_cost_fields_off_the_bm1684_defaults(tmp_path)
     assert _format_version(tmp_path / "p.obprog") == "2"
     assert not set(COST_FIELDS) & set(p.to_json()["target"])
     assert ob.load_program(tmp_path / "p.obprog").target == ob.Target.preset("bm1684")
+
+
+def test_profile_cli_bound_column_on_bm1684x(tmp_path, capsys):
+    """`opbridge compile --target bm1684x` then `opbridge profile`: the per-unit table says
+    which engine bounds each unit (the Relu on a whole 8x4x4 tensor: its two transfers)."""
+    from opbridge.cli import main
+
+    b = ob.GraphBuilder("relu")
+    b.output(b.op("Relu", [b.input("x", "f32", (1, 8, 4, 4))]))
+    src = tmp_path / "relu.obir"
+    ob.save(b.build(), src)
+    out = tmp_path / "relu.obprog"
+    assert main(["compile", str(src), "--target", "bm1684x", "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["profile", str(out), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert [u["bound"] for u in d["units"]] == ["gdma"]
+    assert main(["profile", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "on bm1684x" in text and "gdma" in text
