@@ -56,6 +56,8 @@ def _layout_ok(node: Node) -> bool:
     rank = len(node.outputs[0].shape)
     if rank not in (2, 3, 4):
         return False
+    if any(v is not None and 0 in v.shape for v in (*node.inputs, node.outputs[0])):
+        return False  # an empty tensor has no tiles: a global layer, which moves nothing
     n = node.outputs[0].shape[0]
     for v in node.inputs:
         if v is None:
