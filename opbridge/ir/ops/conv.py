@@ -194,6 +194,7 @@ def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, k
     """N-d convolution (cross-correlation) in NC+spatial layout; the numpy kernel of Conv."""
     out_dt = x.dtype
     cdt = _compute_dtype(x.dtype)
+    w_given = w
     x = x.astype(cdt, copy=False)
     w = w.astype(cdt, copy=False)
     n, c = x.shape[:2]
@@ -202,36 +203,56 @@ def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, k
     out_sp = [out_size(x.shape[2 + i], k[i], s[i], d[i], p[i], p[i + nsp]) for i in range(nsp)]
     kprod = int(np.prod(k))
     cg, mg = c // group, m // group
-    if kprod == 1 and all(v == 1 for v in s) and not any(p):
-        # 1x1, stride 1: one matmul per group, no im2col
-        xr = x.reshape(n, group, cg, -1)
-        y = np.matmul(w.reshape(group, mg, cg), xr)
-    elif cg == 1:
-        # depthwise (one input channel per group): sum the taps over whole shifted views
-        xp = pad_spatial(x, p)
-        if mg > 1:
-            xp = np.repeat(xp, mg, axis=1)
-        wk = w.reshape(m, kprod)
-        bshape = (1, m) + (1,) * nsp
-        acc = np.zeros((n, m, *out_sp), cdt)
-        tmp = np.empty_like(acc)
-        for t, view in taps(xp, k, s, d, out_sp):
-            np.multiply(view, wk[:, t].reshape(bshape), out=tmp)
-            acc += tmp
-        y = acc
-    else:
+    y = None
+    if tuple(k) == (3, 3) and tuple(s) == tuple(d) == (1, 1) and group == 1 and cdt == np.float32:
+        y = _winograd(x, w_given, p, out_sp)
+    if y is None and kprod == 1 and not any(p):
+        # 1x1: one matmul per group, no im2col (a stride only picks every s-th pixel)
+        xs = x[(slice(None), slice(None)) + tuple(slice(None, None, v) for v in s)]
+        y = np.matmul(w.reshape(group, mg, cg), xs.reshape(n, group, cg, -1))
+    elif y is None and cg == 1:
+        y = _depthwise(x, w, mg, k, s, d, p, out_sp)
+    elif y is None:
         xp = pad_spatial(x, p)
         win = windows(xp, k, s, d, out_sp)  # (N, C, *out, *k)
         # (C, *k, N, *out) made contiguous once: the im2col matrix, grouped
         order = (1, *range(2 + nsp, 2 + 2 * nsp), 0, *range(2, 2 + nsp))
         col = np.ascontiguousarray(win.transpose(order)).reshape(group, cg * kprod, -1)
         y = np.matmul(w.reshape(group, mg, cg * kprod), col)  # (G, Mg, N*out)
-        y = y.reshape(m, n, *out_sp)
-        y = np.moveaxis(y, 0, 1)
+        y = np.moveaxis(y.reshape(m, n, *out_sp), 0, 1)
     y = y.reshape(n, m, *out_sp)
     if b is not None:
         y += b.astype(cdt).reshape((1, m) + (1,) * nsp)  # y is a fresh buffer here
     return y.astype(out_dt, copy=False)
+
+
+def _winograd(x: np.ndarray, w: np.ndarray, p: Ints, out_sp: Sequence[int]) -> np.ndarray | None:
+    """A 3x3 stride-1 float32 convolution by Winograd's minimal filtering where that is
+    faster (see :mod:`opbridge.ir.winograd`), else None."""
+    from ..winograd import tile_size, transformed_weights, winograd_conv2d
+
+    r = tile_size(x.shape[1], w.shape[0], out_sp[0], out_sp[1])
+    if r is None:
+        return None
+    u = transformed_weights(w, r)
+    return None if u is None else winograd_conv2d(x, u, r, tuple(p))
+
+
+def _depthwise(x: np.ndarray, w: np.ndarray, mg: int, k: Ints, s: Ints, d: Ints, p: Ints,
+               out_sp: Sequence[int]) -> np.ndarray:
+    """Depthwise (one input channel per group): the taps summed over whole shifted views."""
+    n, nsp, m = x.shape[0], len(k), w.shape[0]
+    xp = pad_spatial(x, p)
+    if mg > 1:
+        xp = np.repeat(xp, mg, axis=1)
+    wk = w.reshape(m, -1)
+    bshape = (1, m) + (1,) * nsp
+    acc = np.zeros((n, m, *out_sp), x.dtype)
+    tmp = np.empty_like(acc)
+    for t, view in taps(xp, k, s, d, out_sp):
+        np.multiply(view, wk[:, t].reshape(bshape), out=tmp)
+        acc += tmp
+    return acc
 
 
 def _conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, group: int,

@@ -14,6 +14,7 @@ import numpy as np
 
 from ...ir.graph import Node
 from ...ir.opdef import DEFAULT_OPS
+from ...ir.winograd import tile_size, transformed_weights, winograd_conv2d
 from .registry import register_kernel, static_shape, tile_pads, tile_pads_w, window_rows
 
 
@@ -85,6 +86,21 @@ def _padded(x: np.ndarray, pt: int, pl: int, pb: int, pr: int) -> np.ndarray:
     return xp
 
 
+def _winograd_into(out: np.ndarray, x: np.ndarray, w: np.ndarray, strides: tuple[int, ...],
+                   dilations: tuple[int, ...], pads: tuple[int, ...]) -> bool:
+    """A 3x3 stride-1 tile by Winograd's minimal filtering (as the interpreter's Conv) where
+    that is faster; False where it does not apply. The filters' transform is kept per weight
+    view, so a tile pays it on the first run only."""
+    if w.shape[2:] != (3, 3) or tuple(strides) != (1, 1) or tuple(dilations) != (1, 1):
+        return False
+    r = tile_size(x.shape[1], w.shape[0], out.shape[2], out.shape[3])
+    u = transformed_weights(w, r) if r is not None else None
+    if u is None or r is None:
+        return False
+    winograd_conv2d(x, u, r, tuple(pads), out=out)
+    return True
+
+
 def conv2d_into(out: np.ndarray, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *,
                 group: int, kernel_shape: tuple[int, ...], strides: tuple[int, ...],
                 dilations: tuple[int, ...], pads: tuple[int, ...]) -> None:
@@ -122,6 +138,8 @@ def conv2d_into(out: np.ndarray, x: np.ndarray, w: np.ndarray, b: np.ndarray | N
                 y3 += np.tensordot(w[:, :, i, j], xp[0, :, i * dh: i * dh + (oh - 1) * sh + 1: sh,
                                                     j * dw: j * dw + (ow - 1) * sw + 1: sw],
                                    axes=(1, 0))
+    elif _winograd_into(out, x, w, strides, dilations, pads):
+        pass
     elif kh == kw == 1 and not (pt or pl or pb or pr):
         xs = x[:, :, : (oh - 1) * sh + 1 : sh, : (ow - 1) * sw + 1 : sw]
         np.matmul(w.reshape(m, c), xs.reshape(c, oh * ow), out=y)
