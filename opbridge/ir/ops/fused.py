@@ -1,7 +1,8 @@
 """Fused ops: what the fusion passes (``opbridge/ir/passes/fuse_*.py``) rewrite chains into.
 
-- ``FusedConv``: Conv then an activation (onnxruntime's ``com.microsoft::FusedConv`` has the
-  same attributes: ``activation``, ``activation_params``);
+- ``FusedConv``: Conv, plus an optional tensor ``Z`` of the output's shape (a residual
+  connection's Add), then an activation (onnxruntime's ``com.microsoft::FusedConv`` has the
+  same inputs and attributes: ``activation``, ``activation_params``);
 - ``FusedMatMul``: MatMul with a 2-D weight, plus an optional bias over the last axis, then
   an optional activation (the dense layer of a transformer);
 - ``ScaledDotProductAttention``: ``softmax(Q @ K_T * scale + mask) @ V`` over the last two
@@ -78,22 +79,30 @@ _PARAMS_DOC = "the activation's float attributes: LeakyRelu alpha; Clip min, max
 # -- FusedConv -------------------------------------------------------------------------------
 def _fused_conv_shape(ctx: ShapeContext) -> Any:
     _check_activation(ctx)
-    return _conv_shape(ctx)
+    shape, dt = _conv_shape(ctx)
+    if ctx.has_input(3) and tuple(ctx.input_shape(3)) != tuple(shape):
+        raise ctx.error(f"Z has shape {list(ctx.input_shape(3))}; it must be the output's "
+                        f"{list(shape)}", hint="Z is added to the convolution, unbroadcast")
+    return shape, dt
 
 
-def _fused_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, group: int,
-                kernel_shape: tuple[int, ...], strides: tuple[int, ...],
-                dilations: tuple[int, ...], pads: tuple[int, ...], activation: str,
-                activation_params: tuple[float, ...]) -> np.ndarray:
+def _fused_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
+                z: np.ndarray | None = None, *, group: int, kernel_shape: tuple[int, ...],
+                strides: tuple[int, ...], dilations: tuple[int, ...], pads: tuple[int, ...],
+                activation: str, activation_params: tuple[float, ...]) -> np.ndarray:
     y = conv_nd(x, w, b, group=group, k=kernel_shape, s=strides, d=dilations, p=pads)
+    if z is not None:
+        y += z  # y is a fresh buffer of the output's dtype: the unfused Add, in place
     return apply_activation(y, activation, activation_params)
 
 
 (
     define_op("FusedConv")
-    .doc("Conv followed by an activation, in one op (attributes as Conv, plus activation and "
-         "activation_params, as onnxruntime's com.microsoft FusedConv)")
+    .doc("Conv, plus an optional Z of the output's shape (a residual Add), then an activation, "
+         "in one op (attributes as Conv, plus activation and activation_params, as "
+         "onnxruntime's com.microsoft FusedConv)")
     .input("X", "T").input("W", "T").input("B", "T", optional=True)
+    .input("Z", "T", optional=True)
     .output("Y", "T")
     .param("group", "int", default=1, minimum=1, doc="number of channel groups")
     .param("kernel_shape", "ints", fill=spatial_shape_of(1), doc=_SPATIAL_DOC["kernel_shape"])

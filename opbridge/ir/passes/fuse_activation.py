@@ -1,7 +1,9 @@
 """Fuse a layer with what follows it: Conv + activation, MatMul (+ bias) (+ activation).
 
-- ``fuse_conv_activation``: ``act(Conv(x, W, B))`` -> ``FusedConv`` (activations:
-  :data:`opbridge.ir.ops.fused.ACTIVATIONS`);
+- ``fuse_conv_activation``: ``act(Conv(x, W, B) [+ z])`` -> ``FusedConv`` (activations:
+  :data:`opbridge.ir.ops.fused.ACTIVATIONS`); ``z`` a tensor of the Conv's output shape
+  and dtype added to it (a residual connection, either operand order), which becomes
+  FusedConv's input ``Z``; the Add and the activation are each optional, one must be there;
 - ``fuse_matmul_bias_activation``: ``act(MatMul(x, W) + b)`` with a constant 2-D ``W`` and a
   constant ``b`` over the last axis -> ``FusedMatMul``; the bias and the activation are each
   optional, but one of them must be there.
@@ -34,21 +36,43 @@ def _activation_after(v: Value, uses: Uses) -> tuple[Node, str, tuple[float, ...
     return None if act is None else (r, *act)
 
 
+def _residual_after(v: Value, uses: Uses) -> tuple[Node, Value] | None:
+    """The Add reading only ``v`` with a tensor of ``v``'s shape and dtype (no broadcast)."""
+    r = uses.only_reader(v)
+    if r is None or r.op != "Add":
+        return None
+    z = other_input(r, v)
+    if z is None or z is v or z.dtype != v.dtype or tuple(z.shape) != tuple(v.shape):
+        return None
+    return (r, z) if tuple(r.outputs[0].shape) == tuple(v.shape) else None
+
+
 def _find_conv_act(node: Node, uses: Uses) -> Match | None:
     if node.op != "Conv" or node.outputs[0].dtype not in FLOATS:
         return None
-    found = _activation_after(node.outputs[0], uses)
-    if found is None:
-        return None
-    act_node, act, params = found
+    chain, inputs, last = [node], list(node.inputs) + [None] * (3 - len(node.inputs)), node.outputs[0]
+    found_add = _residual_after(last, uses)
+    if found_add is not None:
+        chain.append(found_add[0])
+        inputs.append(found_add[1])
+        last = found_add[0].outputs[0]
     attrs = {k: node.attrs[k] for k in _CONV_ATTRS}
-    attrs.update(activation=act, activation_params=params)
-    fused = fused_node("FusedConv", node, list(node.inputs), act_node.outputs[0], attrs)
-    return Match([node, act_node], fused)
+    attrs.update(activation="none", activation_params=())
+    found = _activation_after(last, uses)
+    if found is not None:
+        act_node, act, params = found
+        chain.append(act_node)
+        last = act_node.outputs[0]
+        attrs.update(activation=act, activation_params=params)
+    if len(chain) == 1:
+        return None
+    while inputs and inputs[-1] is None:
+        inputs.pop()
+    return Match(chain, fused_node("FusedConv", node, inputs, last, attrs))
 
 
 class FuseConvActivation:
-    """Conv followed by an activation -> one FusedConv."""
+    """Conv followed by a residual Add and/or an activation -> one FusedConv."""
 
     name = "fuse_conv_activation"
 

@@ -1,12 +1,14 @@
 """Kernels of the fused ops (``opbridge/ir/ops/fused.py``).
 
 FusedConv tiles exactly as Conv does (same halo, same channel chunks, same cost plus one
-operation per output element for the activation) and applies its activation to the output
-tile in place. FusedMatMul tiles as MatMul does (rows of A; its weight and bias resident or
-streamed in chunks of output features), writing straight into its output tile.
-ScaledDotProductAttention tiles along the query rows (N and H of Q): K_T and V are read whole,
-a mask with a row per query at the tile's rows; its scores for the tile live in a scratch
-buffer (heads over lanes, as the tile). Their cost is their matmuls' FLOPs.
+operation per output element for the activation), adds its ``Z`` (taken at the output
+tile's rows and columns) and applies its activation to the output tile in place; one with a
+``Z`` is not computed in chunks of output channels. FusedMatMul tiles as MatMul does (rows of
+A; its weight and bias resident or streamed in chunks of output features), writing straight
+into its output tile. ScaledDotProductAttention tiles along the query rows (N and H of Q):
+K_T and V are read whole, a mask with a row per query at the tile's rows; its scores for the
+tile live in a scratch buffer (heads over lanes, as the tile). Their cost is their matmuls'
+FLOPs.
 """
 
 from __future__ import annotations
@@ -24,8 +26,11 @@ from .registry import register_kernel, static_shape
 
 
 def fused_conv_into(out: np.ndarray, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
-                    *, activation: str, activation_params: tuple[float, ...], **conv: object) -> None:
+                    z: np.ndarray | None = None, *, activation: str,
+                    activation_params: tuple[float, ...], **conv: object) -> None:
     conv2d_into(out, x, w, b, **conv)  # type: ignore[arg-type]
+    if z is not None:
+        out += z
     if activation != "none":
         res = apply_activation(out, activation, tuple(activation_params))
         if res is not out:
@@ -51,6 +56,16 @@ def fused_matmul_into(out: np.ndarray, a: np.ndarray, b: np.ndarray, bias: np.nd
         y[...] = res
 
 
+def _fused_conv_split(node: Node) -> tuple[str, ...]:
+    axes = conv_split(node)
+    return tuple(a for a in axes if a != "C") if len(node.inputs) > 3 and node.inputs[3] else axes
+
+
+def _fused_conv_rows(node: Node, i: int, lo: int, hi: int) -> tuple[int, int] | None:
+    """Z (input 3) is read at the output tile's own rows; the rest as Conv."""
+    return (lo, hi) if i == 3 else conv_rows(node, i, lo, hi)
+
+
 def _fused_conv_cost(node: Node, out_shape: tuple[int, ...]) -> float:
     return conv_cost(node, out_shape) + math.prod(out_shape)
 
@@ -67,13 +82,15 @@ def _sdpa_cost(node: Node, out_shape: tuple[int, ...]) -> float:
 
 (
     register_kernel("FusedConv")
-    .split_when(lambda n: conv_split(n))
-    .input_slice(conv_rows)
+    .split_when(_fused_conv_split)
+    .input_slice(_fused_conv_rows)
     .channel_slice(conv_channels)
     .tile_attrs(conv_tile_attrs)
     .cost(_fused_conv_cost)
     .compute_into(fused_conv_into)
 )
+
+
 def _sdpa_rows(node: Node, i: int, lo: int, hi: int) -> tuple[int, int] | None:
     """Query rows [lo, hi) read those rows of Q and of a mask with a row per query; K_T and
     V whole."""
