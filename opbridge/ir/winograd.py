@@ -122,10 +122,11 @@ def transformed_weights(w: np.ndarray, r: int) -> np.ndarray | None:
 
 
 def winograd_conv2d(x: np.ndarray, u: np.ndarray, r: int, pads: tuple[int, ...],
-                    out: np.ndarray | None = None) -> np.ndarray:
+                    out: np.ndarray | None = None, bias: np.ndarray | None = None) -> np.ndarray:
     """3x3 stride-1 convolution of float32 ``x`` (N, C, H, W) with transformed filters ``u``
-    (from :func:`transformed_weights`), zero ``pads`` (top, left, bottom, right); written into
-    ``out`` (N, M, OH, OW, C-contiguous) when given, else into a new array."""
+    (from :func:`transformed_weights`), zero ``pads`` (top, left, bottom, right), plus
+    ``bias`` (M) if given; written into ``out`` (N, M, OH, OW, C-contiguous) when given, else
+    into a new array."""
     n, c, h, wd = x.shape
     a = r + 2
     m = u.shape[1]
@@ -144,13 +145,17 @@ def winograd_conv2d(x: np.ndarray, u: np.ndarray, r: int, pads: tuple[int, ...],
     prod = np.matmul(u, v)  # (a*a, M, N*tiles): the multiplies, as a*a GEMMs
     yt = np.matmul(aa, prod.reshape(a * a, -1)).reshape(r, r, m, n, th, tw)
     tiles = yt.transpose(3, 2, 4, 0, 5, 1)  # (N, M, th, r, tw, r)
-    if out is not None and (oh, ow) == (r * th, r * tw) and out.flags.c_contiguous:
-        out.reshape(n, m, th, r, tw, r)[...] = tiles
+    whole = (oh, ow) == (r * th, r * tw)
+    dst = (out if out is not None and whole and out.flags.c_contiguous
+           else np.empty((n, m, r * th, r * tw), np.float32))
+    # the tiles' one copy into place also adds the bias
+    if bias is None:
+        dst.reshape(n, m, th, r, tw, r)[...] = tiles
+    else:
+        np.add(tiles, bias.reshape(1, m, 1, 1, 1, 1), out=dst.reshape(n, m, th, r, tw, r))
+    if dst is out:
         return out
-    full = np.ascontiguousarray(tiles).reshape(n, m, r * th, r * tw)
-    if (oh, ow) == (r * th, r * tw) and out is None:
-        return full
     if out is None:
-        return np.ascontiguousarray(full[:, :, :oh, :ow])
-    out[...] = full[:, :, :oh, :ow]
+        return dst if whole else np.ascontiguousarray(dst[:, :, :oh, :ow])
+    out[...] = dst[:, :, :oh, :ow]
     return out

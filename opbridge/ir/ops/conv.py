@@ -203,16 +203,17 @@ def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, k
     out_sp = [out_size(x.shape[2 + i], k[i], s[i], d[i], p[i], p[i + nsp]) for i in range(nsp)]
     kprod = int(np.prod(k))
     cg, mg = c // group, m // group
-    y = None
     if tuple(k) == (3, 3) and tuple(s) == tuple(d) == (1, 1) and group == 1 and cdt == np.float32:
-        y = _winograd(x, w_given, p, out_sp)
-    if y is None and kprod == 1 and not any(p):
+        yw = _winograd(x, w_given, None if b is None else b.astype(cdt, copy=False), p, out_sp)
+        if yw is not None:
+            return yw.astype(out_dt, copy=False)  # the bias is in already
+    if kprod == 1 and not any(p):
         # 1x1: one matmul per group, no im2col (a stride only picks every s-th pixel)
         xs = x[(slice(None), slice(None)) + tuple(slice(None, None, v) for v in s)]
         y = np.matmul(w.reshape(group, mg, cg), xs.reshape(n, group, cg, -1))
-    elif y is None and cg == 1:
+    elif cg == 1:
         y = _depthwise(x, w, mg, k, s, d, p, out_sp)
-    elif y is None:
+    else:
         xp = pad_spatial(x, p)
         win = windows(xp, k, s, d, out_sp)  # (N, C, *out, *k)
         # (C, *k, N, *out) made contiguous once: the im2col matrix, grouped
@@ -226,16 +227,17 @@ def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, k
     return y.astype(out_dt, copy=False)
 
 
-def _winograd(x: np.ndarray, w: np.ndarray, p: Ints, out_sp: Sequence[int]) -> np.ndarray | None:
-    """A 3x3 stride-1 float32 convolution by Winograd's minimal filtering where that is
-    faster (see :mod:`opbridge.ir.winograd`), else None."""
+def _winograd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, p: Ints,
+              out_sp: Sequence[int]) -> np.ndarray | None:
+    """A 3x3 stride-1 float32 convolution (plus bias) by Winograd's minimal filtering where
+    that is faster (see :mod:`opbridge.ir.winograd`), else None."""
     from ..winograd import tile_size, transformed_weights, winograd_conv2d
 
     r = tile_size(x.shape[1], w.shape[0], out_sp[0], out_sp[1])
     if r is None:
         return None
     u = transformed_weights(w, r)
-    return None if u is None else winograd_conv2d(x, u, r, tuple(p))
+    return None if u is None else winograd_conv2d(x, u, r, tuple(p), bias=b)
 
 
 def _depthwise(x: np.ndarray, w: np.ndarray, mg: int, k: Ints, s: Ints, d: Ints, p: Ints,

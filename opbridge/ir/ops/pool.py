@@ -77,9 +77,9 @@ def _maxpool(x: np.ndarray, *, kernel_shape: Ints, strides: Ints, dilations: Int
     xp = pad_spatial(xw, p, -np.inf, extra)
     y: np.ndarray | None = None
     for _, view in taps(xp, k, s, d, out_sp):
-        y = view.copy() if y is None else np.maximum(y, view)
+        y = view.copy() if y is None else np.maximum(y, view, out=y)  # y is our own buffer
     assert y is not None
-    y = y.astype(x.dtype)
+    y = y.astype(x.dtype, copy=False)
     if not output_indices:
         return y
     win = windows(xp, k, s, d, out_sp)

@@ -86,8 +86,9 @@ def _padded(x: np.ndarray, pt: int, pl: int, pb: int, pr: int) -> np.ndarray:
     return xp
 
 
-def _winograd_into(out: np.ndarray, x: np.ndarray, w: np.ndarray, strides: tuple[int, ...],
-                   dilations: tuple[int, ...], pads: tuple[int, ...]) -> bool:
+def _winograd_into(out: np.ndarray, x: np.ndarray, w: np.ndarray, b: np.ndarray | None,
+                   strides: tuple[int, ...], dilations: tuple[int, ...], pads: tuple[int, ...]
+                   ) -> bool:
     """A 3x3 stride-1 tile by Winograd's minimal filtering (as the interpreter's Conv) where
     that is faster; False where it does not apply. The filters' transform is kept per weight
     view, so a tile pays it on the first run only."""
@@ -97,7 +98,7 @@ def _winograd_into(out: np.ndarray, x: np.ndarray, w: np.ndarray, strides: tuple
     u = transformed_weights(w, r) if r is not None else None
     if u is None or r is None:
         return False
-    winograd_conv2d(x, u, r, tuple(pads), out=out)
+    winograd_conv2d(x, u, r, tuple(pads), out=out, bias=b)
     return True
 
 
@@ -138,8 +139,8 @@ def conv2d_into(out: np.ndarray, x: np.ndarray, w: np.ndarray, b: np.ndarray | N
                 y3 += np.tensordot(w[:, :, i, j], xp[0, :, i * dh: i * dh + (oh - 1) * sh + 1: sh,
                                                     j * dw: j * dw + (ow - 1) * sw + 1: sw],
                                    axes=(1, 0))
-    elif _winograd_into(out, x, w, strides, dilations, pads):
-        pass
+    elif _winograd_into(out, x, w, b, strides, dilations, pads):
+        return  # the bias is in already
     elif kh == kw == 1 and not (pt or pl or pb or pr):
         xs = x[:, :, : (oh - 1) * sh + 1 : sh, : (ow - 1) * sw + 1 : sw]
         np.matmul(w.reshape(m, c), xs.reshape(c, oh * ow), out=y)
