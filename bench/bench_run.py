@@ -13,7 +13,14 @@ round, so a machine shared with other work slows them alike; each runner's best 
 round (wall) and best CPU time are printed with their ratios to onnxruntime's. Compile times
 are printed too.
 
+``--profile`` prints, for the interpreter on the fused graph (one BLAS thread), each op
+kind's best CPU time per run (convolutions by kernel size, stride and path), and the GEMM
+floor: the CPU time of one float32 matmul of each convolution's im2col shape (M, C*kh*kw) @
+(C*kh*kw, N*OH*OW) alone -- what a run would cost if everything but a direct convolution's
+GEMM were free.
+
     .venv/bin/python bench/bench_run.py [--model resnet50 bert] [--threads 1 2] [--repeat 5]
+    .venv/bin/python bench/bench_run.py --model resnet50 --profile
 """
 
 from __future__ import annotations
@@ -102,13 +109,86 @@ def bench_model(name: str, args: argparse.Namespace) -> list[str]:
     return lines
 
 
+def _conv_kind(node, args) -> str:
+    """A convolution's kernel, stride and the path conv_nd takes for it."""
+    from opbridge.ir.winograd import tile_size
+
+    w, y = args[1], node.outputs[0].shape
+    k, st = tuple(w.shape[2:]), tuple(node.attrs["strides"])
+    r = None
+    if k == (3, 3) and st == (1, 1) and tuple(node.attrs["dilations"]) == (1, 1) and node.attrs["group"] == 1:
+        r = tile_size(w.shape[1], w.shape[0], y[2], y[3])
+    path = f"Winograd F({r}x{r},3x3)" if r else "1x1 GEMM" if k == (1, 1) else "im2col"
+    return f"{node.op} {k[0]}x{k[1]}/{st[0]} {path}"
+
+
+def profile(name: str, args: argparse.Namespace) -> None:
+    """Per-op CPU time of the interpreter on the fused graph, and the convolutions' GEMM floor."""
+    import opbridge as ob
+    from opbridge.ir.interpret import check_feeds, run_node
+    from opbridge.threads import blas_threads
+
+    model, feeds = load_model(name, args)
+    g = ob.convert(model, passes=("default", "fusions"))
+    per: dict[str, float] = {}
+    count: dict[str, int] = {}
+    gemm: dict[str, float] = {}
+    with blas_threads(1):
+        for rnd in range(args.repeat + 1):
+            env = {v.name: a for v, a in zip(g.inputs, check_feeds(g, feeds).values())}
+            env.update({c.name: c.data for c in g.constants.values()})
+            times: dict[str, float] = {}
+            for node in g.nodes:
+                ins = [None if v is None else env[v.name] for v in node.inputs]
+                key = _conv_kind(node, ins) if node.op in ("Conv", "FusedConv") else node.op
+                t0 = time.process_time()
+                outs = run_node(g, node, ins)
+                times[key] = times.get(key, 0.0) + time.process_time() - t0
+                env.update((v.name, o) for v, o in zip(node.outputs, outs))
+                if rnd == 0:
+                    count[key] = count.get(key, 0) + 1
+                    if node.op in ("Conv", "FusedConv"):
+                        gemm[key] = gemm.get(key, 0.0) + _gemm_time(ins[1], node.outputs[0].shape)
+            if rnd:  # the first round warms up (filter transforms, allocator)
+                per = {k: min(per.get(k, 1e9), t) for k, t in times.items()}
+    total = sum(per.values())
+    print(f"{name}: interpreter (fusions), best CPU ms per op kind over {args.repeat} runs")
+    print("| op | nodes | CPU ms | share | GEMM floor ms |\n|---|---|---|---|---|")
+    for k, t in sorted(per.items(), key=lambda kv: -kv[1]):
+        floor = f"{gemm[k] * 1e3:.1f}" if k in gemm else ""
+        print(f"| {k} | {count[k]} | {t * 1e3:.1f} | {t / total:.0%} | {floor} |")
+    print(f"| all | {sum(count.values())} | {total * 1e3:.1f} | | {sum(gemm.values()) * 1e3:.1f} |")
+
+
+def _gemm_time(w: np.ndarray, out_shape) -> float:
+    """Best CPU time of the direct convolution's GEMM alone (im2col shape, float32)."""
+    rng = np.random.default_rng(0)
+    m, kk = w.shape[0], int(np.prod(w.shape[1:]))
+    n = int(np.prod(out_shape)) // m
+    a = rng.standard_normal((m, kk), dtype=np.float32)
+    b = rng.standard_normal((kk, n), dtype=np.float32)
+    c = np.empty((m, n), np.float32)
+    best = 1e9
+    for _ in range(5):
+        t0 = time.process_time()
+        np.matmul(a, b, out=c)
+        best = min(best, time.process_time() - t0)
+    return best
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", nargs="+", default=["resnet50", "bert"], choices=["resnet50", "bert"])
     ap.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--bert-layers", type=int, default=12)
+    ap.add_argument("--profile", action="store_true",
+                    help="per-op CPU time of the interpreter (fused graph) and the GEMM floor")
     args = ap.parse_args()
+    if args.profile:
+        for name in args.model:
+            profile(name, args)
+        return
     lines = ["| model | threads | runner | best ms | median ms | best / onnxruntime | CPU ms | "
              "CPU / onnxruntime |", "|---|---|---|---|---|---|---|---|"]
     for name in args.model:
