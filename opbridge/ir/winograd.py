@@ -17,6 +17,7 @@ float64 once per weight array and kept (see :func:`transformed_weights`).
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Callable
 from typing import NamedTuple
@@ -75,6 +76,9 @@ class _Entry(NamedTuple):
 
 _cache: dict[tuple[int, int], _Entry] = {}
 _cached_bytes = [0]
+#: Runs in threads (the web server's jobs) share the cache; reentrant, because a weight array
+#: freed while the lock is held runs its callback (``_drop``) in the same thread.
+_lock = threading.RLock()
 
 
 def _probe(w: np.ndarray) -> bytes:
@@ -85,9 +89,10 @@ def _probe(w: np.ndarray) -> bytes:
 
 
 def _drop(key: tuple[int, int]) -> None:
-    entry = _cache.pop(key, None)
-    if entry is not None:
-        _cached_bytes[0] -= entry.u.nbytes
+    with _lock:
+        entry = _cache.pop(key, None)
+        if entry is not None:
+            _cached_bytes[0] -= entry.u.nbytes
 
 
 def _dropper(key: tuple[int, int]) -> Callable[[weakref.ref[np.ndarray]], None]:
@@ -107,17 +112,20 @@ def transformed_weights(w: np.ndarray, r: int) -> np.ndarray | None:
         return entry.u
     f = _F[r]
     a = f.g.shape[0]
+    if _cached_bytes[0] + a * a * w.shape[0] * w.shape[1] * 4 > CACHE_BYTES:
+        return None  # checked first: a full cache must not cost a transform per call
     u = np.einsum("ik,mckl,jl->ijmc", f.g, w.astype(np.float64), f.g, optimize=True)
     u = np.ascontiguousarray(u.reshape(a * a, *w.shape[:2]), dtype=np.float32)
-    _drop(key)
-    if _cached_bytes[0] + u.nbytes > CACHE_BYTES:
-        return None
     try:
         ref = weakref.ref(w, _dropper(key))
     except TypeError:  # an array type without weak references: not cacheable
         return None
-    _cache[key] = _Entry(ref, _probe(w), u)
-    _cached_bytes[0] += u.nbytes
+    with _lock:
+        _drop(key)
+        if _cached_bytes[0] + u.nbytes > CACHE_BYTES:
+            return None
+        _cache[key] = _Entry(ref, _probe(w), u)
+        _cached_bytes[0] += u.nbytes
     return u
 
 
