@@ -13,7 +13,7 @@ from ..lazy import keep_functions, lazy_getattr
 _LAZY: dict[str, str] = {
     **dict.fromkeys(("Graph", "GraphBuilder", "Node", "Origin", "Value"), ".graph"),
     **dict.fromkeys(("DEFAULT_OPS", "OpDef", "OpRegistry", "ShapeContext", "define_op", "get_op"), ".opdef"),
-    "interpret": ".interpret", "load": ".io", "save": ".io", "format_graph": ".printer", "DTYPES": ".types",
+    "QuantParams": ".quantparams", "interpret": ".interpret", "load": ".io", "save": ".io", "format_graph": ".printer", "DTYPES": ".types",
 }
 
 
@@ -27,9 +27,10 @@ if TYPE_CHECKING:
     from .io import load, save
     from .opdef import DEFAULT_OPS, OpDef, OpRegistry, ShapeContext, define_op, get_op
     from .printer import format_graph
+    from .quantparams import QuantParams
     from .types import DTYPES
 
 __all__ = [
     "DEFAULT_OPS", "DTYPES", "Graph", "GraphBuilder", "Node", "OpDef", "OpRegistry", "Origin",
-    "ShapeContext", "Value", "define_op", "format_graph", "get_op", "interpret", "load", "save",
+    "QuantParams", "ShapeContext", "Value", "define_op", "format_graph", "get_op", "interpret", "load", "save",
 ]

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..errors import GraphError, ShapeError, node_ctx
 from .opdef import DEFAULT_OPS, OpRegistry, check_placement
+from .quantparams import QuantParams
 from .types import Shape, check_shape, from_numpy_dtype, is_dtype, to_numpy_dtype
 
 
@@ -25,10 +26,11 @@ class Origin:
 class Value:
     """A named tensor: dtype, shape, the node that produces it, the nodes that use it.
 
-    A constant has ``data`` (a numpy array) and no producer.
+    A constant has ``data`` (a numpy array) and no producer. ``quant`` (a QuantParams) gives
+    an integer value's real-number meaning where it has one.
     """
 
-    __slots__ = ("name", "dtype", "shape", "producer", "users", "data")
+    __slots__ = ("name", "dtype", "shape", "producer", "users", "data", "quant")
 
     def __init__(
         self,
@@ -37,6 +39,7 @@ class Value:
         shape: Shape,
         producer: Node | None = None,
         data: np.ndarray | None = None,
+        quant: QuantParams | None = None,
     ) -> None:
         self.name = name
         self.dtype = dtype
@@ -44,6 +47,7 @@ class Value:
         self.producer = producer
         self.users: list[Node] = []
         self.data = data
+        self.quant = quant
 
     @property
     def is_constant(self) -> bool:

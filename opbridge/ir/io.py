@@ -8,6 +8,10 @@ u8 bytes; the IR dtype in the JSON says how to read them back, bit for bit.
 No pickle anywhere. The JSON is read with the op definitions, so attribute types come
 from one schema only.
 
+A value with ``quant`` (QuantParams: scale, zero point, axis) has a ``"quant"`` entry beside
+its dtype; readers that predate it ignore it, losing only that annotation, so the version
+stays 2.
+
 Each node records its placement (``"tpu"`` or ``"cpu"``), so a saved graph compiles the same
 way in a process that never loaded the mapping that placed it. Version 2 added that field
 (a version-1 reader would ignore it and run host nodes on the TPU); a version-1 file's nodes
@@ -30,6 +34,7 @@ from ..errors import GraphError, ModelFormatError, OpbridgeError, UnsupportedOpE
 from . import tensorfile
 from .graph import Graph, Node, Origin, Value
 from .opdef import DEFAULT_OPS, OpRegistry, check_placement
+from .quantparams import QuantParams
 from .types import LOWP_DTYPES, check_shape, is_dtype, to_numpy_dtype
 
 FORMAT = "opbridge.obir"
@@ -94,13 +99,24 @@ def _encode_attr(value: Any, key: str, tensors: dict[str, np.ndarray]) -> Any:
     return value
 
 
+def _typed_json(v: Value) -> dict[str, Any]:
+    d: dict[str, Any] = {"name": v.name, "dtype": v.dtype, "shape": list(v.shape)}
+    if v.quant is not None:
+        d["quant"] = v.quant.to_json()
+    return d
+
+
+def _quant_from_json(d: dict[str, Any]) -> QuantParams | None:
+    return QuantParams.from_json(d["quant"]) if d.get("quant") is not None else None
+
+
 def graph_to_json(graph: Graph, tensors: dict[str, np.ndarray]) -> dict[str, Any]:
     """The JSON document of a graph; fills ``tensors`` with what goes beside it."""
     consts = []
     for c in graph.constants.values():
         assert c.data is not None
         tensors[c.name] = _to_storable(c.data)
-        consts.append({"name": c.name, "dtype": c.dtype, "shape": list(c.shape)})
+        consts.append(_typed_json(c))
     nodes = []
     for n in graph.nodes:
         nodes.append(
@@ -108,9 +124,7 @@ def graph_to_json(graph: Graph, tensors: dict[str, np.ndarray]) -> dict[str, Any
                 "name": n.name,
                 "op": n.op,
                 "inputs": [v.name if v is not None else None for v in n.inputs],
-                "outputs": [
-                    {"name": v.name, "dtype": v.dtype, "shape": list(v.shape)} for v in n.outputs
-                ],
+                "outputs": [_typed_json(v) for v in n.outputs],
                 "attrs": {
                     k: _encode_attr(v, f"attr/{n.name}/{k}", tensors) for k, v in n.attrs.items()
                 },
@@ -125,7 +139,7 @@ def graph_to_json(graph: Graph, tensors: dict[str, np.ndarray]) -> dict[str, Any
     return {
         "name": graph.name,
         "metadata": graph.metadata,
-        "inputs": [{"name": v.name, "dtype": v.dtype, "shape": list(v.shape)} for v in graph.inputs],
+        "inputs": [_typed_json(v) for v in graph.inputs],
         "outputs": [v.name for v in graph.outputs],
         "constants": consts,
         "nodes": nodes,
@@ -272,12 +286,15 @@ def graph_from_json(doc: dict[str, Any], tensor: Any, registry: OpRegistry) -> G
         values[v.name] = v
         return v
 
-    inputs = [add(Value(*typed(d, "input"))) for d in doc["inputs"]]
+    inputs = []
+    for d in doc["inputs"]:
+        name, dtype, shape = typed(d, "input")
+        inputs.append(add(Value(name, dtype, shape, quant=_quant_from_json(d))))
     consts = []
     for d in doc["constants"]:
         name, dtype, shape = typed(d, "constant")
         data = _stored_as(tensor(name, dtype), shape, f"constant '{name}'")
-        consts.append(add(Value(name, dtype, shape, data=data)))
+        consts.append(add(Value(name, dtype, shape, data=data, quant=_quant_from_json(d))))
     nodes = []
     for i, nd in enumerate(doc["nodes"]):
         try:
@@ -330,5 +347,8 @@ def _node_from_json(nd: dict[str, Any], values: dict[str, Value], add: Any, type
     origin = Origin(str(o["framework"]), str(o["op_type"]), str(o["name"]))
     where = check_placement(nd.get("placement", opdef.default_placement),
                             f"node '{nd['name']}' ({op})", ModelFormatError)
-    outs = [add(Value(*typed(d, "output"))) for d in nd["outputs"]]
+    outs = []
+    for d in nd["outputs"]:
+        name, dtype, shape = typed(d, "output")
+        outs.append(add(Value(name, dtype, shape, quant=_quant_from_json(d))))
     return Node(op, str(nd["name"]), ins, outs, attrs, origin, where)

@@ -25,7 +25,8 @@ def _fmt_attr(v: Any) -> str:
 def _fmt_value(v: Value | None) -> str:
     if v is None:
         return "-"
-    return f"%{v.name}: {v.dtype}{format_shape(v.shape)}"
+    quant = f" quant({v.quant.describe()})" if v.quant is not None else ""
+    return f"%{v.name}: {v.dtype}{format_shape(v.shape)}{quant}"
 
 
 def format_graph(graph: Graph, *, max_nodes: int | None = None) -> str:

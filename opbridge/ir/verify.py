@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import ml_dtypes
+import numpy as np
+
 from ..errors import AttrError, GraphError, ShapeError, UnsupportedOpError
 from . import types as ir_types
-from .types import format_shape, from_numpy_dtype, is_dtype, is_static
+from .types import INT_DTYPES, format_shape, from_numpy_dtype, is_dtype, is_static, to_numpy_dtype
 
 if TYPE_CHECKING:
-    from .graph import Graph, Node
+    from .graph import Graph, Node, Value
 
 
 def verify(graph: Graph, *, require_static: bool = True) -> None:
@@ -43,6 +46,30 @@ def verify(graph: Graph, *, require_static: bool = True) -> None:
     for v in graph.outputs:
         if not is_dtype(v.dtype):
             raise ShapeError(f"graph output '{v.name}' has unknown dtype {v.dtype!r}")
+    for v in graph.values().values():
+        if v.quant is not None:
+            _check_quant(v)
+
+
+def _check_quant(v: Value) -> None:
+    """A value's QuantParams against the value: an integer dtype, zero points in its range, a
+    channel axis in its rank with one scale per channel."""
+    q = v.quant
+    assert q is not None
+    what = f"value '{v.name}' ({v.dtype}{format_shape(v.shape)}) quant params"
+    dt = to_numpy_dtype(v.dtype)
+    if v.dtype not in INT_DTYPES + ("i4", "u4", "i2", "u2"):
+        raise GraphError(f"{what}: only integer values carry a scale and zero point",
+                         hint="drop Value.quant or give the value an integer dtype")
+    info = ml_dtypes.iinfo(dt) if v.dtype in ("i4", "u4", "i2", "u2") else np.iinfo(dt)
+    if np.any(q.zero_point < int(info.min)) or np.any(q.zero_point > int(info.max)):
+        raise GraphError(f"{what}: zero point outside {v.dtype}'s range [{info.min}, {info.max}]")
+    if q.axis is not None:
+        if not -v.rank <= q.axis < v.rank:
+            raise GraphError(f"{what}: axis {q.axis} is out of range for rank {v.rank}")
+        dim = v.shape[q.axis]
+        if isinstance(dim, int) and q.scale.size != dim:
+            raise GraphError(f"{what}: {q.scale.size} scales for {dim} entries along axis {q.axis}")
 
 
 def _check_size(shape: tuple[Any, ...], what: str) -> None:

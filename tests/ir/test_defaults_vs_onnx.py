@@ -12,6 +12,8 @@ from opbridge.ir.opdef import DEFAULT_OPS
 # IR params whose default deliberately differs from ONNX, with the reason.
 DELIBERATE = {
     # ("Op", "param"): "reason",
+    ("QuantizeLinear", "output_dtype"): "ONNX's 0 means y_zero_point's type, else uint8; the IR "
+    "holds the resolved type (its default, u8, is that rule without a zero point)",
 }
 
 

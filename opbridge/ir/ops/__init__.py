@@ -20,6 +20,7 @@ FAMILIES = (
     "norm",
     "pool",
     "pose",
+    "quant",
     "rcnn",
     "reduce",
     "resize",

@@ -1,0 +1,260 @@
+"""Quantization: QuantizeLinear, DequantizeLinear, Requantize, and ``quantize_multiplier``.
+
+QuantizeLinear and DequantizeLinear follow the ONNX spec (per tensor, per axis, or per block
+of ``block_size`` along ``axis``; integer targets round half to even and saturate, float8
+targets cast with or without ``saturate``, float4 adds the zero point before the cast, as
+``onnx.reference`` does). The integer products they surround are ConvInteger (``conv.py``)
+and MatMulInteger (``matmul.py``), defined with their float families.
+
+Requantize is the chip's fixed-point rescale of an i32 accumulator to i8/u8::
+
+    y = saturate(round_half_away_from_zero(acc * multiplier / 2**(31 + shift)) + y_zero_point)
+
+computed exactly in int64, so the interpreter and the simulator give the same bits.
+:func:`quantize_multiplier` turns a real scale into that (multiplier, shift) pair, with the
+multiplier in [2**30, 2**31) (gemmlowp's normalisation; shift may be negative for scales of 1
+or more).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from ..opdef import ShapeContext, define_op
+from ..types import from_numpy_dtype, to_numpy_dtype
+from .common import FLOATS, LOWP
+
+#: Integer quantized types and their saturation ranges (the ONNX spec's).
+INT_RANGES: dict[str, tuple[int, int]] = {
+    "u8": (0, 255), "i8": (-128, 127), "u16": (0, 65535), "i16": (-32768, 32767),
+    "u4": (0, 15), "i4": (-8, 7), "u2": (0, 3), "i2": (-2, 1),
+}
+#: float8 targets: ``x / y_scale`` cast, saturating (``saturate=1``) or not; no zero point.
+FLOAT8 = ("f8e4m3fn", "f8e4m3fnuz", "f8e5m2", "f8e5m2fnuz")
+#: float4 target: ``x / y_scale + y_zero_point`` cast (its cast saturates by itself).
+FLOAT4 = ("f4e2m1",)
+QUANT_TYPES = tuple(INT_RANGES) + FLOAT8 + FLOAT4
+#: Inputs of DequantizeLinear whose zero point the spec fixes at zero (it is not read).
+_NO_ZERO_POINT = FLOAT8 + FLOAT4 + ("f8e8m0",)
+#: Requantize's outputs.
+REQUANT_TYPES = ("i8", "u8", "i16", "u16")
+
+
+# -- scale / zero-point layout ------------------------------------------------------------------
+def check_params_shape(ctx: ShapeContext, i: int, name: str, x_shape: tuple[Any, ...]) -> None:
+    """Input ``i`` (a scale or zero point) against x: a scalar or [1] (per tensor), [x[axis]]
+    (per axis), or x's shape with ceil(x[axis] / block_size) along axis (blocked)."""
+    ps = tuple(ctx.input_shape(i))
+    rank = len(x_shape)
+    block = ctx.attr("block_size")
+    if ps in ((), (1,)) and not block:
+        return
+    axis = ctx.normalize_axis(ctx.attr("axis"), rank)
+    dim = x_shape[axis]
+    if not block:
+        if len(ps) != 1 or (isinstance(dim, int) and ps[0] != dim):
+            raise ctx.error(f"'{name}' has shape {list(ps)}; per axis {axis} it must be [{dim}]",
+                            attr="axis", hint="give one value per entry of x along axis, or a scalar")
+        return
+    want = list(x_shape)
+    if isinstance(dim, int):
+        want[axis] = -(-dim // block)
+    if len(ps) != rank or any(isinstance(w, int) and p != w for p, w in zip(ps, want)):
+        raise ctx.error(f"'{name}' has shape {list(ps)}; with block_size {block} along axis {axis} "
+                        f"it must be {want}", attr="block_size")
+
+
+def broadcast_params(p: np.ndarray, shape: tuple[int, ...], axis: int, block_size: int) -> np.ndarray:
+    """A scale or zero point made to broadcast against a tensor of ``shape`` (the layouts of
+    :func:`check_params_shape`): blocks are repeated and cut to the tensor's length."""
+    if p.ndim == 0 or (p.size == 1 and not block_size):
+        return p.reshape(())
+    axis %= len(shape)
+    if not block_size:
+        dims = [1] * len(shape)
+        dims[axis] = p.size
+        return p.reshape(dims)
+    return np.repeat(p, block_size, axis=axis).take(range(shape[axis]), axis=axis)
+
+
+# -- QuantizeLinear ------------------------------------------------------------------------------
+def _quantize_shape(ctx: ShapeContext) -> Any:
+    xs = tuple(ctx.input_shape(0))
+    out = ctx.attr("output_dtype")
+    check_params_shape(ctx, 1, "y_scale", xs)
+    if ctx.has_input(2):
+        check_params_shape(ctx, 2, "y_zero_point", xs)
+        if ctx.input_dtype(2) != out:
+            raise ctx.error(f"is {out} but y_zero_point is {ctx.input_dtype(2)}; they must agree",
+                            attr="output_dtype")
+        if tuple(ctx.input_shape(2)) != tuple(ctx.input_shape(1)):
+            raise ctx.error(f"y_zero_point has shape {list(ctx.input_shape(2))}, y_scale "
+                            f"{list(ctx.input_shape(1))}; they must agree")
+    return xs, out
+
+
+def quantize_linear(x: np.ndarray, y_scale: np.ndarray, y_zero_point: np.ndarray | None = None, *,
+                    axis: int, block_size: int, saturate: int, output_dtype: str,
+                    precision: str | None = None) -> np.ndarray:
+    """ONNX QuantizeLinear (the spec's formula; onnx.reference's order of operations)."""
+    to = to_numpy_dtype(output_dtype)
+    scale = broadcast_params(y_scale, x.shape, axis, block_size)
+    if precision is not None:
+        pdt = to_numpy_dtype(precision)
+        ratio = x.astype(pdt) / scale.astype(pdt)
+    else:
+        ratio = x / scale
+    zp = None if y_zero_point is None else broadcast_params(y_zero_point, x.shape, axis, block_size)
+    with np.errstate(all="ignore"):
+        if output_dtype in INT_RANGES:
+            lo, hi = INT_RANGES[output_dtype]
+            q = np.rint(np.nan_to_num(ratio.astype(np.float64), nan=0.0))
+            if zp is not None:
+                q = q + zp.astype(np.float64)
+            return np.clip(q, lo, hi).astype(to)
+        if output_dtype in FLOAT8:
+            if saturate:
+                fmax = float(ml_dtypes.finfo(to).max)
+                return np.clip(ratio.astype(np.float32), -fmax, fmax).astype(to)
+            return ratio.astype(to)
+        if zp is not None:
+            ratio = ratio + zp.astype(ratio.dtype)
+        return ratio.astype(to)
+
+
+(
+    define_op("QuantizeLinear")
+    .doc("y = saturate(round_half_even(x / y_scale) + y_zero_point), per tensor, per axis or per "
+         "block (ONNX QuantizeLinear); to float8 x / y_scale is cast, to float4 it adds y_zero_point")
+    .input("x", "T1").input("y_scale", "TS").input("y_zero_point", "T2", optional=True)
+    .output("y", "T2")
+    .param("axis", "int", default=1, doc="the axis of a per-axis or blocked scale")
+    .param("block_size", "int", default=0, minimum=0, doc="block length along axis; 0 = not blocked")
+    .param("saturate", "int", default=1, allowed=(0, 1),
+           doc="to float8: clamp out-of-range values to +-max (1) or not (0)")
+    .param("output_dtype", "dtype", default="u8", allowed=QUANT_TYPES,
+           doc="the quantized type; y_zero_point's when given")
+    .param("precision", "dtype", default=None, allowed=FLOATS,
+           doc="the type x / y_scale is computed in; absent = numpy's type of the pair")
+    .type_param("T1", FLOATS + ("i32",)).type_param("TS", FLOATS + ("i32",))
+    .type_param("T2", QUANT_TYPES)
+    .shape_fn(_quantize_shape)
+    .compute(quantize_linear)
+)
+
+
+# -- DequantizeLinear ----------------------------------------------------------------------------
+def _dequantize_shape(ctx: ShapeContext) -> Any:
+    xs = tuple(ctx.input_shape(0))
+    check_params_shape(ctx, 1, "x_scale", xs)
+    if ctx.has_input(2):
+        check_params_shape(ctx, 2, "x_zero_point", xs)
+        if ctx.input_dtype(2) != ctx.input_dtype(0):
+            raise ctx.error(f"x_zero_point is {ctx.input_dtype(2)} but x is {ctx.input_dtype(0)}; "
+                            f"they must agree")
+    return xs, ctx.input_dtype(1)
+
+
+def dequantize_linear(x: np.ndarray, x_scale: np.ndarray, x_zero_point: np.ndarray | None = None, *,
+                      axis: int, block_size: int) -> np.ndarray:
+    """ONNX DequantizeLinear: (x - x_zero_point) * x_scale in f32, as the scale's type. A
+    float8 or float4 input's zero point is zero by the spec and not read."""
+    if x_zero_point is not None and from_numpy_dtype(x.dtype) not in _NO_ZERO_POINT:
+        zp = broadcast_params(x_zero_point, x.shape, axis, block_size)
+        dx = (x.astype(np.int64) - zp.astype(np.int64)).astype(np.float32)
+    else:
+        dx = x.astype(np.float32)
+    scale = broadcast_params(x_scale, x.shape, axis, block_size).astype(np.float32)
+    return (dx * scale).astype(x_scale.dtype)
+
+
+(
+    define_op("DequantizeLinear")
+    .doc("y = (x - x_zero_point) * x_scale, per tensor, per axis or per block (ONNX "
+         "DequantizeLinear); the output has x_scale's type")
+    .input("x", "T1").input("x_scale", "T2").input("x_zero_point", "T1", optional=True)
+    .output("y", "T2")
+    .param("axis", "int", default=1, doc="the axis of a per-axis or blocked scale")
+    .param("block_size", "int", default=0, minimum=0, doc="block length along axis; 0 = not blocked")
+    .type_param("T1", QUANT_TYPES + ("i32",) + tuple(d for d in LOWP if d not in QUANT_TYPES))
+    .type_param("T2", FLOATS)
+    .shape_fn(_dequantize_shape)
+    .compute(dequantize_linear)
+)
+
+
+# -- Requantize ----------------------------------------------------------------------------------
+def quantize_multiplier(real_scale: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(multiplier, shift) i32 arrays with ``real_scale ~= multiplier / 2**(31 + shift)`` and the
+    multiplier in [2**30, 2**31) (a zero scale gives multiplier 0, shift 0). Scales must be
+    finite and >= 0; the multiplier is the scale's mantissa rounded to 31 bits."""
+    s = np.asarray(real_scale, dtype=np.float64)
+    if not np.all(np.isfinite(s)) or np.any(s < 0):
+        raise ValueError(f"quantize_multiplier: scales must be finite and >= 0, got {s.ravel()[:4]}")
+    mant, exp = np.frexp(s)  # s = mant * 2**exp, mant in [0.5, 1)
+    m = np.rint(mant * (1 << 31)).astype(np.int64)
+    carry = m == (1 << 31)  # the mantissa rounded up to 1.0
+    m = np.where(carry, m >> 1, m)
+    exp = np.where(carry, exp + 1, exp)
+    shift = np.where(s == 0, 0, -exp)
+    return m.astype(np.int32), shift.astype(np.int32)
+
+
+def _requantize_shape(ctx: ShapeContext) -> Any:
+    xs = tuple(ctx.input_shape(0))
+    axis = ctx.attr("axis")
+    for i, name in ((1, "multiplier"), (2, "shift"), (3, "y_zero_point")):
+        if not ctx.has_input(i):
+            continue
+        ps = tuple(ctx.input_shape(i))
+        if ps in ((), (1,)):
+            continue
+        ax = ctx.normalize_axis(axis, len(xs))
+        if len(ps) != 1 or (isinstance(xs[ax], int) and ps[0] != xs[ax]):
+            raise ctx.error(f"'{name}' has shape {list(ps)}; give a scalar or one per entry of "
+                            f"axis {ax} ({xs[ax]})", attr="axis")
+    if ctx.has_input(3) and ctx.input_dtype(3) != ctx.attr("output_dtype"):
+        raise ctx.error(f"is {ctx.attr('output_dtype')} but y_zero_point is {ctx.input_dtype(3)}",
+                        attr="output_dtype")
+    return xs, ctx.attr("output_dtype")
+
+
+def requantize(acc: np.ndarray, multiplier: np.ndarray, shift: np.ndarray,
+               y_zero_point: np.ndarray | None = None, *, axis: int, output_dtype: str) -> np.ndarray:
+    """saturate(round_half_away_from_zero(acc * multiplier / 2**(31 + shift)) + y_zero_point),
+    exact in int64: |acc| < 2**31 and multiplier < 2**31, so the product stays below 2**62."""
+    lo, hi = INT_RANGES[output_dtype]
+
+    def per(p: np.ndarray) -> np.ndarray:
+        return broadcast_params(p.astype(np.int64), acc.shape, axis, 0)
+
+    prod = acc.astype(np.int64) * per(multiplier)
+    n = 31 + per(shift)
+    mag = np.abs(prod)
+    right = np.clip(n, 1, 62)
+    down = (mag + (np.int64(1) << (right - 1))) >> right
+    down = np.where(n > 62, 0, down)  # |prod| < 2**62 <= 2**(n-1): rounds to 0
+    # n <= 0: a left shift; anything past 2**40 saturates anyway, so clip before shifting
+    up = np.minimum(mag, np.int64(1) << 40) << np.clip(-n, 0, 20)
+    q = np.where(prod < 0, -1, 1) * np.where(n >= 1, down, up)
+    if y_zero_point is not None:
+        q = q + per(y_zero_point)
+    return np.clip(q, lo, hi).astype(to_numpy_dtype(output_dtype))
+
+
+(
+    define_op("Requantize")
+    .doc("y = saturate(round_half_away_from_zero(acc * multiplier / 2**(31 + shift)) + "
+         "y_zero_point): the fixed-point rescale of an i32 accumulator, exact in int64; "
+         "multiplier/shift per tensor or per entry of 'axis'")
+    .input("acc", "i32").input("multiplier", "i32").input("shift", "i32")
+    .input("y_zero_point", "T", optional=True).output("y", "T")
+    .param("axis", "int", default=1, doc="the axis of a per-channel multiplier and shift")
+    .param("output_dtype", "dtype", default="i8", allowed=REQUANT_TYPES, doc="the output type")
+    .type_param("T", REQUANT_TYPES)
+    .shape_fn(_requantize_shape)
+    .compute(requantize)
+)

@@ -1,0 +1,75 @@
+"""QuantParams: the real-number meaning of an integer IR value (``Value.quant``).
+
+``real = (q - zero_point) * scale``, per tensor (scalar scale and zero point) or per channel
+(one of each per entry of ``axis``). The IR ops do not read it (their inputs carry the scales
+they need); passes, the printer, the ``.obir`` file and calibration tools do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import GraphError
+
+
+@dataclass(frozen=True, eq=False)
+class QuantParams:
+    """Scale and zero point of a quantized tensor; ``axis`` is None per tensor."""
+
+    scale: np.ndarray
+    zero_point: np.ndarray
+    axis: int | None = None
+
+    def __post_init__(self) -> None:
+        scale = np.asarray(self.scale, dtype=np.float32)
+        zp = np.asarray(self.zero_point if self.zero_point is not None else 0, dtype=np.int64)
+        if scale.ndim > 1 or zp.ndim > 1:
+            raise GraphError(f"QuantParams: scale {scale.shape} and zero point {zp.shape} must be "
+                             "scalars or vectors")
+        if scale.size == 1 and self.axis is None:
+            scale = scale.reshape(())
+        if zp.shape != scale.shape:
+            if zp.size != 1:
+                raise GraphError(f"QuantParams: zero point shape {zp.shape} != scale shape {scale.shape}")
+            zp = np.full(scale.shape, int(zp.reshape(-1)[0]), np.int64)
+        if scale.ndim == 1 and self.axis is None:
+            raise GraphError("QuantParams: a per-channel scale needs an axis")
+        if not np.all(np.isfinite(scale)) or np.any(scale <= 0):
+            raise GraphError(f"QuantParams: scales must be finite and > 0, got {scale.ravel()[:4]}")
+        object.__setattr__(self, "scale", scale)
+        object.__setattr__(self, "zero_point", zp)
+        object.__setattr__(self, "axis", None if scale.ndim == 0 else int(self.axis))  # type: ignore[arg-type]
+
+    @property
+    def per_channel(self) -> bool:
+        return self.axis is not None
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, QuantParams) and self.axis == other.axis
+                and np.array_equal(self.scale, other.scale)
+                and np.array_equal(self.zero_point, other.zero_point))
+
+    def __hash__(self) -> int:
+        return hash((self.axis, self.scale.tobytes(), self.zero_point.tobytes()))
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON: float32 scales written as Python floats read back bit for bit."""
+        return {"scale": self.scale.tolist(), "zero_point": self.zero_point.tolist(), "axis": self.axis}
+
+    @classmethod
+    def from_json(cls, d: Any) -> QuantParams:
+        if not isinstance(d, dict) or "scale" not in d:
+            raise GraphError(f"quant params {d!r} are not an object with a scale")
+        return cls(np.asarray(d["scale"], np.float32), np.asarray(d.get("zero_point", 0), np.int64),
+                   d.get("axis"))
+
+    def describe(self) -> str:
+        """Short text for listings: ``scale=0.0235 zp=3`` or ``axis=0 x64 scale=[..] zp=[..]``."""
+        if self.axis is None:
+            return f"scale={float(self.scale):.6g} zp={int(self.zero_point)}"
+        s, z = self.scale, self.zero_point
+        zs = f"{int(z[0])}" if np.all(z == z[0]) else f"[{int(z.min())}..{int(z.max())}]"
+        return f"axis={self.axis} x{s.size} scale=[{float(s.min()):.4g}..{float(s.max()):.4g}] zp={zs}"
