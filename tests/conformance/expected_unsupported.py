@@ -74,7 +74,6 @@ EXPECTED_UNSUPPORTED: dict[str, str] = {
     "test_nonmaxsuppression_two_batches": "NonMaxSuppression (opset 11): no mapping registered",
     "test_nonmaxsuppression_two_classes": "NonMaxSuppression (opset 11): no mapping registered",
     "test_nonzero_example": "NonZero (opset 13): no mapping registered",
-    "test_qlinearconv": "QLinearConv (opset 10): no mapping registered",
     "test_scan_sum": "Scan (opset 8): registered since-versions 9, none <= 8",
     "test_stft": "STFT (opset 17): no mapping registered",
     "test_stft_with_window": "STFT (opset 17): no mapping registered",

@@ -80,6 +80,11 @@ def broadcast_params(p: np.ndarray, shape: tuple[int, ...], axis: int, block_siz
     return np.repeat(p, block_size, axis=axis).take(range(shape[axis]), axis=axis)
 
 
+def _layout(shape: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A scale's or zero point's shape, with [1] read as a scalar (both mean per tensor)."""
+    return () if tuple(shape) == (1,) else tuple(shape)
+
+
 # -- QuantizeLinear ------------------------------------------------------------------------------
 def _quantize_shape(ctx: ShapeContext) -> Any:
     xs = tuple(ctx.input_shape(0))
@@ -90,7 +95,7 @@ def _quantize_shape(ctx: ShapeContext) -> Any:
         if ctx.input_dtype(2) != out:
             raise ctx.error(f"is {out} but y_zero_point is {ctx.input_dtype(2)}; they must agree",
                             attr="output_dtype")
-        if tuple(ctx.input_shape(2)) != tuple(ctx.input_shape(1)):
+        if _layout(ctx.input_shape(2)) != _layout(ctx.input_shape(1)):
             raise ctx.error(f"y_zero_point has shape {list(ctx.input_shape(2))}, y_scale "
                             f"{list(ctx.input_shape(1))}; they must agree")
     return xs, out

@@ -19,6 +19,8 @@ FAMILIES = (
     "misc",
     "norm",
     "pool",
+    "quant",
+    "quant_contrib",
     "reduce",
     "resize",
     "rnn",

@@ -89,6 +89,12 @@ def _kernel(node: OriginNode, g: MapContext, w: Value) -> tuple[int, ...]:
 
 def _common(node: OriginNode, g: MapContext) -> tuple[Value, Value, Value | None, dict[str, Any]]:
     x, w = required_input(g, 0, "X"), required_input(g, 1, "W")
+    return x, w, g.input(2), conv_attrs(node, g, x, w)
+
+
+def conv_attrs(node: OriginNode, g: MapContext, x: Value, w: Value) -> dict[str, Any]:
+    """The IR attributes of a convolution of ``x`` by ``w`` but its pads (which Conv and
+    ConvTranspose resolve differently); QLinearConv shares them with Conv and ConvInteger."""
     if len(x.shape) < 3 or len(w.shape) != len(x.shape):
         raise g.error(f"X {list(x.shape)} and W {list(w.shape)} must have the same rank >= 3",
                       hint="the layout is N, C, D1, ...")
@@ -96,9 +102,9 @@ def _common(node: OriginNode, g: MapContext) -> tuple[Value, Value, Value | None
     k = _kernel(node, g, w)
     s = ints_attr(node, g, "strides", nsp) or (1,) * nsp
     d = ints_attr(node, g, "dilations", nsp) or (1,) * nsp
-    attrs = {"group": int(node.get_attr("group")), "kernel_shape": k, "strides": s,
-             "dilations": d}
-    return x, w, g.input(2), attrs
+    attrs: dict[str, Any] = {"group": int(node.get_attr("group")), "kernel_shape": k,
+                             "strides": s, "dilations": d}
+    return attrs
 
 
 @mapping(ONNX, "Conv", since_opset=1)

@@ -5,8 +5,10 @@ attribute that the op's schema (at the model's opset) declares a default for fil
 mapping reads ``node.get_attr("epsilon")`` and never repeats a default. An attribute the
 schema does not declare is an AttrError, as onnx's checker and onnxruntime refuse it, except
 names starting with ``__``, which both skip (annotations, not attributes) and which are
-therefore dropped here. Nodes without a schema (custom domains, an opset before the op
-existed) are left as they are, for their mappings to check.
+therefore dropped here. Ops onnx.defs does not know but whose attributes are published
+(onnxruntime's ``com.microsoft`` contrib ops) are declared with :func:`declare_schema` by the
+module that maps them, and are treated the same. Nodes without any schema (other custom
+domains, an opset before the op existed) are left as they are, for their mappings to check.
 """
 
 from __future__ import annotations
@@ -53,13 +55,36 @@ class SchemaAttrs:
     defaults: Mapping[str, Any]
 
 
+#: Schemas of ops that onnx.defs does not know (onnxruntime's ``com.microsoft`` contrib ops),
+#: declared by the modules that map them with :func:`declare_schema`: (domain, op type) -> one
+#: schema per since-version.
+EXTRA_SCHEMAS: dict[tuple[str, str], dict[int, SchemaAttrs]] = {}
+
+
+def declare_schema(domain: str, op_type: str, attrs: Mapping[str, Any], since: int = 1) -> None:
+    """Declare the attributes of ``domain::op_type`` from version ``since``: name -> default
+    (None: no default). Its nodes then get their defaults filled and unknown attributes refused,
+    as ai.onnx nodes do."""
+    names = frozenset(attrs)
+    defaults = {k: v for k, v in attrs.items() if v is not None}
+    EXTRA_SCHEMAS.setdefault((normalize_domain(domain), op_type), {})[since] = SchemaAttrs(
+        op_type, since, names, defaults)
+    schema_attrs.cache_clear()
+
+
+def _extra_schema(op_type: str, domain: str, opset: int) -> SchemaAttrs | None:
+    versions = EXTRA_SCHEMAS.get((normalize_domain(domain), op_type), {})
+    usable = [v for v in versions if v <= opset]
+    return versions[max(usable)] if usable else None
+
+
 @cache
 def schema_attrs(op_type: str, domain: str, opset: int) -> SchemaAttrs | None:
     """The attribute names and defaults of ``op_type`` at ``opset``; None without a schema."""
     try:
         schema = defs.get_schema(op_type, opset, normalize_domain(domain))
     except (defs.SchemaError, TypeError, OverflowError):  # TypeError: past the C int range
-        return None
+        return _extra_schema(op_type, domain, opset)
     defaults = {name: attribute_value(a.default_value) for name, a in schema.attributes.items()
                 if a.default_value.name and (op_type, name) not in NOT_FILLED}
     for (op, since, name), value in TEXT_DEFAULTS.items():
