@@ -43,6 +43,21 @@ class QuantParams:
         object.__setattr__(self, "zero_point", zp)
         object.__setattr__(self, "axis", None if scale.ndim == 0 else int(self.axis))  # type: ignore[arg-type]
 
+    @classmethod
+    def of_constants(cls, scale: Any, zero_point: Any, axis: int, rank: int) -> QuantParams | None:
+        """The params a QuantizeLinear's constant ``scale`` and ``zero_point`` (None: 0) give
+        its output of rank ``rank``; None where they do not describe one (a blocked or
+        multi-dimensional scale, non-positive scales)."""
+        s = np.asarray(scale, np.float32)
+        if s.ndim > 1 or not np.all(np.isfinite(s)) or np.any(s <= 0):
+            return None
+        z = np.zeros(s.shape, np.int64) if zero_point is None else np.asarray(zero_point).astype(np.int64)
+        if s.size == 1:
+            return cls(s.reshape(()), z.reshape(()), None)
+        if not -rank <= axis < rank:
+            return None
+        return cls(s, z.reshape(s.shape), axis % rank)
+
     @property
     def per_channel(self) -> bool:
         return self.axis is not None

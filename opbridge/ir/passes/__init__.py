@@ -24,6 +24,7 @@ from .fold_batchnorm import FoldBatchNormIntoConv
 from .fuse_activation import FuseConvActivation, FuseMatMulBiasActivation
 from .fuse_transformer import FuseAttention, FuseGelu, FuseLayerNorm
 from .pattern import Match, Pattern, PatternError, RewritePass, Rewriter
+from .quantize_ops import FoldQDQ
 
 #: Pass name -> a factory of the pass.
 PASSES: dict[str, Callable[[], GraphPass]] = {
@@ -35,6 +36,7 @@ PASSES: dict[str, Callable[[], GraphPass]] = {
     FuseAttention.name: FuseAttention,
     FuseMatMulBiasActivation.name: FuseMatMulBiasActivation,
     FuseConvActivation.name: FuseConvActivation,
+    FoldQDQ.name: FoldQDQ,
 }
 
 DEFAULT_PASSES: tuple[str, ...] = ("fold_constants", "dead_code")
@@ -185,7 +187,7 @@ def optimize(graph: Graph, passes: Iterable[str | GraphPass] = DEFAULT_PASSES) -
 
 __all__ = [
     "DEFAULT_PASSES", "FUSION_PASSES", "PASSES", "PASS_GROUPS", "EliminateDeadCode",
-    "FoldBatchNormIntoConv", "FoldConstants", "FuseAttention", "FuseConvActivation", "FuseGelu",
+    "FoldBatchNormIntoConv", "FoldConstants", "FoldQDQ", "FuseAttention", "FuseConvActivation", "FuseGelu",
     "FuseLayerNorm", "FuseMatMulBiasActivation", "FunctionPass", "GraphPass", "Match", "PassError",
     "PassResult", "Pattern", "PatternError", "RewritePass", "Rewriter", "make_passes", "optimize",
     "register_pass", "run_passes", "with_passes",

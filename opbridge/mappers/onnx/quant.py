@@ -26,6 +26,7 @@ from onnx import helper
 
 from ...ir.graph import Value
 from ...ir.ops.quant import FLOAT4, FLOAT8, INT_RANGES
+from ...ir.quantparams import QuantParams
 from ...ir.types import from_numpy_dtype
 from ...parsers.origin import Framework, OriginNode
 from ..context import MapContext
@@ -93,9 +94,19 @@ def quantize_linear(node: OriginNode, g: MapContext) -> Any:
     """QuantizeLinear (ai.onnx 10-25, com.microsoft 1) onto the IR op, every attribute explicit."""
     x, scale, zp = _need(g, 0, "x"), _need(g, 1, "y_scale"), g.input(2)
     precision = int(node.attrs.get("precision") or 0)
-    return g.op("QuantizeLinear", [x, scale, zp], **_layout_attrs(node),
-                saturate=int(node.attrs.get("saturate", 1)), output_dtype=_quant_target(node, g, zp),
-                precision=_onnx_dtype(precision, g, "precision") if precision else None)
+    layout = _layout_attrs(node)
+    y = g.op("QuantizeLinear", [x, scale, zp], **layout,
+             saturate=int(node.attrs.get("saturate", 1)), output_dtype=_quant_target(node, g, zp),
+             precision=_onnx_dtype(precision, g, "precision") if precision else None)
+    if not layout["block_size"]:
+        annotate(y, scale, zp, layout["axis"])
+    return y
+
+
+def annotate(v: Value, scale: Value, zp: Value | None, axis: int) -> None:
+    """Give an integer ``v`` its QuantParams where the scale and zero point are constants."""
+    if v.data is None and v.dtype in INT_RANGES and scale.data is not None and (zp is None or zp.data is not None):
+        v.quant = QuantParams.of_constants(scale.data, None if zp is None else zp.data, axis, len(v.shape))
 
 
 def _layout_attrs(node: OriginNode) -> dict[str, int]:
@@ -138,6 +149,12 @@ def requantize_float(g: MapContext, acc: Value, scale: Value, axis: int, y_zp: V
                 block_size=0, saturate=1, output_dtype=out)
 
 
+def with_quant(y: Value, scale: Value, zp: Value | None) -> Value:
+    """``y`` (a QLinear op's output) annotated with its output scale and zero point."""
+    annotate(y, scale, zp, 1)
+    return y
+
+
 def output_scale(g: MapContext, *factors: Value, divisor: Value | None = None) -> Value:
     """The product of ``factors`` (left to right) divided by ``divisor``, in float32: the order
     onnxruntime computes its output scales in (constants fold at once)."""
@@ -176,7 +193,7 @@ def qlinear_conv(node: OriginNode, g: MapContext) -> Any:
         shape = [1, int(w.shape[0])] + [1] * (len(x.shape) - 2)
         acc = g.op("Add", [acc, g.op("Reshape", [_i32(g, bias)], shape=shape)])
     scale = _vector_or_scalar(g, output_scale(g, xs, ws, divisor=ys))
-    return requantize_float(g, acc, scale, 1, yz, _out_type(g, yz, x))
+    return with_quant(requantize_float(g, acc, scale, 1, yz, _out_type(g, yz, x)), ys, yz)
 
 
 @_versions("QLinearMatMul", 10, 21)
@@ -190,7 +207,8 @@ def qlinear_matmul(node: OriginNode, g: MapContext) -> Any:
     acc = g.op("MatMulInteger", [a, b, _vector_or_scalar(g, a_z) if a_z is not None else None,
                                  _vector_or_scalar(g, b_z) if b_z is not None else None])
     scale = _vector_or_scalar(g, output_scale(g, a_s, b_s, divisor=y_s))
-    return requantize_float(g, acc, scale, len(acc.shape) - 1, y_z, _out_type(g, y_z, a))
+    return with_quant(requantize_float(g, acc, scale, len(acc.shape) - 1, y_z, _out_type(g, y_z, a)),
+                      y_s, y_z)
 
 
 # -- DynamicQuantizeLinear ---------------------------------------------------------------------------

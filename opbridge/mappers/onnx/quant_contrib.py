@@ -30,7 +30,7 @@ from ...ir.graph import Value
 from ...parsers.origin import Framework, OriginNode
 from ..context import MapContext
 from ..registry import mapping
-from .quant import MS, _f32, _i32, _need, _out_type, output_scale, requantize_float
+from .quant import MS, _f32, _i32, _need, _out_type, output_scale, requantize_float, with_quant
 from .schema_defaults import declare_schema
 
 ONNX = Framework.ONNX
@@ -53,8 +53,9 @@ def dequantize(g: MapContext, x: Value, scale: Value, zp: Value | None) -> Value
 
 
 def quantize(g: MapContext, y: Value, scale: Value, zp: Value | None, out: str) -> Value:
-    return g.op("QuantizeLinear", [y, _f32(g, scale), zp], axis=1, block_size=0, saturate=1,
-                output_dtype=out)
+    q = g.op("QuantizeLinear", [y, _f32(g, scale), zp], axis=1, block_size=0, saturate=1,
+             output_dtype=out)
+    return with_quant(q, scale, zp)
 
 
 def _binary(node: OriginNode, g: MapContext, op: str) -> Value:
@@ -145,7 +146,8 @@ def qlinear_global_average_pool(node: OriginNode, g: MapContext) -> Any:
         total = g.op("Sub", [total, g.op("Mul", [_i32(g, x_zp), g.constant(np.array(n, np.int32))])])
     n_f = g.constant(np.array(float(n), np.float32))
     scale = g.op("Div", [_f32(g, _need(g, 1, "x_scale")), g.op("Mul", [_f32(g, _need(g, 3, "y_scale")), n_f])])
-    return requantize_float(g, total, scale, 1, y_zp, _out_type(g, y_zp, x))
+    return with_quant(requantize_float(g, total, scale, 1, y_zp, _out_type(g, y_zp, x)),
+                      _need(g, 3, "y_scale"), y_zp)
 
 
 @mapping(ONNX, f"{MS}::QGemm", since_opset=1)
@@ -166,7 +168,8 @@ def qgemm(node: OriginNode, g: MapContext) -> Any:
     y_zp = g.input(8)
     if y_zp is None:
         return g.op("DequantizeLinear", [acc, scale], axis=1, block_size=0)
-    return requantize_float(g, acc, scale, 1, y_zp, _out_type(g, y_zp, a))
+    return with_quant(requantize_float(g, acc, scale, 1, y_zp, _out_type(g, y_zp, a)),
+                      _need(g, 7, "y_scale"), y_zp)
 
 
 def _scalar(g: MapContext, v: Value | None) -> Value | None:
