@@ -105,7 +105,7 @@ def quantize_linear(node: OriginNode, g: MapContext) -> Any:
 
 def annotate(v: Value, scale: Value, zp: Value | None, axis: int) -> None:
     """Give an integer ``v`` its QuantParams where the scale and zero point are constants."""
-    if v.data is None and v.dtype in INT_RANGES and scale.data is not None and (zp is None or zp.data is not None):
+    if v.dtype in INT_RANGES and scale.data is not None and (zp is None or zp.data is not None):
         v.quant = QuantParams.of_constants(scale.data, None if zp is None else zp.data, axis, len(v.shape))
 
 
@@ -132,7 +132,10 @@ def dequantize_linear(node: OriginNode, g: MapContext) -> Any:
     if zp is not None and x.dtype in FLOAT8 + FLOAT4 + ("f8e8m0",):
         _float_zero_point(g, x, zp)
         zp = None
-    y = g.op("DequantizeLinear", [x, scale, zp], **_layout_attrs(node))
+    layout = _layout_attrs(node)
+    y = g.op("DequantizeLinear", [x, scale, zp], **layout)
+    if x.data is not None and not layout["block_size"] and x.quant is None:
+        annotate(x, scale, zp, layout["axis"])  # a quantized weight
     out = int(node.attrs.get("output_dtype") or 0)
     if out and _onnx_dtype(out, g, "output_dtype") != y.dtype:
         y = g.op("Cast", [y], to=_onnx_dtype(out, g, "output_dtype"))

@@ -10,7 +10,8 @@ Each follows onnxruntime's CPU kernels (contrib_ops/cpu/quantization and MLAS):
 - QLinearSigmoid / QLinearLeakyRelu: a 256-entry table of quantize(f(dequantize(q))), i.e. the
   same chain per element.
 - QLinearConcat: every input requantized to the output's scale and zero point, then joined.
-- QLinearAveragePool: dequantize, average (float32), quantize.
+- QLinearAveragePool: dequantize, average (float32, window order), then
+  ``round_half_even(y / y_scale + y_zero_point)`` with the zero point added in float32.
 - QLinearGlobalAveragePool: i32 sum of (x - x_zero_point) over the image, times
   ``x_scale / (y_scale * N)`` in float32, rounded half to even, plus y_zero_point.
 - QGemm: i32 ``(A - za)(B - zb) + C``, times ``alpha * a_scale * b_scale / y_scale`` (float32, per
@@ -129,8 +130,16 @@ def qlinear_average_pool(node: OriginNode, g: MapContext) -> Any:
     fx = _to_channels_first(g, dequantize(g, x, _need(g, 1, "x_scale"), g.input(2)), last)
     _x, attrs = _window_attrs(node, _Sub(g, {0: fx}))  # type: ignore[arg-type]
     pooled = g.op("AveragePool", [fx], count_include_pad=int(node.get_attr("count_include_pad")), **attrs)
-    return quantize(g, _to_channels_last(g, pooled, last), _need(g, 3, "y_scale"), y_zp,
-                    _out_type(g, y_zp, x))
+    pooled = _to_channels_last(g, pooled, last)
+    # onnxruntime's kernel rounds y / y_scale + y_zero_point (the zero point added in float32)
+    y_s = _need(g, 3, "y_scale")
+    shifted = g.op("Div", [pooled, _f32(g, y_s)])
+    if y_zp is not None:
+        shifted = g.op("Add", [shifted, _f32(g, y_zp)])
+    out = _out_type(g, y_zp, x)
+    q = g.op("QuantizeLinear", [shifted, g.constant(np.array(1.0, np.float32))], axis=1, block_size=0,
+             saturate=1, output_dtype=out)
+    return with_quant(q, y_s, y_zp)
 
 
 @mapping(ONNX, f"{MS}::QLinearGlobalAveragePool", since_opset=1)
