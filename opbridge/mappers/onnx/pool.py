@@ -24,7 +24,8 @@ ONNX = Framework.ONNX
 _WINDOW = ("auto_pad", "kernel_shape", "pads", "strides")
 
 
-def _window_attrs(node: OriginNode, g: MapContext) -> tuple[Any, dict[str, Any]]:
+def window_attrs(node: OriginNode, g: MapContext) -> tuple[Any, dict[str, Any]]:
+    """Input X and the IR window attributes of a pooling node (pads resolved from auto_pad)."""
     x = required_input(g, 0, "X")
     nsp = len(x.shape) - 2
     if nsp < 1:
@@ -57,7 +58,7 @@ def _has_output(node: OriginNode, i: int) -> bool:
 # -- MaxPool ---------------------------------------------------------------------------------
 def _maxpool(node: OriginNode, g: MapContext, known: tuple[str, ...]) -> Any:
     checked_attrs(node, g, known)
-    x, attrs = _window_attrs(node, g)
+    x, attrs = window_attrs(node, g)
     with_indices = _has_output(node, 1)
     # storage_order exists from opset 8; before it, the IR's default (row-major) is the meaning
     return g.op("MaxPool", [x], storage_order=node.attrs.get("storage_order"),
@@ -82,7 +83,7 @@ def maxpool_v10(node: OriginNode, g: MapContext) -> Any:
 # -- AveragePool -----------------------------------------------------------------------------
 def _avgpool(node: OriginNode, g: MapContext, known: tuple[str, ...]) -> Any:
     checked_attrs(node, g, known)
-    x, attrs = _window_attrs(node, g)
+    x, attrs = window_attrs(node, g)
     # count_include_pad exists from opset 7; before it, pads were not counted (the IR's default)
     return g.op("AveragePool", [x], count_include_pad=node.attrs.get("count_include_pad"), **attrs)
 
@@ -110,7 +111,7 @@ def avgpool_v19(node: OriginNode, g: MapContext) -> Any:
 # -- LpPool ----------------------------------------------------------------------------------
 def _lppool(node: OriginNode, g: MapContext, known: tuple[str, ...]) -> Any:
     checked_attrs(node, g, known)
-    x, attrs = _window_attrs(node, g)
+    x, attrs = window_attrs(node, g)
     return g.op("LpPool", [x], p=_int_p(node, g), **attrs)
 
 

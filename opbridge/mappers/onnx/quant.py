@@ -55,7 +55,7 @@ def _onnx_dtype(elem: int, g: MapContext, attr: str) -> str:
         raise g.unsupported(f"{attr}={elem}: not an IR dtype") from None
 
 
-def _need(g: MapContext, i: int, what: str) -> Value:
+def need_input(g: MapContext, i: int, what: str) -> Value:
     v = g.input(i)
     if v is None:
         raise g.error(f"input {i} ({what}) is required but absent",
@@ -63,11 +63,11 @@ def _need(g: MapContext, i: int, what: str) -> Value:
     return v
 
 
-def _f32(g: MapContext, v: Value) -> Value:
+def as_f32(g: MapContext, v: Value) -> Value:
     return v if v.dtype == "f32" else g.op("Cast", [v], to="f32")
 
 
-def _i32(g: MapContext, v: Value) -> Value:
+def as_i32(g: MapContext, v: Value) -> Value:
     return v if v.dtype == "i32" else g.op("Cast", [v], to="i32")
 
 
@@ -92,7 +92,7 @@ def _quant_target(node: OriginNode, g: MapContext, zp: Value | None) -> str:
 @mapping(ONNX, f"{MS}::QuantizeLinear", since_opset=1)
 def quantize_linear(node: OriginNode, g: MapContext) -> Any:
     """QuantizeLinear (ai.onnx 10-25, com.microsoft 1) onto the IR op, every attribute explicit."""
-    x, scale, zp = _need(g, 0, "x"), _need(g, 1, "y_scale"), g.input(2)
+    x, scale, zp = need_input(g, 0, "x"), need_input(g, 1, "y_scale"), g.input(2)
     precision = int(node.attrs.get("precision") or 0)
     layout = _layout_attrs(node)
     y = g.op("QuantizeLinear", [x, scale, zp], **layout,
@@ -128,7 +128,7 @@ def _float_zero_point(g: MapContext, x: Value, zp: Value) -> None:
 def dequantize_linear(node: OriginNode, g: MapContext) -> Any:
     """DequantizeLinear onto the IR op; a float8/float4 input's zero point (zero by the spec) is
     dropped, and output_dtype (23+) other than the scale's type is a Cast after it."""
-    x, scale, zp = _need(g, 0, "x"), _need(g, 1, "x_scale"), g.input(2)
+    x, scale, zp = need_input(g, 0, "x"), need_input(g, 1, "x_scale"), g.input(2)
     if zp is not None and x.dtype in FLOAT8 + FLOAT4 + ("f8e8m0",):
         _float_zero_point(g, x, zp)
         zp = None
@@ -161,10 +161,10 @@ def with_quant(y: Value, scale: Value, zp: Value | None) -> Value:
 def output_scale(g: MapContext, *factors: Value, divisor: Value | None = None) -> Value:
     """The product of ``factors`` (left to right) divided by ``divisor``, in float32: the order
     onnxruntime computes its output scales in (constants fold at once)."""
-    s = _f32(g, factors[0])
+    s = as_f32(g, factors[0])
     for f in factors[1:]:
-        s = g.op("Mul", [s, _f32(g, f)])
-    return g.op("Div", [s, _f32(g, divisor)]) if divisor is not None else s
+        s = g.op("Mul", [s, as_f32(g, f)])
+    return g.op("Div", [s, as_f32(g, divisor)]) if divisor is not None else s
 
 
 def _vector_or_scalar(g: MapContext, v: Value) -> Value:
@@ -172,7 +172,7 @@ def _vector_or_scalar(g: MapContext, v: Value) -> Value:
     return g.op("Reshape", [v], shape=[]) if tuple(v.shape) == (1,) else v
 
 
-def _out_type(g: MapContext, y_zp: Value | None, default: Value) -> str:
+def out_type(g: MapContext, y_zp: Value | None, default: Value) -> str:
     t = y_zp.dtype if y_zp is not None else default.dtype
     if t not in INT_RANGES:
         raise g.unsupported(f"a quantized output of type {t} is not supported (u8, i8, u16, i16)")
@@ -185,32 +185,32 @@ def qlinear_conv(node: OriginNode, g: MapContext) -> Any:
     """ConvInteger + i32 bias, requantized with x_scale * w_scale / y_scale (per output channel)."""
     from .conv import conv_attrs, resolve_pads
 
-    x, w = _need(g, 0, "x"), _need(g, 3, "w")
-    xs, xz, ws, wz = _need(g, 1, "x_scale"), g.input(2), _need(g, 4, "w_scale"), g.input(5)
-    ys, yz, bias = _need(g, 6, "y_scale"), g.input(7), g.input(8)
+    x, w = need_input(g, 0, "x"), need_input(g, 3, "w")
+    xs, xz, ws, wz = need_input(g, 1, "x_scale"), g.input(2), need_input(g, 4, "w_scale"), g.input(5)
+    ys, yz, bias = need_input(g, 6, "y_scale"), g.input(7), g.input(8)
     attrs = conv_attrs(node, g, x, w)
     attrs["pads"] = resolve_pads(node, g, x, attrs["kernel_shape"], attrs["strides"], attrs["dilations"])
     acc = g.op("ConvInteger", [x, w, _vector_or_scalar(g, xz) if xz is not None else None,
                                _vector_or_scalar(g, wz) if wz is not None else None], **attrs)
     if bias is not None:
         shape = [1, int(w.shape[0])] + [1] * (len(x.shape) - 2)
-        acc = g.op("Add", [acc, g.op("Reshape", [_i32(g, bias)], shape=shape)])
+        acc = g.op("Add", [acc, g.op("Reshape", [as_i32(g, bias)], shape=shape)])
     scale = _vector_or_scalar(g, output_scale(g, xs, ws, divisor=ys))
-    return with_quant(requantize_float(g, acc, scale, 1, yz, _out_type(g, yz, x)), ys, yz)
+    return with_quant(requantize_float(g, acc, scale, 1, yz, out_type(g, yz, x)), ys, yz)
 
 
 @_versions("QLinearMatMul", 10, 21)
 def qlinear_matmul(node: OriginNode, g: MapContext) -> Any:
     """MatMulInteger, requantized with a_scale * b_scale / y_scale (per column of B)."""
-    a, b = _need(g, 0, "a"), _need(g, 3, "b")
-    a_s, a_z, b_s, b_z = _need(g, 1, "a_scale"), g.input(2), _need(g, 4, "b_scale"), g.input(5)
-    y_s, y_z = _need(g, 6, "y_scale"), g.input(7)
+    a, b = need_input(g, 0, "a"), need_input(g, 3, "b")
+    a_s, a_z, b_s, b_z = need_input(g, 1, "a_scale"), g.input(2), need_input(g, 4, "b_scale"), g.input(5)
+    y_s, y_z = need_input(g, 6, "y_scale"), g.input(7)
     if a.dtype not in ("i8", "u8") or b.dtype not in ("i8", "u8"):
         raise g.unsupported(f"QLinearMatMul of {a.dtype} x {b.dtype} (only int8/uint8 operands)")
     acc = g.op("MatMulInteger", [a, b, _vector_or_scalar(g, a_z) if a_z is not None else None,
                                  _vector_or_scalar(g, b_z) if b_z is not None else None])
     scale = _vector_or_scalar(g, output_scale(g, a_s, b_s, divisor=y_s))
-    return with_quant(requantize_float(g, acc, scale, len(acc.shape) - 1, y_z, _out_type(g, y_z, a)),
+    return with_quant(requantize_float(g, acc, scale, len(acc.shape) - 1, y_z, out_type(g, y_z, a)),
                       y_s, y_z)
 
 
@@ -219,7 +219,7 @@ def qlinear_matmul(node: OriginNode, g: MapContext) -> Any:
 def dynamic_quantize_linear(node: OriginNode, g: MapContext) -> Any:
     """y_scale = (max(0, max x) - min(0, min x)) / 255; y_zero_point = saturate(round(-min / y_scale));
     y = QuantizeLinear(x, y_scale, y_zero_point) (u8), as the spec computes them."""
-    x = _f32(g, _need(g, 0, "x"))
+    x = as_f32(g, need_input(g, 0, "x"))
     zero = g.constant(np.array(0.0, np.float32))
     lo = g.op("Min", [g.op("ReduceMin", [x], axes=(), keepdims=0), zero])
     hi = g.op("Max", [g.op("ReduceMax", [x], axes=(), keepdims=0), zero])
