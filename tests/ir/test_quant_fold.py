@@ -119,3 +119,23 @@ def test_fold_qdq_from_convert_and_the_cli(tmp_path: Path) -> None:
     assert g.op_counts().get("MatMulInteger") == 3 and "MatMul" not in g.op_counts()
     text = ob.format_graph(g)
     assert "= Requantize(" in text and "quant(scale=" in text
+
+
+@pytest.mark.parametrize("dtype", ["u8", "i8"])
+@pytest.mark.parametrize("op,attrs", [("Sigmoid", {}), ("LeakyRelu", {"alpha": 0.1}), ("Tanh", {})])
+def test_elementwise_chain_becomes_a_table(op: str, attrs: dict[str, Any], dtype: str) -> None:
+    npdt = np.uint8 if dtype == "u8" else np.int8
+    b = ob.GraphBuilder("table")
+    x = b.input("x", dtype, (2, 3, 5))
+    y = b.op(op, [_dq(b, x, 0.07, npdt(3))], **attrs)
+    yq = b.op("QuantizeLinear", [y, b.constant("ys", np.array(0.01, F32)), b.constant("yz", npdt(-5 if dtype == "i8" else 9))],
+              output_dtype=dtype, outputs=["yq"])
+    b.output(yq)
+    g = b.build()
+    f = optimize(g, ["fold_qdq"])
+    assert f.op_counts() == {"Cast": 1, "Gather": 1}
+    info = np.iinfo(npdt)
+    every = np.arange(int(info.min), int(info.max) + 1).astype(npdt)
+    for k in range(0, every.size, 30):  # every 8-bit value passes through the table
+        feeds = {"x": np.resize(np.roll(every, -k), (2, 3, 5))}
+        np.testing.assert_array_equal(ob.interpret(f, feeds)["yq"], ob.interpret(g, feeds)["yq"])

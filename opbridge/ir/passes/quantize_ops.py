@@ -11,6 +11,9 @@
   same scale and zero point on both sides becomes the op on the integers (Relu as
   ``Max(q, zero_point)``): exact, since these ops commute with a monotonic affine map.
 
+- ``DequantizeLinear -> Sigmoid / Tanh / LeakyRelu / ... -> QuantizeLinear`` on 8-bit values
+  becomes a 256-entry table read with Gather (each entry computed by the ops it replaces).
+
 The QuantizeLinear's output Value is kept (same name, now produced by the integer op) and gets
 its :class:`~opbridge.ir.quantparams.QuantParams`. Requantize rounds half away from zero in
 fixed point where onnxruntime rounds ``float(acc) * scale`` half to even: the two can differ by
@@ -32,6 +35,9 @@ from .dce import EliminateDeadCode
 
 _INT8 = ("i8", "u8")
 _EXACT = ("Relu", "MaxPool", "Reshape", "Flatten", "Concat")
+#: Element-wise ops whose DQ -> op -> Q chain on 8-bit values is a 256-entry table.
+_TABLE = ("Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus",
+          "Gelu", "Swish", "Mish", "Erf", "Exp", "Abs", "Neg", "Sqrt", "Reciprocal")
 
 
 @dataclass
@@ -213,6 +219,33 @@ def _requantize(e: _Edit, qn: _Q) -> bool:
     return True
 
 
+def _table(e: _Edit, qn: _Q) -> bool:
+    """Rewrite DQ -> element-wise op -> Q on 8-bit values into a 256-entry lookup table (Gather
+    by the integer itself), each entry computed by the very ops it replaces: exact."""
+    p = qn.node.inputs[0].producer if qn.node.inputs[0] is not None else None
+    if p is None or p.op not in _TABLE or len(p.inputs) != 1 or len(p.outputs[0].users) != 1:
+        return False
+    a = _dq_of(p.inputs[0])
+    if a is None or a.axis is not None or qn.axis is not None or p.outputs[0] in e.graph.outputs:
+        return False
+    info = np.iinfo(_np(a.q.dtype))
+    # entry i is for the integer whose index Gather reads as i (negative ones count from the end)
+    q = np.roll(np.arange(int(info.min), int(info.max) + 1), -int(info.min)).astype(_np(a.q.dtype))
+    reg = e.graph.registry
+    computes = [(n, reg.get(n.op).compute_function) for n in (a.node, p, qn.node)]
+    if any(fn is None for _, fn in computes):
+        return False
+    v: Any = q
+    for n, fn in computes:
+        assert fn is not None
+        v = fn(v, *[x.data for x in n.inputs[1:]], **n.attrs)
+    cast, idx = e.node(p, "Cast", [a.q], {"to": "i32"})
+    node, _ = e.node(qn.node, "Gather", [e.constant(f"{p.name}/table", np.asarray(v)), idx],
+                     {"axis": 0}, out=qn.q)
+    e.replace[id(qn.node)] = [cast, node]
+    return True
+
+
 def _np(dtype: str) -> Any:
     from ..types import to_numpy_dtype
 
@@ -255,7 +288,7 @@ class FoldQDQ:
             qn = _params(node, -1)
             if qn is None or qn.q.dtype not in _INT8:
                 continue
-            if _linear(e, qn) or _exact(e, qn) or _requantize(e, qn):
+            if _linear(e, qn) or _exact(e, qn) or _requantize(e, qn) or _table(e, qn):
                 qn.q.quant = QuantParams(qn.scale.astype(np.float32), qn.zp, qn.axis)
                 done += 1
         if not done:
