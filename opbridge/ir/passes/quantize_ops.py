@@ -238,7 +238,7 @@ def _table(e: _Edit, qn: _Q) -> bool:
     v: Any = q
     for n, fn in computes:
         assert fn is not None
-        v = fn(v, *[x.data for x in n.inputs[1:]], **n.attrs)
+        v = fn(v, *[x.data if x is not None else None for x in n.inputs[1:]], **n.attrs)
     cast, idx = e.node(p, "Cast", [a.q], {"to": "i32"})
     node, _ = e.node(qn.node, "Gather", [e.constant(f"{p.name}/table", np.asarray(v)), idx],
                      {"axis": 0}, out=qn.q)
