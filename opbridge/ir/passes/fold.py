@@ -25,8 +25,9 @@ NO_FOLD: set[str] = {
     "RandomUniformLike",
 }
 
-#: IR ops left unfolded on constant inputs: a dequantized weight stays an integer constant
-#: (a quarter of the bytes, and what the integer-op passes and int8 kernels read).
+#: IR ops left unfolded on a constant tensor input: a dequantized weight stays an integer
+#: constant (a quarter of the bytes, and what the integer-op passes and int8 kernels read). A
+#: single value (a Clip bound, a pad value) still folds, for the mappings that need it constant.
 KEEP_UNFOLDED: set[str] = {"DequantizeLinear"}
 
 #: A folded result may be at most this many bytes larger than its constant inputs.
@@ -40,7 +41,7 @@ def can_fold(opdef: OpDef, inputs: Sequence[Value | None]) -> bool:
         bool(present)
         and opdef.compute_function is not None
         and opdef.name not in NO_FOLD
-        and opdef.name not in KEEP_UNFOLDED
+        and not (opdef.name in KEEP_UNFOLDED and present[0].data is not None and present[0].data.size > 1)
         and all(v.data is not None for v in present)
     )
 
