@@ -311,14 +311,15 @@ def test_quantized_weights_stay_integer_with_their_params() -> None:
 
 
 def test_a_dequantized_scalar_still_folds_for_mappings_that_need_a_constant() -> None:
-    """Clip's bounds must be constants: a DequantizeLinear of a scalar is folded for it (tensors,
-    the weights, stay integer)."""
+    """Pad's constant_value must be a constant: a DequantizeLinear of a scalar is folded for it
+    (tensors, the weights, stay integer)."""
     inits = [numpy_helper.from_array(np.array(10, np.uint8), "lo_q"),
-             numpy_helper.from_array(np.array(0.05, F32), "s"), numpy_helper.from_array(np.array(0, np.uint8), "z")]
+             numpy_helper.from_array(np.array(0.05, F32), "s"), numpy_helper.from_array(np.array(0, np.uint8), "z"),
+             numpy_helper.from_array(np.array([1, 2], np.int64), "pads")]
     nodes = [helper.make_node("DequantizeLinear", ["lo_q", "s", "z"], ["lo"]),
-             helper.make_node("Clip", ["x", "lo"], ["y"])]
-    graph = helper.make_graph(nodes, "clip", [helper.make_tensor_value_info("x", T.FLOAT, [4])],
-                              [helper.make_tensor_value_info("y", T.FLOAT, [4])], initializer=inits)
+             helper.make_node("Pad", ["x", "pads", "lo"], ["y"])]
+    graph = helper.make_graph(nodes, "pad", [helper.make_tensor_value_info("x", T.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", T.FLOAT, [7])], initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 9
     x = np.array([-1.0, 0.2, 0.7, 3.0], F32)
