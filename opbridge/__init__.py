@@ -29,6 +29,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("DEFAULT_MAPPINGS", "ImplyType", "imply_type_of", "mapping"), ".mappers.registry"),
     "Framework": ".parsers.origin", "OriginNode": ".parsers.origin", "MapContext": ".mappers.context",
     "register_custom_op": ".mappers.custom_op", "register_pass": ".ir.passes",
+    "calibrate": ".quant", "quantize": ".quant", "CalibrationTable": ".quant",
     "convert": ".convert", "batch": ".batch", "validate": ".validate",
     "export_torchscript": ".export", "load_plugins": ".plugins_loader",
     **dict.fromkeys(("Program", "Target", "compile", "load_program", "register_kernel"), ".simulator"),
@@ -87,6 +88,7 @@ if TYPE_CHECKING:  # the names, for type checkers and readers; at run time __get
         register_custom_op,
     )
     from .plugins_loader import load_plugins
+    from .quant import CalibrationTable, calibrate, quantize
     from .simulator import Program, Target, compile, load_program, register_kernel  # noqa: A004
     from .validate import validate
 
@@ -97,6 +99,6 @@ __all__ = [
     "define_op", "export_torchscript", "format_graph", "interpret", "load", "save",
     "DEFAULT_MAPPINGS", "Framework", "ImplyType", "MapContext", "OriginNode", "convert",
     "imply_type_of", "load_plugins", "mapping", "register_custom_op",
-    "register_pass",
+    "register_pass", "CalibrationTable", "calibrate", "quantize",
     "Program", "Target", "compile", "load_program", "register_kernel", "validate", "batch",
 ]

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from .. import __version__
 from ..errors import OpbridgeError
 
-COMMANDS = ("demo", "convert", "ops", "show", "export-torchscript", "compile", "run", "profile",
-            "validate", "plugin", "random-weights", "batch", "serve")
+COMMANDS = ("demo", "convert", "ops", "show", "export-torchscript", "calibrate", "quantize", "compile",
+            "run", "profile", "validate", "plugin", "random-weights", "batch", "serve")
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 

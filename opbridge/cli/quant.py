@@ -1,0 +1,136 @@
+"""``opbridge calibrate`` and ``opbridge quantize``: post-training quantization from the shell."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from .common import add_input_shape_option, add_plugin_option, add_threads_option, with_threads
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(t) for t in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}': give numbers separated by commas, e.g. 0,0,0") from None
+
+
+def _model_options(p: Any) -> None:
+    p.add_argument("model", help="a model file: .onnx, Caffe .prototxt, TorchScript .ts.json, or .obir")
+    p.add_argument("--weights", metavar="W", help="weights file (Caffe .caffemodel)")
+    add_input_shape_option(p)
+    add_plugin_option(p)
+    add_threads_option(p)
+
+
+def _data_options(p: Any, *, required: bool) -> None:
+    p.add_argument("--data", required=required, metavar="PATH",
+                   help="samples: a folder (or file) of .npy/.npz arrays (one array per input name "
+                   "in .npz) or of images (.jpg, .png, .bmp, .ppm, ...)")
+    p.add_argument("--samples", type=int, default=None, metavar="N",
+                   help="use at most N samples, in file-name order (default: all)")
+    p.add_argument("--mean", type=_floats, default=(0.0,), metavar="M[,M,M]",
+                   help="images: subtracted per channel, pixels in 0..255 (default 0)")
+    p.add_argument("--std", type=_floats, default=(1.0,), metavar="S[,S,S]",
+                   help="images: divides per channel after the mean (default 1); ImageNet models "
+                   "trained with torchvision: --mean 123.675,116.28,103.53 --std 58.395,57.12,57.375")
+    p.add_argument("--layout", choices=("nchw", "nhwc"), default="nchw", help="images: input layout")
+    p.add_argument("--pixel-format", choices=("rgb", "bgr", "gray"), default="rgb",
+                   help="images: channel order the model wants (default rgb)")
+
+
+def _preprocess(args: argparse.Namespace) -> Any:
+    from ..quant.data import Preprocess
+
+    return Preprocess(args.mean, args.std, args.layout, args.pixel_format)
+
+
+def _graph(args: argparse.Namespace) -> Any:
+    from ..validate.api import load_graph
+
+    return load_graph(args.model, args.weights, args.plugin, dict(args.input_shape) or None)[0]
+
+
+def add_calibrate_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "calibrate",
+        help="run calibration samples through a model and write its int8 calibration table",
+        description="Run MODEL in the reference interpreter over the samples of --data and "
+        "write, for every float tensor, the range seen and the threshold symmetric int8 maps to "
+        "127 (JSON, the input of 'opbridge quantize'). Methods: minmax (largest |x|), percentile "
+        "(--percentile of |x|), kl (TensorRT's entropy calibration: clips outliers).",
+    )
+    _model_options(p)
+    _data_options(p, required=True)
+    p.add_argument("--method", choices=("minmax", "percentile", "kl"), default="minmax",
+                   help="how the threshold is chosen (default minmax)")
+    p.add_argument("--percentile", type=float, default=99.99, metavar="P",
+                   help="the percentile of --method percentile (default 99.99)")
+    p.add_argument("-o", "--output", required=True, metavar="TABLE.json", help="where to write the table")
+    p.set_defaults(func=with_threads(run_calibrate))
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    from ..quant import calibrate
+
+    t0 = time.perf_counter()
+    graph = _graph(args)
+    table = calibrate(graph, args.data, args.method, num_samples=args.samples,
+                      preprocess=_preprocess(args), percentile=args.percentile, progress=True)
+    table.save(args.output)
+    sys.stdout.write(f"wrote {args.output}: {len(table.tensors)} tensors, {table.samples} samples, "
+                     f"method {table.method}; {time.perf_counter() - t0:.2f} s\n")
+    return 0
+
+
+def add_quantize_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "quantize",
+        help="quantize a float model to int8 (with a calibration table), f16 or bf16",
+        description="Write MODEL quantized as an .obir graph. int8: symmetric per-channel int8 "
+        "weights, per-tensor int8 activations from the --table thresholds and int32 biases for "
+        "Conv/MatMul/Gemm, as QuantizeLinear/DequantizeLinear pairs (other ops stay float "
+        "between them). f16/bf16: every op that has such a kernel runs in it, the others in f32 "
+        "with Casts at the boundary. --mixed-precision auto keeps the int8 layers that hurt the "
+        "output most in float until the outputs reach --target-cos against the float model "
+        "(on --data, else random inputs in the calibrated input ranges), and names them.",
+    )
+    _model_options(p)
+    p.add_argument("--table", metavar="TABLE.json", help="calibration table (needed for int8)")
+    p.add_argument("--dtype", choices=("int8", "f16", "bf16"), default="int8", help="default int8")
+    p.add_argument("--per-tensor", action="store_true", help="int8 weights per tensor, not per channel")
+    p.add_argument("--mixed-precision", choices=("auto",), default=None,
+                   help="keep the layers that lose most in float until --target-cos is reached")
+    p.add_argument("--target-cos", type=float, default=0.999, metavar="C",
+                   help="the output cosine --mixed-precision auto aims for (default 0.999)")
+    _data_options(p, required=False)
+    p.add_argument("-o", "--output", required=True, metavar="OUT.obir", help="where to write the graph")
+    p.set_defaults(func=with_threads(run_quantize))
+
+
+def run_quantize(args: argparse.Namespace) -> int:
+    from ..ir.io import save
+    from ..quant import quantize
+
+    t0 = time.perf_counter()
+    graph = _graph(args)
+    q = quantize(graph, args.table, dtype=args.dtype, per_channel=not args.per_tensor,
+                 mixed_precision=args.mixed_precision, target_cos=args.target_cos,
+                 samples=args.data, preprocess=_preprocess(args))
+    save(q, args.output)
+    meta = q.metadata
+    int8 = [x for x in meta.get("quant.int8_layers", "").split(",") if x]
+    kept = [x for x in meta.get("quant.float_layers", "").split(",") if x]
+    what = f"{len(int8)} int8 layers, " if args.dtype == "int8" else ""
+    sys.stdout.write(f"wrote {args.output}: {args.dtype}, {what}{len(q.nodes)} nodes; "
+                     f"{time.perf_counter() - t0:.2f} s\n")
+    if "quant.cosine" in meta:
+        auto = [x for x in meta.get("quant.auto_float_layers", "").split(",") if x]
+        sys.stdout.write(f"mixed precision: output cosine {meta['quant.cosine']} (target "
+                         f"{args.target_cos}); kept in float: {', '.join(auto) or 'none'}\n")
+    elif kept:
+        sys.stdout.write(f"kept in float ({len(kept)}): {', '.join(kept[:20])}"
+                         f"{' ...' if len(kept) > 20 else ''}\n")
+    return 0

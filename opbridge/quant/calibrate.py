@@ -1,0 +1,206 @@
+"""``ob.calibrate``: run the interpreter over calibration samples and choose, for every float
+tensor, the threshold that symmetric int8 maps to 127.
+
+Methods:
+
+- ``minmax``: the largest absolute value seen.
+- ``percentile``: the ``percentile``-th percentile of the absolute values, read off a
+  histogram of them (as onnxruntime's ``PercentileCalibrater`` does with its symmetric
+  histogram, ``onnxruntime/python/tools/quantization/calibrate.py``).
+- ``kl``: the threshold whose 128-level quantization of the absolute-value histogram is closest
+  (Kullback-Leibler) to the histogram clipped there, as TensorRT's entropy calibration does
+  (Migacz, "8-bit Inference with TensorRT", GTC 2017) and TPU-MLIR's ``kld`` calibrator after
+  it: 2048 bins over ``[0, max |x|]``, candidate thresholds from bin 128 up, outliers folded
+  into the last kept bin, empty bins left empty when expanding the candidate back, both
+  distributions smoothed (MXNet's ``_smooth_distribution``) before comparing.
+
+Histogram methods run the samples twice: first for each tensor's range, then to fill
+histograms over that fixed range (the range of a tensor is known only after every sample).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from ..ir.graph import Graph
+from ..ir.interpret import interpret
+from .data import Preprocess, load_samples
+from .table import METHODS, CalibrationTable, QuantError, TensorRange
+
+#: Histogram bins and quantized levels of the KL method (TensorRT's and TPU-MLIR's values).
+KL_BINS = 2048
+KL_LEVELS = 128
+
+
+def calibrate(
+    graph: Graph | str | os.PathLike[str],
+    samples: Any,
+    method: str = "minmax",
+    *,
+    num_samples: int | None = None,
+    preprocess: Preprocess | None = None,
+    percentile: float = 99.99,
+    bins: int = KL_BINS,
+    progress: bool = False,
+) -> CalibrationTable:
+    """The calibration table of ``graph`` over ``samples`` (a list of feed dicts, or a folder
+    of ``.npy``/``.npz`` files or images, see :func:`opbridge.quant.data.load_samples`).
+
+    ``method`` is "minmax", "percentile" or "kl"; ``num_samples`` caps how many are used;
+    ``preprocess`` turns images into inputs; ``progress`` shows a bar on a terminal.
+    """
+    if method not in METHODS:
+        raise QuantError(f"calibration method {method!r} is not one of {', '.join(METHODS)}",
+                         hint="use minmax (fast), percentile or kl (clips outliers)")
+    if not 0 < percentile <= 100:
+        raise QuantError(f"percentile {percentile}: must be in (0, 100]")
+    if bins < KL_LEVELS:
+        raise QuantError(f"bins {bins}: must be >= {KL_LEVELS}")
+    g = _as_graph(graph)
+    feeds = load_samples(g, samples, limit=num_samples, preprocess=preprocess)
+    passes = 1 if method == "minmax" else 2
+    with _progress(progress, passes * len(feeds), g.name) as step:
+        lo, hi = _ranges(g, feeds, step)
+        if method == "minmax":
+            thresholds = {k: max(abs(lo[k]), abs(hi[k])) for k in lo}
+        else:
+            hists = _histograms(g, feeds, {k: max(abs(lo[k]), abs(hi[k])) for k in lo}, bins, step)
+            choose = kl_threshold if method == "kl" else (lambda h, top: percentile_threshold(h, top, percentile))
+            thresholds = {k: choose(h, max(abs(lo[k]), abs(hi[k]))) for k, h in hists.items()}
+    tensors = {k: TensorRange(lo[k], hi[k], float(thresholds[k])) for k in lo}
+    return CalibrationTable(g.name, method, len(feeds), tensors)
+
+
+def _as_graph(graph: Graph | str | os.PathLike[str]) -> Graph:
+    if isinstance(graph, Graph):
+        return graph
+    from ..validate.api import load_graph
+
+    return load_graph(graph)[0]
+
+
+def float_tensors(graph: Graph) -> list[str]:
+    """The names of the tensors calibration records: float graph inputs and node outputs."""
+    names = [v.name for v in graph.inputs if v.dtype in ("f32", "f16", "bf16", "f64")]
+    for n in graph.nodes:
+        names += [v.name for v in n.outputs if v.dtype in ("f32", "f16", "bf16", "f64")]
+    return names
+
+
+def _runs(graph: Graph, feeds: Sequence[dict[str, np.ndarray]],
+          step: Callable[[], None]) -> Iterator[dict[str, np.ndarray]]:
+    names = float_tensors(graph)
+    for feed in feeds:
+        out = interpret(graph, feed, keep_intermediates=True)
+        yield {k: np.asarray(out[k], np.float32) for k in names if k in out}
+        step()
+
+
+def _ranges(graph: Graph, feeds: Sequence[dict[str, np.ndarray]],
+            step: Callable[[], None]) -> tuple[dict[str, float], dict[str, float]]:
+    lo: dict[str, float] = {}
+    hi: dict[str, float] = {}
+    for tensors in _runs(graph, feeds, step):
+        for k, a in tensors.items():
+            finite = a[np.isfinite(a)]
+            if finite.size == 0:
+                continue
+            lo[k] = min(lo.get(k, np.inf), float(finite.min()))
+            hi[k] = max(hi.get(k, -np.inf), float(finite.max()))
+    return lo, hi
+
+
+def _histograms(graph: Graph, feeds: Sequence[dict[str, np.ndarray]], top: dict[str, float],
+                bins: int, step: Callable[[], None]) -> dict[str, np.ndarray]:
+    """Per tensor, the histogram of |x| over ``[0, top]`` in ``bins`` bins, over every sample."""
+    hists: dict[str, np.ndarray] = {}
+    for tensors in _runs(graph, feeds, step):
+        for k, a in tensors.items():
+            if k not in top:
+                continue
+            h, _ = np.histogram(np.abs(a[np.isfinite(a)]), bins=bins, range=(0.0, top[k] or 1.0))
+            hists[k] = hists.get(k, 0) + h
+    return hists
+
+
+def percentile_threshold(hist: np.ndarray, top: float, percentile: float) -> float:
+    """The upper edge of the first bin where the cumulative share of |x| reaches ``percentile``."""
+    total = hist.sum()
+    if total == 0 or top == 0:
+        return 0.0
+    cdf = np.cumsum(hist) / total
+    i = int(np.searchsorted(cdf, percentile / 100.0))
+    return float(min(top, (i + 1) * top / hist.size))
+
+
+def kl_threshold(hist: np.ndarray, top: float, levels: int = KL_LEVELS) -> float:
+    """TensorRT's entropy threshold of a histogram of |x| with ``hist.size`` bins over
+    ``[0, top]`` (see the module docstring)."""
+    if top == 0 or hist.sum() == 0:
+        return 0.0
+    hist = hist.astype(np.float64)
+    width = top / hist.size
+    best_i, best_kl = hist.size, np.inf
+    for i in range(levels, hist.size + 1):
+        p = hist[:i].copy()
+        p[-1] += hist[i:].sum()  # outliers clip to the threshold
+        kl = _kl(p, quantized(hist[:i], p != 0, levels))
+        if kl < best_kl:
+            best_i, best_kl = i, kl
+    return float((best_i + 0.5) * width) if best_i < hist.size else float(top)
+
+
+def quantized(h: np.ndarray, nonzero: np.ndarray, levels: int) -> np.ndarray:
+    """``h`` merged into ``levels`` groups of ``h.size // levels`` consecutive bins (the last
+    group takes the remainder, as TensorRT's reference code splits them), then each group's
+    sum spread evenly back over its bins that ``nonzero`` marks (the others stay 0)."""
+    step = h.size // levels
+    cut = step * levels
+    sums = h[:cut].reshape(levels, step).sum(axis=1)
+    counts = nonzero[:cut].reshape(levels, step).sum(axis=1).astype(np.float64)
+    sums[-1] += h[cut:].sum()
+    counts[-1] += nonzero[cut:].sum()
+    per_bin = np.divide(sums, counts, out=np.zeros(levels), where=counts > 0)
+    spread = np.concatenate([np.repeat(per_bin, step), np.full(h.size - cut, per_bin[-1])])
+    return np.where(nonzero, spread, 0.0)
+
+
+def smooth(h: np.ndarray, eps: float = 1e-4) -> np.ndarray:
+    """``h`` with ``eps`` put in every empty bin and taken evenly from the others, so KL stays
+    finite (MXNet's ``_smooth_distribution``, which onnxruntime's entropy calibrator copies)."""
+    zeros = h == 0
+    n_nonzero = h.size - int(zeros.sum())
+    if n_nonzero == 0:
+        return h
+    return h + np.where(zeros, eps, -eps * int(zeros.sum()) / n_nonzero)
+
+
+def _kl(p: np.ndarray, q: np.ndarray) -> float:
+    """KL(p || q) of two unnormalised histograms, both smoothed first (see :func:`smooth`)."""
+    if q.sum() == 0:
+        return float("inf")
+    p, q = smooth(p), smooth(q)
+    if np.any(q <= 0) or np.any(p < 0):  # eps outweighed a small count: no smoothing possible
+        return float("inf")
+    p = p / p.sum()
+    q = q / q.sum()
+    m = p > 0
+    return float(np.sum(p[m] * np.log(p[m] / q[m])))
+
+
+@contextmanager
+def _progress(enabled: bool, total: int, title: str) -> Iterator[Callable[[], None]]:
+    """A rich progress bar over the interpreter runs (only on a terminal); yields ``step()``."""
+    from ..validate.progress import Stages
+
+    with Stages(enabled, total, title=f"calibrating {title}") as stages:
+        if stages.progress is None:
+            yield lambda: None
+            return
+        stages.progress.update(stages.task, description=f"calibrating {title}")
+        yield lambda: stages.progress.advance(stages.task)

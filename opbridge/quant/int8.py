@@ -1,0 +1,214 @@
+"""``ob.quantize(g, table, dtype="int8")``: a QDQ int8 graph.
+
+The scheme (TPU-MLIR's symmetric int8, the one the BM1684 runs):
+
+- weights of Conv, MatMul and Gemm: symmetric int8, per output channel (``per_channel``) or per
+  tensor, ``scale = max|W| / 127``, values ``rint(W / scale)`` in [-127, 127];
+- activations feeding or leaving those ops: symmetric int8 per tensor, ``scale = threshold / 127``
+  from the calibration table, zero point 0;
+- biases: int32 with ``scale = scale_x * scale_w`` (per channel), so the int32 accumulator
+  takes them as they are.
+
+Each quantized tensor is a ``QuantizeLinear`` -> ``DequantizeLinear`` pair; the dequantized
+tensor keeps the float tensor's name (the float value before it is renamed ``NAME/prequant``),
+so validation compares the int8 graph with the float one layer by layer. An activation's
+quantization point moves past a ``Relu`` that is its only reader, as the chip fuses the two.
+The ops between stay float, reading dequantized values: the target has no int8 kernel for
+them. Then the ``fold_qdq`` pass, when the IR has it, turns DequantizeLinear -> op ->
+QuantizeLinear into integer ops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+import numpy as np
+
+from ..ir.graph import Graph, GraphBuilder, Node, Value
+from .table import CalibrationTable, QuantError
+
+#: Ops the target runs as int8 x int8 -> int32.
+INT8_OPS = ("Conv", "MatMul", "Gemm")
+#: Single-reader activations the chip fuses into the int8 op before requantizing.
+FUSED_ACTIVATIONS = ("Relu",)
+
+
+def quantizable(node: Node) -> bool:
+    """Whether ``node`` gets int8 weights and activations: an INT8_OPS node with a float
+    activation input and constant float weights."""
+    if node.op not in INT8_OPS or len(node.inputs) < 2:
+        return False
+    x, w = node.inputs[0], node.inputs[1]
+    if x is None or w is None or x.is_constant or not w.is_constant or x.dtype != "f32" or w.dtype != "f32":
+        return False
+    if node.op == "Gemm" and node.attrs.get("transA"):
+        return False
+    return not (node.op == "MatMul" and w.rank < 2)
+
+
+def weight_axis(node: Node) -> int:
+    """The output-channel axis of ``node``'s weights."""
+    w = node.inputs[1]
+    assert w is not None
+    if node.op == "Conv":
+        return 0
+    if node.op == "Gemm":
+        return 0 if node.attrs.get("transB") else 1
+    return w.rank - 1
+
+
+def quant_points(graph: Graph, nodes: Collection[str]) -> list[str]:
+    """The activation tensors quantized for the int8 nodes named ``nodes``: their inputs, and
+    their outputs (or the output of a Relu that is an output's only reader)."""
+    users: dict[str, list[Node]] = {}
+    for n in graph.nodes:
+        for v in n.inputs:
+            if v is not None:
+                users.setdefault(v.name, []).append(n)
+    outputs = {v.name for v in graph.outputs}
+    points: list[str] = []
+    for n in graph.nodes:
+        if n.name not in nodes:
+            continue
+        x = n.inputs[0]
+        assert x is not None
+        out = n.outputs[0].name
+        readers = users.get(out, [])
+        if len(readers) == 1 and readers[0].op in FUSED_ACTIVATIONS and out not in outputs:
+            out = readers[0].outputs[0].name
+        for name in (x.name, out):
+            if name not in points:
+                points.append(name)
+    return points
+
+
+def check_table(graph: Graph, table: CalibrationTable, names: Collection[str]) -> None:
+    """Every tensor in ``names`` has a range in ``table``, or a QuantError saying which not."""
+    missing = [n for n in names if n not in table]
+    if missing:
+        shown = ", ".join(f"'{n}'" for n in missing[:5]) + (" ..." if len(missing) > 5 else "")
+        raise QuantError(
+            f"the calibration table (of graph '{table.graph}') has no range for {len(missing)} "
+            f"tensor(s) of graph '{graph.name}': {shown}",
+            hint="calibrate this model (same --input-shape and passes) and use that table")
+
+
+def to_int8(graph: Graph, table: CalibrationTable, *, per_channel: bool = True,
+            keep_float: Collection[str] = ()) -> Graph:
+    """``graph`` in QDQ int8 (see the module); nodes named in ``keep_float`` stay float."""
+    chosen = [n.name for n in graph.nodes if quantizable(n) and n.name not in keep_float
+              and n.origin.name not in keep_float]
+    points = quant_points(graph, set(chosen))
+    check_table(graph, table, points)
+    b = _QdqBuilder(graph, table, per_channel)
+    for v in graph.inputs:
+        b.env[v.name] = b.b.input(v.name, v.dtype, v.shape)
+        if v.name in points:
+            b.env[v.name] = b.qdq(b.env[v.name], v.name, f"{v.name}/dq")
+    chosen_set = set(chosen)
+    for node in graph.nodes:
+        b.copy(node, node.name in chosen_set, points)
+    for v in graph.outputs:
+        b.b.output(b.env[v.name])
+    b.b.metadata.update(graph.metadata)
+    b.b.metadata["quant.dtype"] = "int8"
+    b.b.metadata["quant.int8_layers"] = ",".join(chosen)
+    kept = [n.name for n in graph.nodes if n.op in INT8_OPS and n.name not in chosen_set]
+    if kept:
+        b.b.metadata["quant.float_layers"] = ",".join(kept)
+    return fold(b.b.build())
+
+
+def fold(graph: Graph) -> Graph:
+    """The ``fold_qdq`` pass (integer ops from DequantizeLinear -> op -> QuantizeLinear) when the
+    IR has it, then dead code; else ``graph`` as it is."""
+    from ..ir.passes import PASSES, optimize
+
+    if "fold_qdq" not in PASSES:
+        return graph
+    return optimize(graph, ("fold_qdq", "dead_code"))
+
+
+class _QdqBuilder:
+    """Copies a float graph node by node into a GraphBuilder, adding the Q/DQ pairs."""
+
+    def __init__(self, graph: Graph, table: CalibrationTable, per_channel: bool) -> None:
+        self.b = GraphBuilder(graph.name, registry=graph.registry)
+        self.table = table
+        self.per_channel = per_channel
+        self.env: dict[str, Value] = {}
+
+    def qdq(self, x: Value, name: str, out: str) -> Value:
+        """QuantizeLinear -> DequantizeLinear of ``x`` with tensor ``name``'s scale; the
+        dequantized value is called ``out``."""
+        scale = self.b.constant(f"{name}/scale", np.float32(self.table[name].scale))
+        zp = self.b.constant(f"{name}/zero_point", np.int8(0))
+        q = self.b.op("QuantizeLinear", [x, scale, zp], name=self.b.unique_name(f"{name}/quantize"),
+                      outputs=[self.b.unique_name(f"{name}/i8")], axis=1, block_size=0, saturate=1,
+                      output_dtype="i8")
+        return self.b.op("DequantizeLinear", [q, scale, zp], name=self.b.unique_name(f"{name}/dequantize"),
+                         outputs=[out], axis=1, block_size=0)
+
+    def const(self, v: Value) -> Value:
+        if v.name not in self.env:
+            assert v.data is not None
+            self.env[v.name] = self.b.constant(v.name, v.data)
+        return self.env[v.name]
+
+    def copy(self, node: Node, int8: bool, points: Collection[str]) -> None:
+        ins = [None if v is None else (self.const(v) if v.is_constant else self.env[v.name])
+               for v in node.inputs]
+        if int8:
+            ins = self._int8_inputs(node, ins)
+        names = [f"{v.name}/prequant" if v.name in points else v.name for v in node.outputs]
+        outs = self.b.op(node.op, ins, name=node.name, outputs=names, origin=node.origin,
+                         placement=node.placement,
+                         **{k: a for k, a in node.attrs.items() if a is not None})
+        for old, new in zip(node.outputs, outs if isinstance(outs, tuple) else (outs,)):
+            self.env[old.name] = self.qdq(new, old.name, old.name) if old.name in points else new
+
+    def _int8_inputs(self, node: Node, ins: list[Value | None]) -> list[Value | None]:
+        w = node.inputs[1]
+        assert w is not None and w.data is not None
+        axis = weight_axis(node)
+        w_scale = weight_scale(w.data, axis if self.per_channel else None)
+        wq = np.clip(np.rint(w.data / _along(w_scale, axis, w.rank)), -127, 127).astype(np.int8)
+        ins[1] = self._dequantized(f"{w.name}/int8", wq, w_scale, axis)
+        x = node.inputs[0]
+        assert x is not None
+        bias = node.inputs[2] if len(node.inputs) > 2 else None
+        if bias is not None and bias.is_constant and self._bias_fits(node, bias, w_scale):
+            assert bias.data is not None
+            b_scale = (self.table[x.name].scale * w_scale).astype(np.float32)
+            bq = np.clip(np.rint(bias.data.astype(np.float64) / b_scale), -(2**31), 2**31 - 1).astype(np.int32)
+            ins[2] = self._dequantized(f"{bias.name}/int32", bq, b_scale, 0)
+        return ins
+
+    def _bias_fits(self, node: Node, bias: Value, w_scale: np.ndarray) -> bool:
+        """Whether the bias is one value per output channel that the accumulator can take."""
+        if node.op == "Gemm" and float(node.attrs.get("beta", 1.0)) != 1.0:
+            return False
+        return bias.rank == 1 and (w_scale.size == 1 or bias.shape[0] == w_scale.size)
+
+    def _dequantized(self, name: str, data: np.ndarray, scale: np.ndarray, axis: int) -> Value:
+        q = self.b.constant(name, data)
+        s = self.b.constant(f"{name}/scale", scale.astype(np.float32))
+        zp = self.b.constant(f"{name}/zero_point", np.zeros(scale.shape, data.dtype))
+        return self.b.op("DequantizeLinear", [q, s, zp], name=self.b.unique_name(f"{name}/dequantize"),
+                         outputs=[self.b.unique_name(f"{name}/dq")], axis=axis, block_size=0)
+
+
+def weight_scale(w: np.ndarray, axis: int | None) -> np.ndarray:
+    """Symmetric int8 scales of ``w``: ``max|w| / 127`` per slice along ``axis`` (a 1-d array),
+    or over the whole tensor (``axis`` None: a scalar); an all-zero slice gets scale 1."""
+    a = np.abs(w.astype(np.float64))
+    amax = a.max() if axis is None else a.max(axis=tuple(i for i in range(w.ndim) if i != axis))
+    return np.asarray(np.where(amax > 0, amax / 127.0, 1.0), np.float32)
+
+
+def _along(scale: np.ndarray, axis: int, rank: int) -> np.ndarray:
+    if scale.ndim == 0:
+        return scale
+    shape = [1] * rank
+    shape[axis] = -1
+    return scale.reshape(shape)

@@ -1,0 +1,150 @@
+"""``ob.quantize``: a float graph -> an int8 (QDQ) or half-precision graph.
+
+With ``mixed_precision="auto"`` the int8 graph is scored against the float one (the lowest
+output cosine over the evaluation samples); while it is under ``target_cos``, the int8 layer
+that adds the most error (its output's cosine drop beyond its inputs') is kept in float,
+one at a time, as TPU-MLIR's sensitive-layer search does. The layers it kept float, and the
+cosine reached, are in ``graph.metadata`` (``quant.auto_float_layers``, ``quant.cosine``;
+``quant.float_layers`` lists every int8-capable layer left float, for whatever reason).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..ir.graph import Graph
+from ..ir.interpret import interpret
+from .data import Preprocess, load_samples
+from .int8 import quantizable, to_int8
+from .lowp import LOWP, to_half
+from .table import CalibrationTable, QuantError, as_table
+
+DTYPES = ("int8", *LOWP)
+#: Evaluation samples drawn from the table's input ranges when none are given.
+RANDOM_SAMPLES = 4
+
+
+def quantize(
+    graph: Graph | str | os.PathLike[str],
+    table: CalibrationTable | str | os.PathLike[str] | Mapping[str, Any] | None,
+    dtype: str = "int8",
+    per_channel: bool = True,
+    mixed_precision: str | None = None,
+    *,
+    target_cos: float = 0.999,
+    samples: Any = None,
+    preprocess: Preprocess | None = None,
+) -> Graph:
+    """``graph`` quantized to ``dtype`` ("int8" with a calibration ``table``; "f16"/"bf16"
+    need none). ``mixed_precision="auto"`` keeps layers in float until the int8 outputs reach
+    ``target_cos`` against the float ones on ``samples`` (feed dicts or a folder; default:
+    random inputs in the table's input ranges)."""
+    if dtype not in DTYPES:
+        raise QuantError(f"quantization type {dtype!r} is not supported",
+                         hint=f"use one of {', '.join(DTYPES)}")
+    g = _as_graph(graph)
+    if dtype in LOWP:
+        return to_half(g, dtype)
+    if table is None:
+        raise QuantError("int8 quantization needs a calibration table",
+                         hint="make one with ob.calibrate(g, samples) / 'opbridge calibrate'")
+    tab = as_table(table)
+    if mixed_precision is None:
+        return to_int8(g, tab, per_channel=per_channel)
+    if mixed_precision != "auto":
+        raise QuantError(f"mixed_precision {mixed_precision!r}: use None or 'auto'")
+    if not 0 < target_cos <= 1:
+        raise QuantError(f"target cosine {target_cos}: must be in (0, 1]")
+    feeds = (load_samples(g, samples, preprocess=preprocess) if samples is not None
+             else random_feeds(g, tab))
+    return auto_mixed(g, tab, feeds, target_cos, per_channel)
+
+
+def _as_graph(graph: Graph | str | os.PathLike[str]) -> Graph:
+    if isinstance(graph, Graph):
+        return graph
+    from ..validate.api import load_graph
+
+    return load_graph(graph)[0]
+
+
+def random_feeds(graph: Graph, table: CalibrationTable, n: int = RANDOM_SAMPLES) -> list[dict[str, np.ndarray]]:
+    """``n`` feeds drawn uniformly from each float input's calibrated [min, max] (seed 0)."""
+    rng = np.random.default_rng(0)
+    feeds = []
+    for _ in range(n):
+        feed = {}
+        for v in graph.inputs:
+            r = table.tensors.get(v.name)
+            lo, hi = (r.min, r.max) if r is not None else (-1.0, 1.0)
+            feed[v.name] = rng.uniform(lo, hi, size=tuple(int(d) for d in v.shape)).astype(np.float32)
+        feeds.append(feed)
+    return feeds
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """Cosine similarity of two tensors in float64 (1 for two zero tensors)."""
+    x = np.asarray(a, np.float64).ravel()
+    y = np.asarray(b, np.float64).ravel()
+    na, nb = np.linalg.norm(x), np.linalg.norm(y)
+    if na == 0 and nb == 0:
+        return 1.0
+    if na == 0 or nb == 0:
+        return 0.0
+    return float(np.dot(x, y) / (na * nb))
+
+
+def output_cosine(graph: Graph, quantized: Graph, feeds: Sequence[Mapping[str, np.ndarray]],
+                  reference: Sequence[Mapping[str, np.ndarray]] | None = None) -> float:
+    """The lowest cosine of any output of ``quantized`` against ``graph`` over ``feeds``."""
+    worst = 1.0
+    for i, feed in enumerate(feeds):
+        ref = reference[i] if reference is not None else interpret(graph, feed)
+        got = interpret(quantized, feed)
+        for v in graph.outputs:
+            worst = min(worst, cosine(ref[v.name], got[v.name]))
+    return worst
+
+
+def layer_errors(graph: Graph, quantized: Graph, feed: Mapping[str, np.ndarray]) -> dict[str, float]:
+    """Per int8 layer, the error it adds: ``(1 - cos(output)) - (1 - cos(worst input))``, the
+    quantized tensors against the float ones on ``feed``."""
+    ref = interpret(graph, feed, keep_intermediates=True)
+    got = interpret(quantized, feed, keep_intermediates=True)
+    errs: dict[str, float] = {}
+    for node in graph.nodes:
+        if not quantizable(node):
+            continue
+        out = node.outputs[0].name
+        if out not in got:
+            continue
+        ins = [v.name for v in node.inputs if v is not None and not v.is_constant and v.name in got]
+        cos_in = min((cosine(ref[n], got[n]) for n in ins), default=1.0)
+        errs[node.name] = (1.0 - cosine(ref[out], got[out])) - (1.0 - cos_in)
+    return errs
+
+
+def auto_mixed(graph: Graph, table: CalibrationTable, feeds: Sequence[Mapping[str, np.ndarray]],
+               target_cos: float, per_channel: bool) -> Graph:
+    """The int8 graph with the fewest layers kept float (greedily, worst first) whose outputs
+    reach ``target_cos``; see the module docstring."""
+    reference = [interpret(graph, f) for f in feeds]
+    keep: list[str] = []
+    q = to_int8(graph, table, per_channel=per_channel)
+    cos = output_cosine(graph, q, feeds, reference)
+    order = sorted(layer_errors(graph, q, feeds[0]).items(), key=lambda kv: -kv[1])
+    for name, _ in order:
+        if cos >= target_cos:
+            break
+        keep.append(name)
+        q = to_int8(graph, table, per_channel=per_channel, keep_float=keep)
+        cos = output_cosine(graph, q, feeds, reference)
+    q.metadata["quant.mixed_precision"] = "auto"
+    q.metadata["quant.target_cos"] = f"{target_cos}"
+    q.metadata["quant.cosine"] = f"{cos:.6f}"
+    q.metadata["quant.auto_float_layers"] = ",".join(keep)
+    return q

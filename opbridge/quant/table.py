@@ -1,0 +1,128 @@
+"""The calibration table: per tensor the range seen on the calibration samples and the chosen
+threshold, saved as versioned JSON.
+
+It plays the part of TPU-MLIR's calibration table (``# op_name threshold min max``, one line
+per tensor; ``python/calibration`` in sophgo/tpu-mlir): ``threshold`` is the absolute value
+that maps to 127 in symmetric int8 (``scale = threshold / 127``), ``min``/``max`` are the
+extremes seen.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import OpbridgeError
+
+TABLE_FORMAT = "opbridge-calibration"
+TABLE_VERSION = 1
+METHODS = ("minmax", "percentile", "kl")
+
+
+class QuantError(OpbridgeError, ValueError):
+    """Calibration or quantization was given something it cannot use (samples, table, dtype)."""
+
+
+@dataclass(frozen=True)
+class TensorRange:
+    """What calibration found for one tensor."""
+
+    min: float
+    max: float
+    threshold: float
+
+    @property
+    def scale(self) -> float:
+        """The symmetric int8 scale, ``threshold / 127`` (1.0 for an all-zero tensor)."""
+        return self.threshold / 127.0 if self.threshold > 0 else 1.0
+
+
+@dataclass
+class CalibrationTable:
+    """Per-tensor ranges of one graph's float tensors (graph inputs and node outputs)."""
+
+    graph: str
+    method: str
+    samples: int
+    tensors: dict[str, TensorRange] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> TensorRange:
+        return self.tensors[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.tensors
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": TABLE_FORMAT, "version": TABLE_VERSION, "graph": self.graph,
+            "method": self.method, "samples": self.samples,
+            "tensors": {k: {"min": r.min, "max": r.max, "threshold": r.threshold}
+                        for k, r in self.tensors.items()},
+        }
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the table as JSON (atomically: a temporary file renamed over ``path``)."""
+        tmp = f"{os.fspath(path)}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(self.to_dict(), f, indent=1)
+            f.write("\n")
+        os.replace(tmp, path)
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "<table>") -> CalibrationTable:
+        if not isinstance(data, Mapping) or data.get("format") != TABLE_FORMAT:
+            raise QuantError(f"'{source}' is not an opbridge calibration table",
+                             hint="make one with 'opbridge calibrate MODEL --data PATH -o table.json'")
+        if data.get("version") != TABLE_VERSION:
+            raise QuantError(f"'{source}': calibration table version {data.get('version')!r}; this "
+                             f"opbridge reads version {TABLE_VERSION}",
+                             hint="calibrate again with this opbridge")
+        tensors = data.get("tensors")
+        if not isinstance(tensors, Mapping):
+            raise QuantError(f"'{source}': 'tensors' must be an object of name -> range")
+        out: dict[str, TensorRange] = {}
+        for name, rec in tensors.items():
+            out[name] = _range(rec, name, source)
+        return cls(str(data.get("graph", "")), str(data.get("method", "")),
+                   int(data.get("samples", 0)), out)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> CalibrationTable:
+        """Read a table written by :meth:`save`; a malformed file is a QuantError naming it."""
+        p = os.fspath(path)
+        try:
+            with open(p, encoding="utf-8") as f:
+                data = json.load(f)
+        except FileNotFoundError:
+            raise QuantError(f"calibration table '{p}' does not exist",
+                             hint="make one with 'opbridge calibrate MODEL --data PATH -o table.json'") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise QuantError(f"calibration table '{p}' is not valid JSON: {err}") from None
+        return cls.from_dict(data, p)
+
+
+def _range(rec: Any, name: str, source: str) -> TensorRange:
+    try:
+        lo, hi, th = (float(rec[k]) for k in ("min", "max", "threshold"))
+    except (KeyError, TypeError, ValueError):
+        raise QuantError(f"'{source}': tensor '{name}' needs numbers min, max and threshold") from None
+    if not all(math.isfinite(v) for v in (lo, hi, th)) or th < 0 or lo > hi:
+        raise QuantError(f"'{source}': tensor '{name}' has min {lo}, max {hi}, threshold {th}; "
+                         "want finite numbers, min <= max, threshold >= 0")
+    return TensorRange(lo, hi, th)
+
+
+def as_table(table: CalibrationTable | str | os.PathLike[str] | Mapping[str, Any]) -> CalibrationTable:
+    """A table from a table, a path to its JSON, or its dict."""
+    if isinstance(table, CalibrationTable):
+        return table
+    if isinstance(table, Mapping):
+        return CalibrationTable.from_dict(table)
+    if isinstance(table, (str, os.PathLike)):
+        return CalibrationTable.load(table)
+    raise QuantError(f"a calibration table is a CalibrationTable, a path or a dict, not "
+                     f"{type(table).__name__}", hint="pass the result of ob.calibrate")
