@@ -25,6 +25,7 @@ from collections.abc import Collection
 import numpy as np
 
 from ..ir.graph import Graph, GraphBuilder, Node, Value
+from ..ir.quantparams import QuantParams
 from .table import CalibrationTable, QuantError
 
 #: Ops the target runs as int8 x int8 -> int32.
@@ -146,6 +147,7 @@ class _QdqBuilder:
         q = self.b.op("QuantizeLinear", [x, scale, zp], name=self.b.unique_name(f"{name}/quantize"),
                       outputs=[self.b.unique_name(f"{name}/i8")], axis=1, block_size=0, saturate=1,
                       output_dtype="i8")
+        q.quant = QuantParams(np.float32(self.table[name].scale), np.int8(0))
         return self.b.op("DequantizeLinear", [q, scale, zp], name=self.b.unique_name(f"{name}/dequantize"),
                          outputs=[out], axis=1, block_size=0)
 
@@ -192,6 +194,7 @@ class _QdqBuilder:
 
     def _dequantized(self, name: str, data: np.ndarray, scale: np.ndarray, axis: int) -> Value:
         q = self.b.constant(name, data)
+        q.quant = QuantParams(scale, np.zeros(scale.shape, np.int64), axis if scale.ndim else None)
         s = self.b.constant(f"{name}/scale", scale.astype(np.float32))
         zp = self.b.constant(f"{name}/zero_point", np.zeros(scale.shape, data.dtype))
         return self.b.op("DequantizeLinear", [q, s, zp], name=self.b.unique_name(f"{name}/dequantize"),

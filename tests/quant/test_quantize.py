@@ -1,0 +1,178 @@
+"""ob.quantize: int8 (QDQ) against onnxruntime running the same scheme written as an ONNX QDQ
+model by this test, f16/bf16 against onnxruntime's float run, mixed precision, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import opbridge as ob
+from opbridge.quant import CalibrationTable, QuantError, TensorRange
+from tests.conftest import requires_ort
+from tests.quant.helpers import cnn_model, cos, feeds, ort_outputs
+
+#: The activations the scheme quantizes in the small CNN, read off its structure: the inputs
+#: and outputs of conv1, conv2a, conv2b and fc, an output moved past the Relu that is its only
+#: reader (conv2a -> relu2a); conv1 feeds a LeakyRelu, which is not fused.
+CNN_POINTS = ["image", "conv1_out", "pool1_out", "relu2a_out", "conv2b_out", "flat_out", "logits"]
+CNN_WEIGHTS = {"conv1": ("conv1.w", "conv1.b", 0), "conv2a": ("conv2a.w", "conv2a.b", 0),
+               "conv2b": ("conv2b.w", "conv2b.b", 0), "fc": ("fc.w", "fc.b", 0)}
+
+
+@pytest.fixture(scope="module")
+def cnn():
+    model = cnn_model()
+    g = ob.convert(model)
+    return model, g, ob.calibrate(g, feeds(8), method="minmax")
+
+
+def _qdq_reference(model: onnx.ModelProto, table: CalibrationTable) -> bytes:
+    """``model`` with ONNX QuantizeLinear/DequantizeLinear written here from the scheme's
+    definition (symmetric int8, per-channel weights max|W|/127, int32 bias at s_x*s_w)."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    g = m.graph
+    inits = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    new_inits, nodes = [], []
+    rename = {p: f"{p}__dq" for p in CNN_POINTS}
+
+    def qdq(name: str) -> list[onnx.NodeProto]:
+        s = np.float32(table[name].threshold / 127)
+        new_inits.extend([numpy_helper.from_array(s, f"{name}__s"),
+                          numpy_helper.from_array(np.int8(0), f"{name}__z")])
+        return [helper.make_node("QuantizeLinear", [name, f"{name}__s", f"{name}__z"], [f"{name}__q"]),
+                helper.make_node("DequantizeLinear", [f"{name}__q", f"{name}__s", f"{name}__z"], [rename[name]])]
+
+    nodes += qdq("image")
+    for node in g.node:
+        ins = [rename.get(i, i) for i in node.input]
+        if node.name in CNN_WEIGHTS:
+            w_name, b_name, axis = CNN_WEIGHTS[node.name]
+            w = inits[w_name]
+            ws = (np.abs(w).reshape(w.shape[0], -1).max(axis=1) / 127).astype(np.float32)
+            wq = np.clip(np.round(w / ws.reshape(-1, *([1] * (w.ndim - 1)))), -127, 127).astype(np.int8)
+            bs = (np.float32(table[node.input[0]].threshold / 127) * ws).astype(np.float32)
+            bq = np.round(inits[b_name] / bs).astype(np.int32)
+            new_inits += [numpy_helper.from_array(wq, f"{w_name}__q"), numpy_helper.from_array(ws, f"{w_name}__s"),
+                          numpy_helper.from_array(bq, f"{b_name}__q"), numpy_helper.from_array(bs, f"{b_name}__s")]
+            nodes += [helper.make_node("DequantizeLinear", [f"{w_name}__q", f"{w_name}__s"], [f"{w_name}__dq"], axis=axis),
+                      helper.make_node("DequantizeLinear", [f"{b_name}__q", f"{b_name}__s"], [f"{b_name}__dq"], axis=0)]
+            ins[1:3] = [f"{w_name}__dq", f"{b_name}__dq"]
+        nodes.append(helper.make_node(node.op_type, ins, list(node.output), name=node.name,
+                                      **{a.name: helper.get_attribute_value(a) for a in node.attribute}))
+        nodes += [n for o in node.output if o in rename and o != "image" for n in qdq(o)]
+    out = g.output[0].name
+    graph = helper.make_graph(nodes, "ref", list(g.input), [helper.make_tensor_value_info(
+        rename.get(out, out), TensorProto.FLOAT, [1, 10])], initializer=list(g.initializer) + new_inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8).SerializeToString()
+
+
+@requires_ort
+def test_int8_matches_onnxruntime_running_the_scheme(cnn):
+    model, g, table = cnn
+    q = ob.quantize(g, table)
+    ref = _qdq_reference(model, table)
+    for f in feeds(4, seed=7):
+        want = next(iter(ort_outputs(ref, f).values()))
+        got = ob.interpret(q, f)["prob"]
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_int8_cosine_on_held_out_inputs(cnn):
+    _, g, table = cnn
+    q = ob.quantize(g, table)
+    assert q.metadata["quant.int8_layers"] == "conv1,conv2a,conv2b,fc"
+    for f in feeds(4, seed=11):
+        a = ob.interpret(g, f, keep_intermediates=True)
+        b = ob.interpret(q, f, keep_intermediates=True)
+        assert cos(a["logits"], b["logits"]) > 0.999
+        assert cos(a["prob"], b["prob"]) > 0.9999
+
+
+def test_int8_weights_and_biases(cnn):
+    _, g, table = cnn
+    q = ob.quantize(g, table)
+    consts = q.constants
+    w = g.constants["conv2b.w"].data
+    wq = consts["conv2b.w/int8"]
+    assert wq.dtype == "i8" and np.abs(wq.data.astype(int)).max() == 127
+    scale = np.abs(w).reshape(8, -1).max(axis=1) / 127
+    np.testing.assert_allclose(consts["conv2b.w/int8/scale"].data, scale, rtol=1e-6)
+    np.testing.assert_array_equal(wq.quant.scale, consts["conv2b.w/int8/scale"].data)
+    bias = consts["conv2b.b/int32"]
+    assert bias.dtype == "i32"
+    np.testing.assert_allclose(consts["conv2b.b/int32/scale"].data,
+                               scale * table["relu2a_out"].threshold / 127, rtol=1e-6)
+    per_tensor = ob.quantize(g, table, per_channel=False)
+    assert per_tensor.constants["conv2b.w/int8/scale"].data.shape == ()
+
+
+def test_mixed_precision_auto_keeps_the_damaged_layer_float(cnn):
+    _, g, table = cnn
+    # conv2b's output clipped to a twentieth of its range: int8 then ruins the residual branch
+    bad = dict(table.tensors)
+    r = bad["conv2b_out"]
+    bad["conv2b_out"] = TensorRange(r.min, r.max, r.threshold / 20)
+    damaged = CalibrationTable(table.graph, table.method, table.samples, bad)
+    samples = feeds(3, seed=5)
+    plain = ob.quantize(g, damaged)
+    before = min(cos(ob.interpret(g, f)["prob"], ob.interpret(plain, f)["prob"]) for f in samples)
+    mixed = ob.quantize(g, damaged, mixed_precision="auto", target_cos=0.9999, samples=samples)
+    after = min(cos(ob.interpret(g, f)["prob"], ob.interpret(mixed, f)["prob"]) for f in samples)
+    assert before < 0.9999 <= after
+    kept = mixed.metadata["quant.auto_float_layers"].split(",")
+    assert "conv2b" in kept and len(kept) < 4
+    assert float(mixed.metadata["quant.cosine"]) == pytest.approx(after, abs=1e-6)
+
+
+@requires_ort
+@pytest.mark.parametrize("dtype, tol", [("f16", 2e-3), ("bf16", 2e-2)])
+def test_half_precision_vs_onnxruntime_float(cnn, dtype, tol):
+    model, g, _ = cnn
+    h = ob.quantize(g, None, dtype=dtype)
+    ops = {n.name: n.outputs[0].dtype for n in h.nodes}
+    assert ops["conv1"] == dtype and ops["fc"] == dtype and h.outputs[0].dtype == "f32"
+    for f in feeds(3, seed=2):
+        want = ort_outputs(model.SerializeToString(), f)["prob"]
+        got = ob.interpret(h, f)["prob"]
+        assert cos(got, want) > 0.9999
+        np.testing.assert_allclose(got, want, atol=tol)
+
+
+def test_op_without_a_half_kernel_stays_f32_between_casts():
+    # Shrink has no bf16 kernel: it runs in f32 with a Cast before and after it
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Shrink", ["r"], ["s"], name="shrink", lambd=0.5),
+             helper.make_node("Neg", ["s"], ["y"], name="neg")]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    g = ob.convert(model)
+    h = ob.quantize(g, None, dtype="bf16")
+    dtypes = {n.name: (n.op, n.outputs[0].dtype) for n in h.nodes}
+    assert dtypes["relu"] == ("Relu", "bf16") and dtypes["shrink"] == ("Shrink", "f32")
+    assert dtypes["neg"] == ("Neg", "bf16")
+    assert [n.op for n in h.nodes].count("Cast") == 4  # in, around Shrink (2), out
+    assert h.metadata["quant.float_layers"] == "shrink"
+    f = {"x": np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)}
+    np.testing.assert_allclose(ob.interpret(h, f)["y"], ob.interpret(g, f)["y"], atol=2e-2)
+
+
+def test_bad_quantize_arguments(cnn):
+    _, g, table = cnn
+    with pytest.raises(QuantError, match="quantization type 'int4' is not supported"):
+        ob.quantize(g, table, dtype="int4")
+    with pytest.raises(QuantError, match="int8 quantization needs a calibration table"):
+        ob.quantize(g, None)
+    with pytest.raises(QuantError, match="mixed_precision 'manual'"):
+        ob.quantize(g, table, mixed_precision="manual")
+
+
+def test_table_of_another_graph_is_refused(cnn):
+    _, g, _ = cnn
+    other = CalibrationTable("other", "minmax", 1, {"x": TensorRange(-1, 1, 1)})
+    with pytest.raises(QuantError, match=r"table \(of graph 'other'\) has no range for 7 tensor"):
+        ob.quantize(g, other)
