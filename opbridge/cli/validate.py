@@ -57,6 +57,10 @@ def add_parser(sub: Any) -> None:
                    "divergence names the layer whose inputs agree (the report says which mode ran)")
     p.add_argument("--no-origin", action="store_true",
                    help="do not run the origin framework (the interpreter becomes the reference)")
+    p.add_argument("--quantize", metavar="TABLE.json",
+                   help="compare MODEL quantized to int8 with this calibration table against the "
+                   "float MODEL instead, layer by layer in the interpreter (int8 tolerance 0.85,0.45 "
+                   "as TPU-MLIR's; the notes name the layer where the error grows most)")
     p.add_argument("--report", metavar="R.json", help="write the report as JSON")
     p.add_argument("--html", metavar="R.html",
                    help="write the report as one self-contained HTML page (works offline): summary, "
@@ -103,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
         progress=True,
         passes=with_passes(args.extra_passes) if args.extra_passes else (),
         per_layer=args.per_layer,
+        quantize=args.quantize,
     )
     console = Console(width=160 if not sys.stdout.isatty() else None)
     for name, desc in report.inputs.items():

@@ -12,7 +12,7 @@ The scheme (TPU-MLIR's symmetric int8, the one the BM1684 runs):
 Each quantized tensor is a ``QuantizeLinear`` -> ``DequantizeLinear`` pair; the dequantized
 tensor keeps the float tensor's name (the float value before it is renamed ``NAME/prequant``),
 so validation compares the int8 graph with the float one layer by layer. An activation's
-quantization point moves past a ``Relu`` that is its only reader, as the chip fuses the two.
+quantization point moves past a ``Relu`` or ``Clip`` that is its only reader, as the chip fuses the two.
 The ops between stay float, reading dequantized values: the target has no int8 kernel for
 them. Then the ``fold_qdq`` pass, when the IR has it, turns DequantizeLinear -> op ->
 QuantizeLinear into integer ops.
@@ -31,7 +31,7 @@ from .table import CalibrationTable, QuantError
 #: Ops the target runs as int8 x int8 -> int32.
 INT8_OPS = ("Conv", "MatMul", "Gemm")
 #: Single-reader activations the chip fuses into the int8 op before requantizing.
-FUSED_ACTIVATIONS = ("Relu",)
+FUSED_ACTIVATIONS = ("Relu", "Clip")
 
 
 def quantizable(node: Node) -> bool:

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..ir.graph import Graph
 from ..ir.interpret import interpret
+from .calibrate import prepared
 from .data import Preprocess, load_samples
 from .int8 import quantizable, to_int8
 from .lowp import LOWP, to_half
@@ -46,9 +47,9 @@ def quantize(
     if dtype not in DTYPES:
         raise QuantError(f"quantization type {dtype!r} is not supported",
                          hint=f"use one of {', '.join(DTYPES)}")
-    g = _as_graph(graph)
     if dtype in LOWP:
-        return to_half(g, dtype)
+        return to_half(graph if isinstance(graph, Graph) else prepared(graph), dtype)
+    g = prepared(graph)
     if table is None:
         raise QuantError("int8 quantization needs a calibration table",
                          hint="make one with ob.calibrate(g, samples) / 'opbridge calibrate'")
@@ -62,14 +63,6 @@ def quantize(
     feeds = (load_samples(g, samples, preprocess=preprocess) if samples is not None
              else random_feeds(g, tab))
     return auto_mixed(g, tab, feeds, target_cos, per_channel)
-
-
-def _as_graph(graph: Graph | str | os.PathLike[str]) -> Graph:
-    if isinstance(graph, Graph):
-        return graph
-    from ..validate.api import load_graph
-
-    return load_graph(graph)[0]
 
 
 def random_feeds(graph: Graph, table: CalibrationTable, n: int = RANDOM_SAMPLES) -> list[dict[str, np.ndarray]]:

@@ -89,6 +89,7 @@ def validate(
     progress: bool = False,
     passes: Sequence[str] = (),
     per_layer: bool = False,
+    quantize: Any = None,
 ) -> Report:
     """Validate ``model`` layer by layer; returns a :class:`Report` (``passed``, ``first_divergence``,
     ``rows``).
@@ -109,6 +110,8 @@ def validate(
     ``per_layer`` compiles a debugging variant for the simulator in which every layer's output
     is stored to DDR, so layers inside a layer group are compared too (the first divergence
     then names the layer whose inputs agree and whose output does not).
+    ``quantize`` (a calibration table or its path) compares the model quantized to int8 with
+    the float model instead, both in the interpreter (:mod:`.quantized`).
     """
     from ..plugins_loader import load_plugins
 
@@ -122,6 +125,12 @@ def validate(
             graph, framework = load_graph(model, weights, plugins, input_shapes, unfused=bool(passes))
         with stages.stage("preparing inputs"):
             feeds, where = make_inputs(graph, inputs, input_files, image, seed)
+        if quantize is not None:
+            from .quantized import validate_quantized
+
+            with stages.stage("quantizing and comparing"):
+                return validate_quantized(graph, quantize, feeds, framework=framework, label=label,
+                                          tolerance=tolerance, inputs_desc=where)
         check = None
         if passes:
             from ..passcheck import check_passes

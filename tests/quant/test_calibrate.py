@@ -98,9 +98,11 @@ def test_kl_threshold_matches_reference_loop(dist):
     }[dist]
     top = float(np.abs(x).max())
     hist, _ = np.histogram(np.abs(x), bins=512, range=(0, top))
-    got = kl_threshold(hist, top)
-    assert got == pytest.approx(_kl_reference(hist, top), rel=1e-9)
-    assert 0 < got <= top
+    exhaustive = kl_threshold(hist, top, stride=1)
+    assert exhaustive == pytest.approx(_kl_reference(hist, top), rel=1e-9)
+    assert 0 < exhaustive <= top
+    # the coarse-then-fine search lands within a few bins of the exhaustive one
+    assert kl_threshold(hist, top) == pytest.approx(exhaustive, abs=4 * top / hist.size)
 
 
 def test_percentile_threshold_edges():

@@ -1,0 +1,210 @@
+"""Benchmark: post-training int8 quantization against onnxruntime's ``quantize_static``.
+
+Models with real weights that ship inside a pip wheel: RapidOCR's PaddleOCR models
+(``rapidocr-onnxruntime`` 1.4.4: ``ch_PP-OCRv4_rec_infer.onnx``, a text-line recogniser,
+``ch_PP-OCRv4_det_infer.onnx``, a text detector, and ``ch_ppocr_mobile_v2.0_cls_infer.onnx``,
+a text-direction classifier; Apache-2.0). Get them without installing the package:
+
+    pip download --no-deps -d /tmp/wheels rapidocr-onnxruntime==1.4.4
+    unzip -j /tmp/wheels/rapidocr_onnxruntime-1.4.4-py3-none-any.whl 'rapidocr_onnxruntime/models/*' -d /tmp/ocr
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 .venv/bin/python bench/bench_quant.py --models /tmp/ocr
+
+Images: real photographs from scikit-image's ``data`` module (in its wheel). Each model is
+calibrated on some and scored on others it never saw: the recogniser on lines of text cut from
+``page.png`` (a photographed book page: half the lines calibrate, the other half score) and
+photos; the detector on photos and ``text.png``, scored on ``page.png`` and other photos.
+
+For each model and calibration method: opbridge's calibration and quantization time, and the
+cosine of the int8 output against the float output per evaluation image (both in opbridge's
+interpreter); then onnxruntime's ``quantize_static`` (QDQ, per-channel, symmetric int8
+activations and weights, the same calibration images, the matching method) timed the same way
+and scored by onnxruntime running its int8 model against its float model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import opbridge as ob  # noqa: E402
+from opbridge.quant import Preprocess, load_samples  # noqa: E402
+
+ORT_METHOD = {"minmax": "MinMax", "percentile": "Percentile", "kl": "Entropy"}
+
+
+@dataclass
+class Case:
+    name: str
+    file: str
+    shape: tuple[int, ...]
+    preprocess: Preprocess
+    make_images: Callable[[Path], tuple[Path, Path]]
+
+
+def _skimage_dir() -> Path:
+    import skimage.data
+
+    return Path(skimage.data.__file__).parent
+
+
+def _save(img: np.ndarray, path: Path) -> None:
+    from PIL import Image
+
+    Image.fromarray(img).save(path)
+
+
+#: The rows of the text lines of skimage's page.png (a photographed book page), read off its
+#: dark-pixel profile (the page is unevenly lit, so a fixed threshold does not separate them).
+PAGE_LINES = [(12, 33), (48, 64), (66, 82), (84, 100), (102, 119), (120, 137), (170, 191)]
+
+
+def _page_lines() -> list[np.ndarray]:
+    """Half-line crops of page.png (the recogniser wants lines about 7 times wider than high)."""
+    import skimage.data
+
+    page = skimage.data.page()
+    half = page.shape[1] // 2
+    return [page[a:b, x:x + half] for a, b in PAGE_LINES for x in (0, half)]
+
+
+PHOTOS_CAL = ["astronaut.png", "coffee.png", "chelsea.png", "rocket.jpg"]
+PHOTOS_EVAL = ["motorcycle_left.png", "hubble_deep_field.jpg", "retina.jpg", "ihc.png"]
+
+
+def _copy_photos(names: list[str], folder: Path) -> None:
+    from PIL import Image
+
+    for n in names:
+        Image.open(_skimage_dir() / n).convert("RGB").save(folder / (Path(n).stem + ".png"))
+
+
+def rec_images(work: Path) -> tuple[Path, Path]:
+    cal, ev = work / "rec_cal", work / "rec_eval"
+    cal.mkdir()
+    ev.mkdir()
+    for i, line in enumerate(_page_lines()):
+        _save(line, (cal if i % 2 == 0 else ev) / f"line{i:02d}.png")
+    _copy_photos(PHOTOS_CAL[:2], cal)
+    return cal, ev
+
+
+def det_images(work: Path) -> tuple[Path, Path]:
+    cal, ev = work / "det_cal", work / "det_eval"
+    cal.mkdir()
+    ev.mkdir()
+    _copy_photos(PHOTOS_CAL, cal)
+    _save(np.asarray(__import__("skimage.data").data.text()), cal / "text.png")
+    _save(np.asarray(__import__("skimage.data").data.page()), ev / "page.png")
+    _copy_photos(PHOTOS_EVAL, ev)
+    return cal, ev
+
+
+#: PaddleOCR's preprocessing: BGR; the recogniser and classifier (x/255 - 0.5) / 0.5, the
+#: detector ImageNet's mean/std (PaddleOCR's NormalizeImage).
+PADDLE_HALF = Preprocess((127.5,), (127.5,), pixel_format="bgr")
+PADDLE_IMAGENET = Preprocess((123.675, 116.28, 103.53), (58.395, 57.12, 57.375), pixel_format="bgr")
+
+CASES = {
+    "rec": Case("PP-OCRv4 rec", "ch_PP-OCRv4_rec_infer.onnx", (1, 3, 48, 320), PADDLE_HALF, rec_images),
+    "det": Case("PP-OCRv4 det", "ch_PP-OCRv4_det_infer.onnx", (1, 3, 320, 320), PADDLE_IMAGENET, det_images),
+    "cls": Case("PP-OCR mobile v2 cls", "ch_ppocr_mobile_v2.0_cls_infer.onnx", (1, 3, 48, 192), PADDLE_HALF,
+                rec_images),
+}
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    x, y = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
+    return float(x @ y / (np.linalg.norm(x) * np.linalg.norm(y)))
+
+
+def run_opbridge(model: Path, case: Case, method: str, cal: Path, ev: list[dict]) -> tuple[float, list[float]]:
+    g = ob.convert(str(model), input_shapes={"x": case.shape})
+    t0 = time.perf_counter()
+    table = ob.calibrate(g, str(cal), method, preprocess=case.preprocess)
+    q = ob.quantize(g, table)
+    spent = time.perf_counter() - t0
+    out = g.outputs[0].name
+    return spent, [cosine(ob.interpret(g, f)[out], ob.interpret(q, f)[out]) for f in ev]
+
+
+def run_ort(model: Path, method: str, cal: list[dict], ev: list[dict], work: Path) -> tuple[float, list[float]]:
+    import onnxruntime as ort
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.it = iter(cal)
+
+        def get_next(self) -> dict | None:
+            return next(self.it, None)
+
+    out = work / f"{model.stem}.{method}.int8.onnx"
+    t0 = time.perf_counter()
+    quantize_static(str(model), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                    calibrate_method=getattr(CalibrationMethod, ORT_METHOD[method]),
+                    extra_options={"ActivationSymmetric": True, "WeightSymmetric": True})
+    spent = time.perf_counter() - t0
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    fp = ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
+    q = ort.InferenceSession(str(out), opts, providers=["CPUExecutionProvider"])
+    return spent, [cosine(fp.run(None, f)[0], q.run(None, f)[0]) for f in ev]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", required=True, type=Path, help="folder holding RapidOCR's .onnx models")
+    ap.add_argument("--case", nargs="+", default=list(CASES), choices=list(CASES))
+    ap.add_argument("--methods", nargs="+", default=["minmax", "percentile", "kl"], choices=list(ORT_METHOD))
+    ap.add_argument("--no-ort", action="store_true", help="skip onnxruntime's quantize_static")
+    args = ap.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for key in args.case:
+            case = CASES[key]
+            work = Path(tmp) / key
+            work.mkdir()
+            cal, ev_dir = case.make_images(work)
+            g = ob.convert(str(args.models / case.file), input_shapes={"x": case.shape})
+            ev = load_samples(g, str(ev_dir), preprocess=case.preprocess)
+            cal_feeds = load_samples(g, str(cal), preprocess=case.preprocess)
+            for method in args.methods:
+                t, cos = run_opbridge(args.models / case.file, case, method, cal, ev)
+                rows.append((case.name, method, "opbridge", t, cos, len(cal_feeds)))
+                print(_row(rows[-1]), flush=True)
+                if not args.no_ort:
+                    t, cos = run_ort(args.models / case.file, method, cal_feeds, ev, work)
+                    rows.append((case.name, method, "onnxruntime", t, cos, len(cal_feeds)))
+                    print(_row(rows[-1]), flush=True)
+    print()
+    print("| model | method | quantizer | calib images | calibrate+quantize s | worst cosine | cosine per evaluation image |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(_row(r))
+
+
+def _row(r: tuple) -> str:
+    name, method, who, t, cos, n = r
+    per = " ".join(f"{c:.4f}" for c in cos)
+    return f"| {name} | {method} | {who} | {n} | {t:.1f} | {min(cos):.4f} | {per} |"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""opbridge calibrate / quantize / validate --quantize: outputs, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+
+import opbridge as ob
+from opbridge.cli import main
+from tests.quant.helpers import cnn_model, cos, feeds
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    d = tmp_path_factory.mktemp("quant_cli")
+    onnx.save(cnn_model(), d / "cnn.onnx")
+    (d / "data").mkdir()
+    for i, f in enumerate(feeds(4)):
+        np.save(d / "data" / f"s{i}.npy", f["image"])
+    np.savez(d / "data" / "s9.npz", image=feeds(1, seed=4)[0]["image"])
+    return d
+
+
+def _err(capsys) -> list[str]:
+    return [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("method", ["minmax", "kl"])
+def test_calibrate_quantize_validate(work, capsys, method):
+    table, out = work / f"{method}.json", work / f"{method}.obir"
+    assert main(["calibrate", str(work / "cnn.onnx"), "--data", str(work / "data"), "--method", method,
+                 "--samples", "3", "-o", str(table)]) == 0
+    assert "3 samples" in capsys.readouterr().out
+    data = json.loads(table.read_text())
+    assert data["method"] == method and data["samples"] == 3 and "conv1_out" in data["tensors"]
+    assert main(["quantize", str(work / "cnn.onnx"), "--table", str(table), "-o", str(out)]) == 0
+    assert "4 int8 layers" in capsys.readouterr().out
+    g, q = ob.convert(str(work / "cnn.onnx")), ob.load(out)
+    f = feeds(1, seed=8)[0]
+    assert cos(ob.interpret(g, {"image": f["image"]})["prob"], ob.interpret(q, f)["prob"]) > 0.999
+    rc = main(["validate", str(work / "cnn.onnx"), "--quantize", str(table), "--report",
+               str(work / "r.json")])
+    report = json.loads((work / "r.json").read_text())
+    assert report["runners"] == ["float", "int8"] and report["rows"]
+    assert rc == (0 if report["passed"] else 1)
+    assert any("error grows most at layer" in n for n in report["notes"])
+
+
+def test_quantize_f16_and_mixed(work, capsys):
+    assert main(["quantize", str(work / "cnn.onnx"), "--dtype", "f16", "-o", str(work / "h.obir")]) == 0
+    assert ob.load(work / "h.obir").metadata["quant.dtype"] == "f16"
+    main(["calibrate", str(work / "cnn.onnx"), "--data", str(work / "data"), "-o", str(work / "t.json")])
+    capsys.readouterr()
+    assert main(["quantize", str(work / "cnn.onnx"), "--table", str(work / "t.json"), "--mixed-precision",
+                 "auto", "--target-cos", "0.99999", "--data", str(work / "data"), "-o",
+                 str(work / "m.obir")]) == 0
+    out = capsys.readouterr().out
+    assert "mixed precision: output cosine" in out and "kept in float:" in out
+
+
+def _bad_cases(work):
+    onnx_path = str(work / "cnn.onnx")
+    (work / "empty").mkdir(exist_ok=True)
+    (work / "wrong").mkdir(exist_ok=True)
+    np.save(work / "wrong" / "a.npy", np.zeros((1, 3, 8, 8), np.float32))
+    (work / "ints").mkdir(exist_ok=True)
+    np.save(work / "ints" / "a.npy", np.zeros((1, 3, 16, 16), np.bool_))
+    (work / "junk").mkdir(exist_ok=True)
+    (work / "junk" / "a.npy").write_bytes(b"not numpy")
+    other = work / "other.json"
+    other.write_text(json.dumps({"format": "opbridge-calibration", "version": 1, "graph": "x",
+                                 "tensors": {"a": {"min": 0, "max": 1, "threshold": 1}}}))
+    return {
+        "empty folder": (["calibrate", onnx_path, "--data", str(work / "empty"), "-o", "t.json"],
+                         "no readable samples"),
+        "missing folder": (["calibrate", onnx_path, "--data", str(work / "nope"), "-o", "t.json"],
+                           "does not exist"),
+        "wrong shape": (["calibrate", onnx_path, "--data", str(work / "wrong"), "-o", "t.json"],
+                        r"wants shape \[1,3,16,16\], got \[1,3,8,8\]"),
+        "wrong dtype": (["calibrate", onnx_path, "--data", str(work / "ints"), "-o", "t.json"],
+                        "wants f32, got bool"),
+        "unreadable": (["calibrate", onnx_path, "--data", str(work / "junk"), "-o", "t.json"],
+                       "not a readable numpy file"),
+        "table of another graph": (["quantize", onnx_path, "--table", str(other), "-o", "q.obir"],
+                                   r"has no range for 7 tensor"),
+        "no table": (["quantize", onnx_path, "-o", "q.obir"], "needs a calibration table"),
+        "missing table": (["quantize", onnx_path, "--table", str(work / "none.json"), "-o", "q.obir"],
+                          "does not exist"),
+    }
+
+
+CASES = ["empty folder", "missing folder", "wrong shape", "wrong dtype", "unreadable",
+         "table of another graph", "no table", "missing table"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bad_input_exits_2_with_error_and_hint(work, capsys, case):
+    argv, match = _bad_cases(work)[case]
+    assert main(argv) == 2
+    lines = _err(capsys)
+    assert lines[0].startswith("error: ") and "Traceback" not in "\n".join(lines)
+    import re
+
+    assert re.search(match, lines[0]), lines
+    assert len(lines) == 2 and lines[1].startswith("hint: "), lines
+
+
+def test_unsupported_dtype_is_a_usage_error(work, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["quantize", str(work / "cnn.onnx"), "--dtype", "int4", "-o", "q.obir"])
+    assert e.value.code == 2
+    assert "invalid choice: 'int4'" in capsys.readouterr().err
