@@ -1,9 +1,10 @@
 """``ob.quantize``: a float graph -> an int8 (QDQ) or half-precision graph.
 
 With ``mixed_precision="auto"`` the int8 graph is scored against the float one (the lowest
-output cosine over the evaluation samples); while it is under ``target_cos``, the int8 layer
-that adds the most error (its output's cosine drop beyond its inputs') is kept in float,
-one at a time, as TPU-MLIR's sensitive-layer search does. The layers it kept float, and the
+output cosine over the evaluation samples); while it is under ``target_cos``, layers are kept
+in float one at a time, most sensitive first: a layer's sensitivity is how much the output
+cosine rises when it alone stays float, measured layer by layer as TPU-MLIR's sensitive-layer
+search does (``run_sensitive_layer``). The layers it kept float, and the
 cosine reached, are in ``graph.metadata`` (``quant.auto_float_layers``, ``quant.cosine``;
 ``quant.float_layers`` lists every int8-capable layer left float, for whatever reason).
 """
@@ -27,6 +28,8 @@ from .table import CalibrationTable, QuantError, as_table
 DTYPES = ("int8", *LOWP)
 #: Evaluation samples drawn from the table's input ranges when none are given.
 RANDOM_SAMPLES = 4
+#: Samples the per-layer sensitivity search runs on (the target is checked on all of them).
+SENSITIVITY_SAMPLES = 4
 
 
 def quantize(
@@ -103,39 +106,37 @@ def output_cosine(graph: Graph, quantized: Graph, feeds: Sequence[Mapping[str, n
     return worst
 
 
-def layer_errors(graph: Graph, quantized: Graph, feed: Mapping[str, np.ndarray]) -> dict[str, float]:
-    """Per int8 layer, the error it adds: ``(1 - cos(output)) - (1 - cos(worst input))``, the
-    quantized tensors against the float ones on ``feed``."""
-    ref = interpret(graph, feed, keep_intermediates=True)
-    got = interpret(quantized, feed, keep_intermediates=True)
-    errs: dict[str, float] = {}
+def sensitivities(graph: Graph, table: CalibrationTable, feeds: Sequence[Mapping[str, np.ndarray]],
+                  reference: Sequence[Mapping[str, np.ndarray]], per_channel: bool,
+                  base: float) -> dict[str, float]:
+    """Per int8 layer, how much the output cosine over ``feeds`` rises when that layer alone
+    stays float (TPU-MLIR's sensitive-layer search measures layers one by one the same way)."""
+    gains: dict[str, float] = {}
     for node in graph.nodes:
-        if not quantizable(node):
-            continue
-        out = node.outputs[0].name
-        if out not in got:
-            continue
-        ins = [v.name for v in node.inputs if v is not None and not v.is_constant and v.name in got]
-        cos_in = min((cosine(ref[n], got[n]) for n in ins), default=1.0)
-        errs[node.name] = (1.0 - cosine(ref[out], got[out])) - (1.0 - cos_in)
-    return errs
+        if quantizable(node):
+            q = to_int8(graph, table, per_channel=per_channel, keep_float=[node.name])
+            gains[node.name] = output_cosine(graph, q, feeds, reference) - base
+    return gains
 
 
 def auto_mixed(graph: Graph, table: CalibrationTable, feeds: Sequence[Mapping[str, np.ndarray]],
                target_cos: float, per_channel: bool) -> Graph:
-    """The int8 graph with the fewest layers kept float (greedily, worst first) whose outputs
-    reach ``target_cos``; see the module docstring."""
+    """The int8 graph with layers kept float, most sensitive first, until its outputs reach
+    ``target_cos``; see the module docstring."""
     reference = [interpret(graph, f) for f in feeds]
+    probe = list(feeds[:SENSITIVITY_SAMPLES])
     keep: list[str] = []
     q = to_int8(graph, table, per_channel=per_channel)
     cos = output_cosine(graph, q, feeds, reference)
-    order = sorted(layer_errors(graph, q, feeds[0]).items(), key=lambda kv: -kv[1])
-    for name, _ in order:
-        if cos >= target_cos:
-            break
-        keep.append(name)
-        q = to_int8(graph, table, per_channel=per_channel, keep_float=keep)
-        cos = output_cosine(graph, q, feeds, reference)
+    if cos < target_cos:
+        base = output_cosine(graph, q, probe, reference)
+        gains = sensitivities(graph, table, probe, reference, per_channel, base)
+        for name in sorted(gains, key=lambda n: -gains[n]):
+            keep.append(name)
+            q = to_int8(graph, table, per_channel=per_channel, keep_float=keep)
+            cos = output_cosine(graph, q, feeds, reference)
+            if cos >= target_cos:
+                break
     q.metadata["quant.mixed_precision"] = "auto"
     q.metadata["quant.target_cos"] = f"{target_cos}"
     q.metadata["quant.cosine"] = f"{cos:.6f}"
