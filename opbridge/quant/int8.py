@@ -11,11 +11,12 @@ The scheme (TPU-MLIR's symmetric int8, the one the BM1684 runs):
 
 Each quantized tensor is a ``QuantizeLinear`` -> ``DequantizeLinear`` pair; the dequantized
 tensor keeps the float tensor's name (the float value before it is renamed ``NAME/prequant``),
-so validation compares the int8 graph with the float one layer by layer. An activation's
-quantization point moves past a ``Relu`` or ``Clip`` that is its only reader, as the chip fuses the two.
-The ops between stay float, reading dequantized values: the target has no int8 kernel for
-them. Then the ``fold_qdq`` pass, when the IR has it, turns DequantizeLinear -> op ->
-QuantizeLinear into integer ops.
+so validation compares the int8 graph with the float one layer by layer. An output whose only
+reader is a ``Relu`` or ``Clip`` is quantized at that activation's scale, and so is the
+activation's output (the chip fuses the two; the Relu then runs on the integers). Other ops
+stay float, reading dequantized values: the target has no int8 kernel for them. Then the
+``fold_qdq`` pass, when the IR has it, turns DequantizeLinear -> op -> QuantizeLinear into
+integer ops (ConvInteger / MatMulInteger + Requantize).
 """
 
 from __future__ import annotations
@@ -58,28 +59,32 @@ def weight_axis(node: Node) -> int:
     return w.rank - 1
 
 
-def quant_points(graph: Graph, nodes: Collection[str]) -> list[str]:
-    """The activation tensors quantized for the int8 nodes named ``nodes``: their inputs, and
-    their outputs (or the output of a Relu that is an output's only reader)."""
+def quant_points(graph: Graph, nodes: Collection[str]) -> dict[str, str]:
+    """The activation tensors quantized for the int8 nodes named ``nodes`` -> the table entry
+    whose threshold they take: their inputs and outputs, each its own; an output whose only
+    reader is a Relu or Clip takes that activation's threshold, and the activation's output is
+    quantized too (at the same scale, so ``fold_qdq`` runs a Relu on the integers)."""
     users: dict[str, list[Node]] = {}
     for n in graph.nodes:
         for v in n.inputs:
             if v is not None:
                 users.setdefault(v.name, []).append(n)
     outputs = {v.name for v in graph.outputs}
-    points: list[str] = []
+    points: dict[str, str] = {}
     for n in graph.nodes:
         if n.name not in nodes:
             continue
         x = n.inputs[0]
         assert x is not None
+        points.setdefault(x.name, x.name)
         out = n.outputs[0].name
         readers = users.get(out, [])
         if len(readers) == 1 and readers[0].op in FUSED_ACTIVATIONS and out not in outputs:
-            out = readers[0].outputs[0].name
-        for name in (x.name, out):
-            if name not in points:
-                points.append(name)
+            act = readers[0].outputs[0].name
+            points.setdefault(out, act)
+            points.setdefault(act, act)
+        else:
+            points.setdefault(out, out)
     return points
 
 
@@ -95,13 +100,14 @@ def check_table(graph: Graph, table: CalibrationTable, names: Collection[str]) -
 
 
 def to_int8(graph: Graph, table: CalibrationTable, *, per_channel: bool = True,
-            keep_float: Collection[str] = ()) -> Graph:
-    """``graph`` in QDQ int8 (see the module); nodes named in ``keep_float`` stay float."""
+            keep_float: Collection[str] = (), fold_integer: bool = True) -> Graph:
+    """``graph`` in QDQ int8 (see the module); nodes named in ``keep_float`` stay float;
+    ``fold_integer=False`` leaves the QDQ form as it is (no ``fold_qdq``)."""
     chosen = [n.name for n in graph.nodes if quantizable(n) and n.name not in keep_float
               and n.origin.name not in keep_float]
     points = quant_points(graph, set(chosen))
-    check_table(graph, table, points)
-    b = _QdqBuilder(graph, table, per_channel)
+    check_table(graph, table, set(points.values()))
+    b = _QdqBuilder(graph, table, per_channel, points)
     for v in graph.inputs:
         b.env[v.name] = b.b.input(v.name, v.dtype, v.shape)
         if v.name in points:
@@ -117,7 +123,7 @@ def to_int8(graph: Graph, table: CalibrationTable, *, per_channel: bool = True,
     kept = [n.name for n in graph.nodes if n.op in INT8_OPS and n.name not in chosen_set]
     if kept:
         b.b.metadata["quant.float_layers"] = ",".join(kept)
-    return fold(b.b.build())
+    return fold(b.b.build()) if fold_integer else b.b.build()
 
 
 def fold(graph: Graph) -> Graph:
@@ -133,21 +139,27 @@ def fold(graph: Graph) -> Graph:
 class _QdqBuilder:
     """Copies a float graph node by node into a GraphBuilder, adding the Q/DQ pairs."""
 
-    def __init__(self, graph: Graph, table: CalibrationTable, per_channel: bool) -> None:
+    def __init__(self, graph: Graph, table: CalibrationTable, per_channel: bool,
+                 points: dict[str, str]) -> None:
         self.b = GraphBuilder(graph.name, registry=graph.registry)
         self.table = table
         self.per_channel = per_channel
+        self.points = points
         self.env: dict[str, Value] = {}
 
+    def scale(self, name: str) -> float:
+        """The activation scale of quantization point ``name``."""
+        return self.table[self.points[name]].scale
+
     def qdq(self, x: Value, name: str, out: str) -> Value:
-        """QuantizeLinear -> DequantizeLinear of ``x`` with tensor ``name``'s scale; the
+        """QuantizeLinear -> DequantizeLinear of ``x`` at point ``name``'s scale; the
         dequantized value is called ``out``."""
-        scale = self.b.constant(f"{name}/scale", np.float32(self.table[name].scale))
+        scale = self.b.constant(f"{name}/scale", np.float32(self.scale(name)))
         zp = self.b.constant(f"{name}/zero_point", np.int8(0))
         q = self.b.op("QuantizeLinear", [x, scale, zp], name=self.b.unique_name(f"{name}/quantize"),
                       outputs=[self.b.unique_name(f"{name}/i8")], axis=1, block_size=0, saturate=1,
                       output_dtype="i8")
-        q.quant = QuantParams(np.float32(self.table[name].scale), np.int8(0))
+        q.quant = QuantParams(np.float32(self.scale(name)), np.int8(0))
         return self.b.op("DequantizeLinear", [q, scale, zp], name=self.b.unique_name(f"{name}/dequantize"),
                          outputs=[out], axis=1, block_size=0)
 
@@ -181,7 +193,7 @@ class _QdqBuilder:
         bias = node.inputs[2] if len(node.inputs) > 2 else None
         if bias is not None and bias.is_constant and self._bias_fits(node, bias, w_scale):
             assert bias.data is not None
-            b_scale = (self.table[x.name].scale * w_scale).astype(np.float32)
+            b_scale = (np.float32(self.scale(x.name)) * w_scale).astype(np.float32)
             bq = np.clip(np.rint(bias.data.astype(np.float64) / b_scale), -(2**31), 2**31 - 1).astype(np.int32)
             ins[2] = self._dequantized(f"{bias.name}/int32", bq, b_scale, 0)
         return ins

@@ -14,9 +14,11 @@ from tests.conftest import requires_ort
 from tests.quant.helpers import cnn_model, cos, feeds, ort_outputs
 
 #: The activations the scheme quantizes in the small CNN, read off its structure: the inputs
-#: and outputs of conv1, conv2a, conv2b and fc, an output moved past the Relu that is its only
-#: reader (conv2a -> relu2a); conv1 feeds a LeakyRelu, which is not fused.
-CNN_POINTS = ["image", "conv1_out", "pool1_out", "relu2a_out", "conv2b_out", "flat_out", "logits"]
+#: and outputs of conv1, conv2a, conv2b and fc; conv2a's output, read only by a Relu, at the
+#: Relu output's scale, and the Relu's output too; conv1 feeds a LeakyRelu, which is not fused.
+CNN_POINTS = ["image", "conv1_out", "pool1_out", "conv2a_out", "relu2a_out", "conv2b_out", "flat_out",
+              "logits"]
+SCALE_OF = {"conv2a_out": "relu2a_out"}
 CNN_WEIGHTS = {"conv1": ("conv1.w", "conv1.b", 0), "conv2a": ("conv2a.w", "conv2a.b", 0),
                "conv2b": ("conv2b.w", "conv2b.b", 0), "fc": ("fc.w", "fc.b", 0)}
 
@@ -39,7 +41,7 @@ def _qdq_reference(model: onnx.ModelProto, table: CalibrationTable) -> bytes:
     rename = {p: f"{p}__dq" for p in CNN_POINTS}
 
     def qdq(name: str) -> list[onnx.NodeProto]:
-        s = np.float32(table[name].threshold / 127)
+        s = np.float32(table[SCALE_OF.get(name, name)].threshold / 127)
         new_inits.extend([numpy_helper.from_array(s, f"{name}__s"),
                           numpy_helper.from_array(np.int8(0), f"{name}__z")])
         return [helper.make_node("QuantizeLinear", [name, f"{name}__s", f"{name}__z"], [f"{name}__q"]),
@@ -91,9 +93,22 @@ def test_int8_cosine_on_held_out_inputs(cnn):
         assert cos(a["prob"], b["prob"]) > 0.9999
 
 
-def test_int8_weights_and_biases(cnn):
+def test_int8_folds_into_integer_ops(cnn):
     _, g, table = cnn
     q = ob.quantize(g, table)
+    integer = {n.origin.name: n.op for n in q.nodes if n.op in ("ConvInteger", "MatMulInteger")}
+    assert integer == {"conv1": "ConvInteger", "conv2a": "ConvInteger", "conv2b": "ConvInteger",
+                       "fc": "MatMulInteger"}
+    assert not any(n.op in ("Conv", "Gemm", "MatMul") for n in q.nodes)
+    relu = next(n for n in q.nodes if n.origin.name == "relu2a")
+    assert relu.outputs[0].dtype == "i8"  # the Relu after conv2a runs on the integers
+
+
+def test_int8_weights_and_biases(cnn):
+    from opbridge.quant.int8 import to_int8
+
+    _, g, table = cnn
+    q = to_int8(g, table, fold_integer=False)  # the QDQ form, before fold_qdq
     consts = q.constants
     w = g.constants["conv2b.w"].data
     wq = consts["conv2b.w/int8"]
@@ -105,7 +120,7 @@ def test_int8_weights_and_biases(cnn):
     assert bias.dtype == "i32"
     np.testing.assert_allclose(consts["conv2b.b/int32/scale"].data,
                                scale * table["relu2a_out"].threshold / 127, rtol=1e-6)
-    per_tensor = ob.quantize(g, table, per_channel=False)
+    per_tensor = to_int8(g, table, per_channel=False, fold_integer=False)
     assert per_tensor.constants["conv2b.w/int8/scale"].data.shape == ()
 
 
