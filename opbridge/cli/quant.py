@@ -118,7 +118,7 @@ def run_quantize(args: argparse.Namespace) -> int:
     graph = _graph(args)
     q = quantize(graph, args.table, dtype=args.dtype, per_channel=not args.per_tensor,
                  mixed_precision=args.mixed_precision, target_cos=args.target_cos,
-                 samples=args.data, preprocess=_preprocess(args))
+                 samples=args.data, preprocess=_preprocess(args), progress=True)
     save(q, args.output)
     meta = q.metadata
     int8 = [x for x in meta.get("quant.int8_layers", "").split(",") if x]

@@ -8,6 +8,7 @@ NCHW or NHWC as the input wants. Pillow reads the images when installed, else Op
 
 from __future__ import annotations
 
+import math
 import os
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -143,7 +144,7 @@ def _fit(v: Value, feed: Mapping[str, Any], where: str) -> np.ndarray:
         raise QuantError(f"input '{v.name}' has symbolic dims {format_shape(v.shape)}",
                          hint="fix them with --input-shape NAME=DIMS (input_shapes= in Python)")
     if tuple(arr.shape) != tuple(v.shape):
-        if arr.ndim < len(v.shape) and arr.size == int(np.prod(v.shape)):
+        if arr.ndim < len(v.shape) and arr.size == math.prod(int(d) for d in v.shape):
             arr = arr.reshape(v.shape)  # a CHW array for a 1xCxHxW input
         else:
             raise QuantError(f"{where}: input '{v.name}' wants shape {format_shape(v.shape)}, got "

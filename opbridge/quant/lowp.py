@@ -8,6 +8,8 @@ drop-in replacement; every tensor keeps its name, so validation compares it laye
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..ir.graph import Graph, GraphBuilder, Node, Value
 from ..ir.types import to_numpy_dtype
 
@@ -77,7 +79,7 @@ def to_half(graph: Graph, dtype: str) -> Graph:
     return b.build()
 
 
-def _attrs(node: Node) -> dict[str, object]:
+def _attrs(node: Node) -> dict[str, Any]:
     return {k: v for k, v in node.attrs.items() if v is not None}
 
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..ir.graph import Graph
 from ..ir.interpret import interpret
+from ..validate.progress import Stages
 from .calibrate import prepared
 from .data import Preprocess, load_samples
 from .int8 import quantizable, to_int8
@@ -42,11 +43,13 @@ def quantize(
     target_cos: float = 0.999,
     samples: Any = None,
     preprocess: Preprocess | None = None,
+    progress: bool = False,
 ) -> Graph:
     """``graph`` quantized to ``dtype`` ("int8" with a calibration ``table``; "f16"/"bf16"
     need none). ``mixed_precision="auto"`` keeps layers in float until the int8 outputs reach
     ``target_cos`` against the float ones on ``samples`` (feed dicts or a folder; default:
-    random inputs in the table's input ranges)."""
+    random inputs in the table's input ranges); ``progress`` shows the search's progress on a
+    terminal."""
     if dtype not in DTYPES:
         raise QuantError(f"quantization type {dtype!r} is not supported",
                          hint=f"use one of {', '.join(DTYPES)}")
@@ -65,7 +68,8 @@ def quantize(
         raise QuantError(f"target cosine {target_cos}: must be in (0, 1]")
     feeds = (load_samples(g, samples, preprocess=preprocess) if samples is not None
              else random_feeds(g, tab))
-    return auto_mixed(g, tab, feeds, target_cos, per_channel)
+    with Stages(progress, 1, title=f"mixed precision {g.name}") as stages:
+        return auto_mixed(g, tab, feeds, target_cos, per_channel, stages)
 
 
 def random_feeds(graph: Graph, table: CalibrationTable, n: int = RANDOM_SAMPLES) -> list[dict[str, np.ndarray]]:
@@ -108,21 +112,23 @@ def output_cosine(graph: Graph, quantized: Graph, feeds: Sequence[Mapping[str, n
 
 def sensitivities(graph: Graph, table: CalibrationTable, feeds: Sequence[Mapping[str, np.ndarray]],
                   reference: Sequence[Mapping[str, np.ndarray]], per_channel: bool,
-                  base: float) -> dict[str, float]:
+                  base: float, stages: Stages) -> dict[str, float]:
     """Per int8 layer, how much the output cosine over ``feeds`` rises when that layer alone
     stays float (TPU-MLIR's sensitive-layer search measures layers one by one the same way)."""
     gains: dict[str, float] = {}
     for node in graph.nodes:
         if quantizable(node):
-            q = to_int8(graph, table, per_channel=per_channel, keep_float=[node.name])
-            gains[node.name] = output_cosine(graph, q, feeds, reference) - base
+            with stages.stage(f"sensitivity of {node.name}"):
+                q = to_int8(graph, table, per_channel=per_channel, keep_float=[node.name])
+                gains[node.name] = output_cosine(graph, q, feeds, reference) - base
     return gains
 
 
 def auto_mixed(graph: Graph, table: CalibrationTable, feeds: Sequence[Mapping[str, np.ndarray]],
-               target_cos: float, per_channel: bool) -> Graph:
+               target_cos: float, per_channel: bool, stages: Stages | None = None) -> Graph:
     """The int8 graph with layers kept float, most sensitive first, until its outputs reach
     ``target_cos``; see the module docstring."""
+    stages = stages or Stages(False, 0)
     reference = [interpret(graph, f) for f in feeds]
     probe = list(feeds[:SENSITIVITY_SAMPLES])
     keep: list[str] = []
@@ -130,11 +136,13 @@ def auto_mixed(graph: Graph, table: CalibrationTable, feeds: Sequence[Mapping[st
     cos = output_cosine(graph, q, feeds, reference)
     if cos < target_cos:
         base = output_cosine(graph, q, probe, reference)
-        gains = sensitivities(graph, table, probe, reference, per_channel, base)
+        stages.add(2 * sum(quantizable(n) for n in graph.nodes))
+        gains = sensitivities(graph, table, probe, reference, per_channel, base, stages)
         for name in sorted(gains, key=lambda n: -gains[n]):
             keep.append(name)
-            q = to_int8(graph, table, per_channel=per_channel, keep_float=keep)
-            cos = output_cosine(graph, q, feeds, reference)
+            with stages.stage(f"{len(keep)} layer(s) float: cosine {cos:.5f}"):
+                q = to_int8(graph, table, per_channel=per_channel, keep_float=keep)
+                cos = output_cosine(graph, q, feeds, reference)
             if cos >= target_cos:
                 break
     q.metadata["quant.mixed_precision"] = "auto"
