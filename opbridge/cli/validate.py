@@ -57,10 +57,11 @@ def add_parser(sub: Any) -> None:
                    "divergence names the layer whose inputs agree (the report says which mode ran)")
     p.add_argument("--no-origin", action="store_true",
                    help="do not run the origin framework (the interpreter becomes the reference)")
-    p.add_argument("--quantize", metavar="TABLE.json",
-                   help="compare MODEL quantized to int8 with this calibration table against the "
-                   "float MODEL instead, layer by layer in the interpreter (int8 tolerance 0.85,0.45 "
-                   "as TPU-MLIR's; the notes name the layer where the error grows most)")
+    p.add_argument("--quantize", metavar="TABLE.json|Q.obir",
+                   help="compare MODEL quantized to int8 with this calibration table (or the int8 "
+                   ".obir 'opbridge quantize' made from MODEL) against the float MODEL instead, "
+                   "layer by layer in the interpreter (int8 tolerance 0.85,0.45 as TPU-MLIR's; the "
+                   "notes name the layer where the error grows most)")
     p.add_argument("--report", metavar="R.json", help="write the report as JSON")
     p.add_argument("--html", metavar="R.html",
                    help="write the report as one self-contained HTML page (works offline): summary, "

@@ -10,6 +10,7 @@ inputs'.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,13 +28,14 @@ INT8_TOLERANCE = (0.85, 0.45)
 def validate_quantized(graph: Graph, table: Any, feeds: Mapping[str, np.ndarray], *,
                        framework: str = "opbridge", label: str | None = None,
                        tolerance: Any = None, inputs_desc: Mapping[str, str] | None = None) -> Report:
-    """Quantize ``graph`` with ``table`` (int8) and compare it with ``graph`` on ``feeds``."""
+    """Quantize ``graph`` with ``table`` (int8) and compare it with ``graph`` on ``feeds``;
+    ``table`` may also be the quantized graph itself (a Graph, or an ``.obir`` file made by
+    ``opbridge quantize`` from ``graph``)."""
     from ..ir.interpret import interpret
-    from ..quant import quantize
     from .api import build_report
 
     tol = parse_tolerance(tolerance) or INT8_TOLERANCE
-    qg = quantize(graph, table, dtype="int8")
+    qg = quantized_graph(graph, table)
     runs = [RunOutput("float", dict(interpret(graph, feeds, keep_intermediates=True))),
             RunOutput("int8", dict(interpret(qg, feeds, keep_intermediates=True)))]
     report = build_report(label or graph.name, framework, graph, runs, tol)
@@ -49,6 +51,25 @@ def validate_quantized(graph: Graph, table: Any, feeds: Mapping[str, np.ndarray]
                             f"{before:.6f} at its inputs -> {row.result.cosine:.6f} at '{row.tensor}' "
                             f"(SQNR {row.result.sqnr_db:.1f} dB)")
     return report
+
+
+def quantized_graph(graph: Graph, table: Any) -> Graph:
+    """The int8 graph to validate: ``table`` itself when it is one (a Graph or an .obir path),
+    else ``graph`` quantized with the calibration table ``table``."""
+    from ..quant import QuantError, quantize
+
+    if isinstance(table, (str, os.PathLike)) and os.fspath(table).lower().endswith(".obir"):
+        from ..ir.io import load
+
+        table = load(table)
+    if not isinstance(table, Graph):
+        return quantize(graph, table, dtype="int8")
+    names = {v.name for v in graph.inputs}
+    if {v.name for v in table.inputs} != names:
+        raise QuantError(f"the quantized graph '{table.name}' has inputs "
+                         f"{sorted(v.name for v in table.inputs)}, the float model {sorted(names)}",
+                         hint="give the float model the quantized graph was made from")
+    return table
 
 
 def error_growth(rows: Sequence[Row]) -> tuple[Row, float] | None:

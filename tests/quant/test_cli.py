@@ -47,6 +47,11 @@ def test_calibrate_quantize_validate(work, capsys, method):
     assert report["runners"] == ["float", "int8"] and report["rows"]
     assert rc == (0 if report["passed"] else 1)
     assert any("error grows most at layer" in n for n in report["notes"])
+    # the quantized .obir itself, against its float source: the same comparisons
+    assert main(["validate", str(work / "cnn.onnx"), "--quantize", str(out), "--report",
+                 str(work / "r2.json")]) == rc
+    again = json.loads((work / "r2.json").read_text())
+    assert [r["cosine"] for r in again["rows"]] == [r["cosine"] for r in report["rows"]]
 
 
 def test_quantize_f16_and_mixed(work, capsys):
