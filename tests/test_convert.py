@@ -137,10 +137,12 @@ def test_broken_plugin_reported_with_path_and_error(tmp_path):
     assert len(r.stderr.strip().splitlines()) <= 2  # one error line and its hint
 
 
-def test_symbolic_dim_left_is_reported_by_input_name(tmp_path, capsys):
+def test_symbolic_dim_is_kept_and_compile_names_it(tmp_path, capsys):
     model = tmp_path / "custom.onnx"
     custom_model(model)
     r = cli(capsys, "convert", model, "--plugin", PLUGIN, "-o", tmp_path / "o.obir")
+    assert r.returncode == 0 and "x:f32[N, 5]" in r.stdout
+    r = cli(capsys, "compile", tmp_path / "o.obir", "--plugin", PLUGIN, "-o", tmp_path / "o.obprog")
     assert r.returncode == 2
     assert "input 'x' has symbolic dim(s) N" in r.stderr and "--input-shape x=1,5" in r.stderr
 

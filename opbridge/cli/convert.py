@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     save(graph, args.output)
     nbytes = sum(c.data.nbytes for c in graph.constants.values() if c.data is not None)
-    ins = ", ".join(f"{v.name}:{v.dtype}{list(v.shape)}" for v in graph.inputs)
+    ins = ", ".join(f"{v.name}:{v.dtype}[{', '.join(map(str, v.shape))}]" for v in graph.inputs)
     sys.stdout.write(
         f"wrote {args.output}: {len(graph.nodes)} nodes, {len(graph.constants)} constants "
         f"({nbytes / 2**20:.1f} MiB), inputs {ins}; {time.perf_counter() - t0:.2f} s\n"

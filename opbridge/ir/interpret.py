@@ -9,13 +9,18 @@ from typing import Any
 import numpy as np
 
 from ..errors import InterpretError, OpbridgeError
+from . import dims as _dims
 from .graph import Graph, Node
 from .opdef import OpDef
 from .types import format_shape, to_numpy_dtype
 
 
-def check_feeds(graph: Graph, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """Check feeds against the graph inputs (names, shapes, dtypes); returns them as arrays."""
+def check_feeds(graph: Graph, feeds: Mapping[str, Any],
+                dims: dict[str, int] | None = None) -> dict[str, np.ndarray]:
+    """Check feeds against the graph inputs (names, shapes, dtypes); returns them as arrays.
+
+    Symbolic input dims take the fed sizes; ``dims`` collects them (name -> size) for the run."""
+    dims = {} if dims is None else dims
     if not isinstance(feeds, Mapping):
         raise InterpretError("feeds must be a dict of input name -> array")
     names = [v.name for v in graph.inputs]
@@ -42,18 +47,21 @@ def check_feeds(graph: Graph, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]
                     f"graph input '{v.name}' wants {v.dtype}, got {arr.dtype}",
                     hint=f"cast the array: x.astype(np.{want.name})",
                 )
-        if tuple(arr.shape) != tuple(v.shape):
+        if arr.ndim != len(v.shape) or _dims.bind_shape(v.shape, arr.shape, dims) is not None:
+            bound = f" (with {_dims.sizes_text(dims)})" if dims else ""
             raise InterpretError(
                 f"graph input '{v.name}' wants shape {format_shape(v.shape)}, got "
-                f"{format_shape(arr.shape)}",
+                f"{format_shape(arr.shape)}{bound}",
                 hint="reshape the input, or convert the model with --input-shape",
             )
         out[v.name] = arr
     return out
 
 
-def run_node(graph: Graph, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-    """Run one node's compute; the results are checked against the node's declared outputs."""
+def run_node(graph: Graph, node: Node, args: list[np.ndarray | None],
+             dims: dict[str, int] | None = None) -> list[np.ndarray]:
+    """Run one node's compute; the results are checked against the node's declared outputs
+    (symbolic dims against the sizes ``dims`` holds for this run, binding the new ones)."""
     opdef = graph.registry.get(node.op)
     if opdef.compute_function is None:
         raise InterpretError(
@@ -76,8 +84,23 @@ def run_node(graph: Graph, node: Node, args: list[np.ndarray | None]) -> list[np
         raise InterpretError(
             f"{node.where}: compute returned {len(results)} outputs, the node has {len(node.outputs)}"
         )
-    return [checked_result(node.where, opdef, i, v.name, v.dtype, tuple(v.shape), r)
+    return [checked_result(node.where, opdef, i, v.name, v.dtype, _run_shape(v.shape, r, dims), r)
             for i, (v, r) in enumerate(zip(node.outputs, results))]
+
+
+def _run_shape(shape: tuple[Any, ...], result: Any, dims: dict[str, int] | None) -> tuple[Any, ...]:
+    """The declared ``shape`` with its symbolic dims resolved for this run: sizes bound so far,
+    and the result's own size for a dim first seen here (a run-time count)."""
+    if all(isinstance(d, int) for d in shape):
+        return tuple(shape)
+    got = np.shape(result)
+    values = {} if dims is None else dims
+    if len(got) != len(shape):
+        return tuple(shape)  # checked_result reports the rank
+    _dims.bind_shape(shape, got, values)
+    resolved = [_dims.evaluate(d, values) for d in shape]
+    # a dim not resolvable from what is bound (a product of two new names) takes the result's size
+    return tuple(got[i] if r is None else r for i, r in enumerate(resolved))
 
 
 def checked_result(
@@ -194,7 +217,8 @@ def _interpret(
     last_use = {} if keep_all else _last_uses(graph)
     env_vals: dict[int, np.ndarray] = {}
     named: dict[str, np.ndarray] = {}
-    for name, arr in check_feeds(graph, feeds).items():
+    dims: dict[str, int] = {}  # symbolic dim -> its size in this run
+    for name, arr in check_feeds(graph, feeds, dims).items():
         v = next(x for x in graph.inputs if x.name == name)
         env_vals[id(v)] = arr
         named[name] = arr
@@ -215,7 +239,7 @@ def _interpret(
                     raise InterpretError(
                         f"{node.where}: input '{inp.name}' has no value yet (graph not verified?)"
                     ) from None
-        outs = run_node(graph, node, args)
+        outs = run_node(graph, node, args, dims)
         for v, arr in zip(node.outputs, outs):
             env_vals[id(v)] = arr
             if keep_all:

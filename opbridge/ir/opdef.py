@@ -28,7 +28,8 @@ import numpy as np
 from ..errors import AttrError, OpbridgeError, RegistryError, ShapeError, UnsupportedOpError, node_ctx
 from ..families import DEFAULT_LOADER, FamilyLoader
 from ..sites import caller_site
-from .types import DTYPES, Shape, check_shape, is_dtype
+from . import dims as _dims
+from .types import DTYPES, Dim, Shape, check_shape, is_dtype
 
 PARAM_TYPES = ("int", "float", "bool", "str", "ints", "floats", "strs", "dtype", "tensor")
 
@@ -299,6 +300,35 @@ class ShapeContext:
 
     def same_as_input(self, i: int = 0) -> TypeAndShape:
         return self._get(i)
+
+    # -- symbolic dims (see opbridge.ir.dims): ints stay ints, names propagate -----------------
+    @staticmethod
+    def dim_add(*dims: Dim) -> Dim:
+        """The sum of dims (``"seq" + 1`` is ``"seq+1"``)."""
+        return _dims.add(*dims)
+
+    @staticmethod
+    def dim_sub(a: Dim, b: Dim) -> Dim:
+        return _dims.sub(a, b)
+
+    @staticmethod
+    def dim_mul(*dims: Dim) -> Dim:
+        """The product of dims (``"N" * 3`` is ``"3*N"``); ``dim_mul(*shape)`` is the element count."""
+        return _dims.mul(*dims)
+
+    @staticmethod
+    def dim_floordiv(a: Dim, c: int) -> Dim:
+        """``a // c`` for a positive constant ``c`` (exact when every term divides)."""
+        return _dims.floordiv(a, c)
+
+    @staticmethod
+    def dims_equal(a: Dim, b: Dim) -> bool:
+        """Whether two dims are certainly equal (the same int, or the same expression)."""
+        return _dims.equal(a, b)
+
+    def runtime_dim(self, tag: str = "n") -> Dim:
+        """A dim only the run knows (a data-dependent count), named after this node."""
+        return _dims.runtime_dim(self.node_name, tag)
 
     def normalize_axis(self, axis: int, rank: int, attr: str = "axis") -> int:
         """``axis`` in [-rank, rank) made non-negative, or an AttrError naming the attribute."""

@@ -16,9 +16,11 @@ IR dtype       ml_dtypes             ONNX TensorProto
 ``f8e8m0``     ``float8_e8m0fnu``    ``FLOAT8E8M0`` (24)
 ``u2``         ``uint2``             ``UINT2`` (25)
 ``i2``         ``int2``              ``INT2`` (26)
-=============  ====================  ============================= A shape is a tuple
-whose entries are ints, or strings for symbolic dims in a parsed model that has not
-had its input shapes fixed yet.
+=============  ====================  =============================
+
+A shape is a tuple whose entries are ints, or strings for symbolic dims: names such as
+``"batch"``, expressions of them such as ``"3*batch"`` (kept canonical, see
+:mod:`opbridge.ir.dims`), and dims only the run knows (``"?nms.n"``, from data-dependent ops).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import ShapeError
+from .dims import canonical
 
 DType = str
 Dim = int | str
@@ -108,6 +111,7 @@ def itemsize(dtype: str) -> int:
 
 
 def is_static(shape: Shape) -> bool:
+    """Whether every dim is an int (no symbolic or run-time dims)."""
     return all(isinstance(d, int) for d in shape)
 
 
@@ -131,7 +135,7 @@ def check_shape(shape: Any, what: str) -> Shape:
                 raise ShapeError(f"{what}: shape {dims!r} has a negative dim")
             out.append(int(d))
         elif isinstance(d, str) and d:
-            out.append(d)
+            out.append(canonical(d))
         else:
             raise ShapeError(f"{what}: shape {dims!r} has a dim {d!r} that is neither int nor name")
     result = tuple(out)

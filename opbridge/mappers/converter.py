@@ -524,7 +524,7 @@ def convert_origin_graph(
     free = [t for t in origin.inputs if t.name not in bound]
     sub = OriginGraph(origin.name, origin.framework, inputs=free)
     try:
-        fixed = _fix_inputs(sub, input_shapes, require_static=True)
+        fixed = _fix_inputs(sub, input_shapes, require_static=False)
     except OpbridgeError:
         if type_lines:  # the unmapped types come first, as before anything is converted
             raise unsupported_report(origin, type_lines) from None
@@ -551,4 +551,5 @@ def convert_origin_graph(
     conv.builder.metadata.setdefault("framework", str(origin.framework))
     if origin.source:
         conv.builder.metadata.setdefault("source", str(origin.source))
-    return conv.builder.build()
+    # symbolic dims the caller did not fix stay symbolic (ob.compile asks for static ones)
+    return conv.builder.build(require_static=False)

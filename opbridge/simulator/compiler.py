@@ -7,7 +7,9 @@ import math
 from typing import Any
 
 from ..errors import SimulatorError
+from ..ir.dims import is_runtime
 from ..ir.graph import Graph, Value
+from ..ir.types import format_shape
 from .kernels import KernelRegistry
 from .kernels.registry import elementwise_cost, static_shape
 from .layergroup import GroupCandidate, GroupPlan, Tile
@@ -42,11 +44,25 @@ def _nbytes(v: Value) -> int:
 
 
 def _check_static(graph: Graph) -> None:
+    for v in graph.inputs:  # the user's fix is on an input: name it, and its symbolic dims
+        sym = [str(d) for d in v.shape if not isinstance(d, int)]
+        if sym:
+            example = ",".join(str(d) if isinstance(d, int) else "1" for d in v.shape)
+            raise SimulatorError(
+                f"graph '{graph.name}': input '{v.name}' has symbolic dim(s) {', '.join(sym)} in "
+                f"{format_shape(v.shape)}; compiling needs static shapes",
+                hint=f"convert or compile with --input-shape {v.name}={example} "
+                f"(input_shapes={{'{v.name}': (...)}} in Python)",
+            )
     for v in graph.values().values():
         if not all(isinstance(d, int) for d in v.shape):
             raise SimulatorError(
-                f"graph '{graph.name}': value '{v.name}' has a symbolic shape {list(v.shape)}",
-                hint="convert the model with --input-shape NAME=1,3,224,224 to fix its shapes",
+                f"graph '{graph.name}': value '{v.name}' has a symbolic shape "
+                f"{format_shape(v.shape)}" + (", known only at run time (a data-dependent op "
+                "makes it); the simulator compiles static shapes only" if any(
+                    is_runtime(d) for d in v.shape) else ""),
+                hint="convert the model with --input-shape NAME=1,3,224,224 to fix its shapes; "
+                "run it with ob.interpret when its shapes depend on the data",
             )
 
 

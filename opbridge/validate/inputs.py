@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import OpbridgeError
+from ..errors import OpbridgeError, ShapeError
 from ..ir.graph import Graph, Value
 from ..ir.types import format_shape, to_numpy_dtype
 
@@ -160,6 +160,13 @@ def random_inputs(graph: Graph, seed: int = 0, skip: Mapping[str, Any] = ()) -> 
         if v.name in skip:
             continue
         dt = to_numpy_dtype(v.dtype)
+        sym = [str(d) for d in v.shape if not isinstance(d, int)]
+        if sym:
+            example = ",".join(str(d) if isinstance(d, int) else "1" for d in v.shape)
+            raise ShapeError(f"input '{v.name}' has symbolic dim(s) {', '.join(sym)} in "
+                             f"{format_shape(v.shape)}; random inputs need concrete sizes",
+                             hint=f"give its data (--input {v.name}=FILE.npy) or fix its shape with "
+                             f"--input-shape {v.name}={example}")
         shape = tuple(int(d) for d in v.shape)
         if dt.kind == "f":
             arr = rng.standard_normal(shape).astype(dt)

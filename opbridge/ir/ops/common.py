@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...errors import ShapeError
+from ..dims import equal as dims_equal
 from ..opdef import ShapeContext
 from ..types import Dim, Shape
 
@@ -34,7 +35,7 @@ def broadcast_shapes(shapes: Sequence[Shape], where: str = "") -> Shape:
                 continue
             if dim == 1:
                 dim = d
-            elif dim != d:
+            elif not dims_equal(dim, d):
                 raise ShapeError(
                     f"{where}: shapes {' and '.join(str(list(x)) for x in shapes)} do not broadcast",
                     hint="numpy broadcasting rules apply",

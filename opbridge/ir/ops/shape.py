@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ShapeError
+from ..dims import divide_exact
 from ..opdef import ShapeContext, define_op
 from ..types import Dim, is_static
 from .common import ALL, LOWP, broadcast_shapes
@@ -63,10 +64,14 @@ def reshape_target(ctx: ShapeContext) -> tuple[Dim, ...]:
             out.append(src[i])
         else:
             out.append(d)
-    if not is_static(src):
+    if not is_static(src) or not is_static(tuple(out)):
         if -1 in out:
-            raise ctx.error(f"cannot infer {list(shape)} from symbolic input {list(src)}",
-                            attr="shape", hint="fix the input shapes first (--input-shape)")
+            total, known = ctx.dim_mul(*src), ctx.dim_mul(*(d for d in out if d != -1))
+            inferred = divide_exact(total, known) if known != 0 else None
+            if inferred is None:
+                raise ctx.error(f"cannot infer {list(shape)} from symbolic input {list(src)}",
+                                attr="shape", hint="fix the input shapes first (--input-shape)")
+            out[out.index(-1)] = inferred
         return tuple(out)
     total = math.prod(int(d) for d in src)
     known = math.prod(int(d) for d in out if d != -1)
@@ -97,13 +102,13 @@ def reshape_target(ctx: ShapeContext) -> tuple[Dim, ...]:
 
 # -- Flatten -------------------------------------------------------------------------------
 def _flatten_shape(ctx: ShapeContext) -> Any:
-    shape = static_shape(ctx)
+    shape = ctx.input_shape(0)
     r, axis = len(shape), ctx.attr("axis")
     if not -r <= axis <= r:
         raise ctx.error(f"{axis} is out of range for rank {r}", attr="axis",
                         hint=f"use an axis in [{-r}, {r}]")
     axis = axis + r if axis < 0 else axis
-    return (math.prod(shape[:axis]), math.prod(shape[axis:])), ctx.input_dtype(0)
+    return (ctx.dim_mul(*shape[:axis]), ctx.dim_mul(*shape[axis:])), ctx.input_dtype(0)
 
 
 def _flatten(x: np.ndarray, axis: int) -> np.ndarray:
@@ -344,12 +349,12 @@ def _s2d(x: np.ndarray, blocksize: int, mode: str) -> np.ndarray:
 
 # -- Tile ----------------------------------------------------------------------------------
 def _tile_shape(ctx: ShapeContext) -> Any:
-    shape = static_shape(ctx)
+    shape = ctx.input_shape(0)
     reps = ctx.attr("repeats")
     if len(reps) != len(shape):
         raise ctx.error(f"has {len(reps)} entries for an input of rank {len(shape)}",
                         attr="repeats", hint="give one repeat count per dim")
-    return tuple(d * r for d, r in zip(shape, reps)), ctx.input_dtype(0)
+    return tuple(ctx.dim_mul(d, r) for d, r in zip(shape, reps)), ctx.input_dtype(0)
 
 
 (

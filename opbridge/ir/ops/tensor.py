@@ -12,21 +12,23 @@ from typing import Any, Literal, get_args
 import numpy as np
 
 from ..opdef import ShapeContext, define_op, every_axis
+from ..types import Dim, is_static
 from .common import ALL, LOWP
 from .shape import INDEX, check_axes, static_shape
 
 
 # -- Concat --------------------------------------------------------------------------------
 def _concat_shape(ctx: ShapeContext) -> Any:
-    shapes = [static_shape(ctx, i) for i in range(ctx.num_inputs)]
+    shapes = [ctx.input_shape(i) for i in range(ctx.num_inputs)]
     r = len(shapes[0])
     axis = ctx.normalize_axis(ctx.attr("axis"), r)
     for i, s in enumerate(shapes):
-        if len(s) != r or any(a != b for k, (a, b) in enumerate(zip(s, shapes[0])) if k != axis):
+        if len(s) != r or any(not ctx.dims_equal(a, b) for k, (a, b) in enumerate(zip(s, shapes[0]))
+                              if k != axis):
             raise ctx.error(f"input {i} has shape {list(s)}, input 0 has {list(shapes[0])}; "
                             f"they may differ only on axis {axis}")
     out = list(shapes[0])
-    out[axis] = sum(s[axis] for s in shapes)
+    out[axis] = ctx.dim_add(*(s[axis] for s in shapes))
     return tuple(out), ctx.input_dtype(0)
 
 
@@ -126,10 +128,21 @@ def _slice_len(sl: slice, d: int) -> int:
 
 
 def _slice_shape(ctx: ShapeContext) -> Any:
-    shape = static_shape(ctx)
+    shape = ctx.input_shape(0)
     axes, steps = _slice_params(ctx, len(shape))
-    sl = slice_bounds(shape, ctx.attr("starts"), ctx.attr("ends"), axes, steps)
-    return tuple(_slice_len(s, d) for s, d in zip(sl, shape)), ctx.input_dtype(0)
+    starts, ends = ctx.attr("starts"), ctx.attr("ends")
+    # a symbolic dim stands in as a huge one: a slice that keeps all of it keeps the symbol
+    big = 1 << 62
+    proxy = [d if isinstance(d, int) else big for d in shape]
+    sl = slice_bounds(proxy, starts, ends, axes, steps)
+    out: list[Dim] = []
+    for s, d, p in zip(sl, shape, proxy):
+        n = _slice_len(s, p)
+        if isinstance(d, int):
+            out.append(n)
+        else:  # all of it keeps the symbol; any other part is known when the dim is
+            out.append(d if n == big else ctx.runtime_dim(f"axis{len(out)}"))
+    return tuple(out), ctx.input_dtype(0)
 
 
 def _slice(x: np.ndarray, starts: tuple, ends: tuple, axes: tuple, steps: tuple) -> np.ndarray:
@@ -162,15 +175,18 @@ def pad_widths(rank: int, pads: Sequence[int], axes: Sequence[int]) -> list[tupl
 
 
 def _pad_shape(ctx: ShapeContext) -> Any:
-    shape = static_shape(ctx)
+    shape = ctx.input_shape(0)
     r = len(shape)
     axes = check_axes(ctx, ctx.attr("axes"), r)
     pads, mode = ctx.attr("pads"), ctx.attr("mode")
     if len(pads) != 2 * len(axes):
         raise ctx.error(f"has {len(pads)} entries; it needs 2 per padded axis ({2 * len(axes)})",
                         attr="pads", hint="pads is [begin_0, begin_1, ..., end_0, end_1, ...]")
+    if not is_static(shape):  # the run checks what only the sizes can tell
+        widths = pad_widths(r, pads, axes)
+        return tuple(ctx.dim_add(d, b, e) for d, (b, e) in zip(shape, widths)), ctx.input_dtype(0)
     out = []
-    for d, (b, e) in zip(shape, pad_widths(r, pads, axes)):
+    for d, (b, e) in zip((int(d) for d in shape), pad_widths(r, pads, axes)):
         cropped = d + min(b, 0) + min(e, 0)
         if cropped < 0:
             raise ctx.error(f"{list(pads)} crops more than the axis size {d}", attr="pads")
@@ -233,9 +249,11 @@ def check_const_indices(ctx: ShapeContext, i: int, dim: int) -> None:
 
 # -- Gather family -------------------------------------------------------------------------
 def _gather_shape(ctx: ShapeContext) -> Any:
-    shape, idx = static_shape(ctx), ctx.input_shape(1)
+    shape, idx = ctx.input_shape(0), ctx.input_shape(1)
     axis = ctx.normalize_axis(ctx.attr("axis"), len(shape))
-    check_const_indices(ctx, 1, shape[axis])
+    size = shape[axis]
+    if isinstance(size, int):
+        check_const_indices(ctx, 1, size)
     return shape[:axis] + tuple(idx) + shape[axis + 1:], ctx.input_dtype(0)
 
 

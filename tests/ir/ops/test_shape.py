@@ -191,8 +191,9 @@ def test_symbolic_input_reshape_copies():
     x = b.input("x", "f32", ("N", 3, 4))
     y = b.op("Reshape", [x], shape=(0, 12))
     assert y.shape == ("N", 12)
+    assert b.op("Reshape", [x], shape=(-1, 4)).shape == ("3*N", 4)  # 12*N elements / 4
     with pytest.raises(AttrError, match=r"symbolic input"):
-        b.op("Reshape", [x], shape=(-1, 4))
+        b.op("Reshape", [x], shape=(-1, 5))  # 12*N / 5 is no whole dim for every N
 
 
 def test_shape_ops_keep_integer_and_bool_dtypes():
