@@ -28,4 +28,6 @@ FAMILIES = (
     "softmax",
     "tensor",
     "yolo",
+    # after the static ops it wraps, so that the index attributes each op to its own family
+    "dynamic",
 )

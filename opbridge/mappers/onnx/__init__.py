@@ -12,6 +12,7 @@ FAMILIES = (
     "control",
     "conv",
     "decompose",
+    "dynamic",
     "elementwise",
     "functions",
     "logical",

@@ -15,6 +15,7 @@ import numpy as np
 from ...parsers.origin import Framework, OriginNode
 from ..context import MapContext
 from ..registry import mapping
+from .dynamic import dynamic, run_time_operands
 from .elementwise import checked_attrs, required_input
 
 ONNX = Framework.ONNX
@@ -96,6 +97,12 @@ def _topk(node: OriginNode, g: MapContext, k: Any) -> Any:
                 sorted=node.attrs.get("sorted"))
 
 
+def _topk_dynamic(node: OriginNode, g: MapContext) -> Any:
+    return dynamic(g, "TopK", [required_input(g, 0, "X")], [g.input(1)],
+                   axis=int(node.get_attr("axis")), largest=node.attrs.get("largest"),
+                   sorted=node.attrs.get("sorted"))
+
+
 @mapping(ONNX, "TopK", since_opset=1)
 def topk_v1(node: OriginNode, g: MapContext) -> Any:
     checked_attrs(node, g, ("axis", "k"))
@@ -107,10 +114,14 @@ def topk_v1(node: OriginNode, g: MapContext) -> Any:
 @mapping(ONNX, "TopK", since_opset=10)
 def topk_v10(node: OriginNode, g: MapContext) -> Any:
     checked_attrs(node, g, ("axis",))
+    if run_time_operands(g, [1]):
+        return _topk_dynamic(node, g)
     return _topk(node, g, g.require_const(1, "K"))
 
 
 @mapping(ONNX, "TopK", since_opset=11)
 def topk_v11(node: OriginNode, g: MapContext) -> Any:
     checked_attrs(node, g, ("axis", "largest", "sorted"))
+    if run_time_operands(g, [1]):
+        return _topk_dynamic(node, g)
     return _topk(node, g, g.require_const(1, "K"))

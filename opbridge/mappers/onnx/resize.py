@@ -19,6 +19,7 @@ from ...ir.graph import Value
 from ...parsers.origin import OriginNode
 from ..context import MapContext
 from ..registry import mapping
+from .dynamic import dynamic, run_time_operands
 from .elementwise import ONNX, checked_attrs, required_input
 
 RESIZE_11_ATTRS = ("coordinate_transformation_mode", "cubic_coeff_a", "exclude_outside",
@@ -84,6 +85,8 @@ def _resize(node: OriginNode, g: MapContext, known: tuple[str, ...]) -> Any:
         raise g.unsupported("coordinate_transformation_mode 'tf_half_pixel_for_nn' (Resize-11 "
                             "only) has no IR equivalent",
                             hint="re-export with opset 13+ (half_pixel or asymmetric)")
+    if run_time_operands(g, [2, 3]):
+        return _resize_dynamic(node, g, a, x)
     scales = _floats(g, 2, "scales")
     sizes = tuple(int(v) for v in g.require_const(3, "sizes").reshape(-1)) if g.has_input(3) else ()
     if not scales and not sizes:
@@ -104,6 +107,20 @@ def _resize(node: OriginNode, g: MapContext, known: tuple[str, ...]) -> Any:
         if k in attrs:
             attrs[k] = float(np.float32(attrs[k]))
     return g.op("Resize", [x], **attrs)
+
+
+def _resize_dynamic(node: OriginNode, g: MapContext, a: dict[str, Any], x: Value) -> Any:
+    """Resize whose scales or sizes are computed at run time (an empty one counts as absent)."""
+    attrs = {k: (tuple(int(v) for v in a[k]) if k == "axes" else a[k]) for k in a}
+    for k in ("cubic_coeff_a", "extrapolation_value"):
+        if k in attrs:
+            attrs[k] = float(np.float32(attrs[k]))
+    crop = a.get("coordinate_transformation_mode") == "tf_crop_and_resize"
+    ops: list[Value | None] = [g.input(1) if crop else None]  # roi means something there only
+    for i in (2, 3):
+        v, data = g.input(i), g.const(i)
+        ops.append(None if v is None or (data is not None and data.size == 0) else v)
+    return dynamic(g, "Resize", [x], ops, **attrs)
 
 
 @mapping(ONNX, "Resize", since_opset=11)

@@ -21,6 +21,7 @@ from ...ir.types import check_shape, from_numpy_dtype, is_static, numel, to_nump
 from ...parsers.origin import OriginNode
 from ..context import MapContext
 from ..registry import mapping
+from .dynamic import dynamic, run_time_operands
 from .elementwise import LEGACY_HINTS, ONNX, checked_attrs, ir_dtype, one_to_one, required_input
 
 #: A generator whose result is at most this many elements becomes a constant; a larger one
@@ -56,12 +57,16 @@ def reshape_v1(node: OriginNode, g: MapContext) -> Any:
 @mapping(ONNX, "Reshape", since_opset=5)
 def reshape_v5(node: OriginNode, g: MapContext) -> Any:
     checked_attrs(node, g, ())
+    if run_time_operands(g, [1]):
+        return dynamic(g, "Reshape", [required_input(g, 0, "data")], [g.input(1)])
     return g.op("Reshape", [required_input(g, 0, "data")], shape=const_ints(g, 1, "shape"))
 
 
 @mapping(ONNX, "Reshape", since_opset=14)
 def reshape_v14(node: OriginNode, g: MapContext) -> Any:
     a = checked_attrs(node, g, ("allowzero",))
+    if run_time_operands(g, [1]):
+        return dynamic(g, "Reshape", [required_input(g, 0, "data")], [g.input(1)], **a)
     return g.op("Reshape", [required_input(g, 0, "data")], shape=const_ints(g, 1, "shape"), **a)
 
 
@@ -105,6 +110,8 @@ def unsqueeze_v13(node: OriginNode, g: MapContext) -> Any:
 @mapping(ONNX, "Expand", since_opset=8)
 def expand(node: OriginNode, g: MapContext) -> Any:
     checked_attrs(node, g, ())
+    if run_time_operands(g, [1]):
+        return dynamic(g, "Expand", [required_input(g, 0, "input")], [g.input(1)])
     return g.op("Expand", [required_input(g, 0, "input")], shape=const_ints(g, 1, "shape"))
 
 
@@ -122,6 +129,8 @@ def tile_v1(node: OriginNode, g: MapContext) -> Any:
 @mapping(ONNX, "Tile", since_opset=6)
 def tile_v6(node: OriginNode, g: MapContext) -> Any:
     checked_attrs(node, g, ())
+    if run_time_operands(g, [1]):
+        return dynamic(g, "Tile", [required_input(g, 0, "input")], [g.input(1)])
     return g.op("Tile", [required_input(g, 0, "input")], repeats=const_ints(g, 1, "repeats"))
 
 
@@ -148,10 +157,12 @@ def shape_v15(node: OriginNode, g: MapContext) -> Any:
 @mapping(ONNX, "ConstantOfShape", since_opset=9)
 def constant_of_shape(node: OriginNode, g: MapContext) -> Any:
     a = checked_attrs(node, g, ("value",))
-    shape = const_ints(g, 0, "input")
     value = np.asarray(a.get("value", np.zeros(1, np.float32)))
     if value.size != 1:
         raise g.error(f"has {value.size} elements; it must hold one", attr="value")
+    if run_time_operands(g, [0]):
+        return dynamic(g, "ConstantOfShape", [], [g.input(0)], value=value.reshape(1))
+    shape = const_ints(g, 0, "input")
     if all(d >= 0 for d in shape):
         check_shape(shape, "output")  # before numpy sees it (the converter adds the node)
         if numel(shape) <= CONST_LIMIT:
@@ -162,6 +173,11 @@ def constant_of_shape(node: OriginNode, g: MapContext) -> Any:
 @mapping(ONNX, "Range", since_opset=11)
 def range_v11(node: OriginNode, g: MapContext) -> Any:
     checked_attrs(node, g, ())
+    if run_time_operands(g, [0, 1, 2]):
+        ins = [required_input(g, i, w) for i, w in enumerate(("start", "limit", "delta"))]
+        if len({v.dtype for v in ins}) != 1:
+            raise g.error(f"start, limit and delta have dtypes {[v.dtype for v in ins]}; they must match")
+        return dynamic(g, "Range", [], ins, dtype=ins[0].dtype)
     arrays = [g.require_const(i, w) for i, w in enumerate(("start", "limit", "delta"))]
     dtypes = sorted({str(a.dtype) for a in arrays})
     if len(dtypes) != 1:

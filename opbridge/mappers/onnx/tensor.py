@@ -19,6 +19,7 @@ from ...ir.ops.tensor import split_sizes
 from ...parsers.origin import OriginNode
 from ..context import MapContext
 from ..registry import mapping
+from .dynamic import dynamic, run_time_operands
 from .elementwise import ONNX, checked_attrs, one_to_one, required_input
 from .shape import const_ints, const_scalar
 
@@ -110,6 +111,9 @@ def slice_v1(node: OriginNode, g: MapContext) -> Any:
 @mapping(ONNX, "Slice", since_opset=10)
 def slice_v10(node: OriginNode, g: MapContext) -> Any:
     checked_attrs(node, g, ())
+    if run_time_operands(g, [1, 2, 3, 4]):
+        return dynamic(g, "Slice", [required_input(g, 0, "data")],
+                       [required_input(g, 1, "starts"), required_input(g, 2, "ends"), g.input(3), g.input(4)])
     attrs = {"starts": const_ints(g, 1, "starts"), "ends": const_ints(g, 2, "ends")}
     if g.has_input(3):
         attrs["axes"] = const_ints(g, 3, "axes")
@@ -208,6 +212,11 @@ def compress(node: OriginNode, g: MapContext) -> Any:
     # 'axis' it selects from the flattened input
     a = checked_attrs(node, g, ("axis",))
     x = required_input(g, 0, "input")
+    if run_time_operands(g, [1]):  # the size of the result is known at run time only
+        cond_v = required_input(g, 1, "condition")
+        if cond_v.dtype != "bool":
+            cond_v = g.op("Cast", [cond_v], to="bool")
+        return g.op("Compress", [x, cond_v], axis=int(a["axis"]) if "axis" in a else None)
     cond = g.require_const(1, "condition").reshape(-1).astype(bool)
     if "axis" in a:
         rank = len(x.shape)

@@ -66,9 +66,10 @@ def test_upsample7_attribute():
     np.testing.assert_array_equal(got, x.repeat(2, axis=2).repeat(2, axis=3))
 
 
-def test_dynamic_scales_name_the_input():
-    with pytest.raises(UnsupportedOpError, match=r"input 2 \(scales\) 'in2' is computed at run time"):
-        convert("Resize", [randn(1, 1, 2, 2), None, f32([1, 1, 2, 2])], opset=13)
+@requires_ort
+def test_run_time_scales_are_dynamic_resize():
+    g = check("Resize", [randn(1, 1, 2, 2), None, f32([1, 1, 2, 2])], opset=13)
+    assert [n.op for n in g.nodes] == ["DynamicResize"]
 
 
 def test_both_scales_and_sizes():

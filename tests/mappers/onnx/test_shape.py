@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import opbridge as ob
-from opbridge.errors import AttrError, OpbridgeError, UnsupportedOpError
+from opbridge.errors import AttrError, OpbridgeError
 from tests.conftest import requires_ort
 from tests.ir.ops.onnx_ref import onnx_node_model
 
@@ -88,9 +88,10 @@ def test_reshape_v1_attribute():
     np.testing.assert_array_equal(got, x.reshape(6, 4))
 
 
-def test_reshape_dynamic_shape_names_the_input():
-    with pytest.raises(UnsupportedOpError, match=r"input 1 \(shape\) 'in1' is computed at run time"):
-        convert("Reshape", [randn(2, 3), i64((3, 2))], opset=13)
+@requires_ort
+def test_reshape_to_a_run_time_shape_is_dynamic_reshape():
+    g = check("Reshape", [randn(2, 3), i64((3, 2))], opset=13)
+    assert [n.op for n in g.nodes] == ["DynamicReshape"]
 
 
 @pytest.mark.parametrize("axis", [None, 0, 2, -1])
