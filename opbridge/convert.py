@@ -16,9 +16,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import ModelFormatError
+import numpy as np
+
+from .errors import ModelFormatError, ShapeError
 from .ir.graph import Graph
 from .ir.passes import DEFAULT_PASSES, GraphPass, optimize
+from .ir.types import format_shape, numel
 from .mappers import DEFAULT_MAPPINGS, MappingRegistry, convert_origin_graph
 from .parsers.origin import OriginGraph
 from .plugins_loader import load_plugins
@@ -80,6 +83,41 @@ def parse(model: Any, *, weights: str | os.PathLike[str] | None = None,
     )
 
 
+def bind_input_values(origin: OriginGraph, values: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """``values`` (input name -> number, list or array) as arrays of the inputs' declared dtype
+    and shape; a name that is not an input, or a value that does not fit, is an error naming it."""
+    declared = {t.name: t for t in origin.inputs}
+    out: dict[str, np.ndarray] = {}
+    for name, value in values.items():
+        t = declared.get(name)
+        if t is None:
+            raise ShapeError(f"input_values names '{name}', which is not an input of the model",
+                             hint=f"the model's inputs are: {', '.join(declared) or 'none'}")
+        arr = np.asarray(value)
+        if t.dtype is not None:
+            want = np.dtype(t.dtype)
+            cast = arr.astype(want)
+            if arr.dtype.kind in "fc" and want.kind in "iub" and not np.array_equal(cast, arr):
+                raise ShapeError(f"input_values['{name}'] = {value!r}: input '{name}' is {want}, "
+                                 "and the value is not a whole number", hint="give an integer")
+            arr = cast
+        shape = t.shape
+        if shape is not None and all(isinstance(d, int) for d in shape):
+            if arr.size != numel(shape):
+                raise ShapeError(f"input_values['{name}'] has {arr.size} element(s); input '{name}' "
+                                 f"is declared {format_shape(shape)}",
+                                 hint=f"give {numel(shape)} value(s)")
+            arr = arr.reshape(tuple(int(d) for d in shape))
+        elif shape is not None and arr.ndim != len(shape):
+            if arr.size == 1 and all(d == 1 or isinstance(d, str) for d in shape):
+                arr = arr.reshape((1,) * len(shape))
+            else:
+                raise ShapeError(f"input_values['{name}'] has shape {list(arr.shape)}; input '{name}' "
+                                 f"is declared {format_shape(shape)} (rank {len(shape)})")
+        out[name] = arr
+    return out
+
+
 def convert(
     model: Any,
     *,
@@ -89,6 +127,7 @@ def convert(
     passes: Iterable[str | GraphPass] = DEFAULT_PASSES,
     registry: MappingRegistry | None = None,
     check_passes: bool = False,
+    input_values: Mapping[str, Any] | None = None,
 ) -> Graph:
     """Convert ``model`` to a verified IR graph.
 
@@ -101,11 +140,15 @@ def convert(
     ``check_passes`` interprets the graph before the passes and after each one on the same
     random inputs and raises :class:`opbridge.passcheck.PassCheckError` naming the first pass
     that changed a result (see :mod:`opbridge.passcheck`).
+    ``input_values`` binds inputs to constants (``{"sr": 16000}``; OpenVINO's frozen inputs): they
+    stop being graph inputs, and what they alone decide folds (a branch on them, the shapes they
+    give), for a static graph.
     """
     load_plugins(plugins)
     origin = parse(model, weights=weights, input_shapes=input_shapes)
+    bound = bind_input_values(origin, input_values) if input_values else None
     graph = convert_origin_graph(origin, registry=registry if registry is not None else DEFAULT_MAPPINGS,
-                                 input_shapes=input_shapes)
+                                 input_shapes=input_shapes, constant_inputs=bound)
     if check_passes:
         from .passcheck import check_passes as check
         from .passcheck import require_passed

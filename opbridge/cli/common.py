@@ -30,6 +30,55 @@ def add_input_shape_option(p: Any, help: str = "fix an input's dims (symbolic, o
                    metavar="NAME=DIMS", help=help)
 
 
+def input_value_arg(text: str) -> tuple[str, Any]:
+    """``NAME=16000``, ``NAME=1,2,3``, ``NAME=0.5``, ``NAME=true`` or ``NAME=FILE.npy`` ->
+    (name, a number, a list of numbers, or the .npy path, read by :func:`input_values_from_args`)."""
+    name, sep, value = text.rpartition("=")
+    if not sep or not name or not value:
+        raise argparse.ArgumentTypeError(f"'{text}': write NAME=VALUE, e.g. sr=16000, or NAME=FILE.npy")
+    if value.lower().endswith(".npy"):
+        return name, value
+    items: list[Any] = []
+    for part in value.split(","):
+        word = part.strip().lower()
+        try:
+            items.append(True if word == "true" else False if word == "false" else
+                         int(word) if word.lstrip("+-").isdigit() else float(word))
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"'{text}': {part!r} is not a number; write NAME=VALUE (numbers, comma-separated, "
+                "or true/false) or NAME=FILE.npy") from None
+    return name, items[0] if len(items) == 1 else items
+
+
+def add_input_value_option(p: Any) -> None:
+    p.add_argument("--input-value", action="append", default=[], type=input_value_arg,
+                   metavar="NAME=VALUE",
+                   help="bind input NAME to a constant and fold what it decides (a branch on it, "
+                   "the shapes it gives), e.g. sr=16000, mask=1,0,1 or x=FILE.npy; NAME is then no "
+                   "longer an input of the graph (repeatable)")
+
+
+def input_values_from_args(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The ``--input-value`` bindings (.npy files read), or None when there are none."""
+    from ..errors import OpbridgeError
+
+    out: dict[str, Any] = {}
+    for name, value in getattr(args, "input_value", []) or []:
+        if name in out:
+            raise OpbridgeError(f"--input-value gives '{name}' twice", hint="give each input once")
+        if isinstance(value, str):
+            import numpy as np
+
+            try:
+                value = np.load(value, allow_pickle=False)
+            except (OSError, ValueError) as err:
+                raise OpbridgeError(f"--input-value {name}={value}: cannot read it: {err}",
+                                    hint="give a .npy file written by numpy.save") from None
+        out[name] = value
+    return out or None
+
+
 def add_plugin_option(p: Any) -> None:
     p.add_argument("--plugin", action="append", default=[], metavar="FILE",
                    help="load a plugin first (repeatable); OPBRIDGE_PLUGIN_PATH is honoured too")

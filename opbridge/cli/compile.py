@@ -7,7 +7,14 @@ import sys
 import time
 from typing import Any
 
-from .common import add_input_shape_option, add_pass_option, add_plugin_option, convert_checked
+from .common import (
+    add_input_shape_option,
+    add_input_value_option,
+    add_pass_option,
+    add_plugin_option,
+    convert_checked,
+    input_values_from_args,
+)
 
 
 def add_parser(sub: Any) -> None:
@@ -21,6 +28,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("model", help="a .obir graph or a model file (.onnx, .prototxt, .ts.json)")
     p.add_argument("--weights", metavar="W", help="weights file (Caffe .caffemodel)")
     add_input_shape_option(p)
+    add_input_value_option(p)
     add_plugin_option(p)
     add_pass_option(p)
     p.add_argument("--target", default="bm1684",
@@ -40,13 +48,20 @@ def load_graph(args: argparse.Namespace) -> Any:
     from ..plugins_loader import load_plugins
 
     if str(args.model).lower().endswith(".obir"):
+        if getattr(args, "input_value", None):
+            from ..errors import OpbridgeError
+
+            raise OpbridgeError(f"--input-value binds inputs while converting; '{args.model}' is "
+                                "already converted",
+                                hint="compile the model file itself, or convert it again with "
+                                "--input-value")
         load_plugins(args.plugin)
         graph = load(args.model)
         extra = getattr(args, "extra_passes", [])
         return convert_checked(graph, args, passes=extra) if extra else graph
     shapes = dict(args.input_shape) or None
     return convert_checked(args.model, args, weights=args.weights, input_shapes=shapes,
-                           plugins=args.plugin)
+                           plugins=args.plugin, input_values=input_values_from_args(args))
 
 
 def run(args: argparse.Namespace) -> int:

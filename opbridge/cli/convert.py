@@ -7,7 +7,14 @@ import sys
 import time
 from typing import Any
 
-from .common import add_input_shape_option, add_pass_option, add_plugin_option, convert_checked
+from .common import (
+    add_input_shape_option,
+    add_input_value_option,
+    add_pass_option,
+    add_plugin_option,
+    convert_checked,
+    input_values_from_args,
+)
 
 
 def add_parser(sub: Any) -> None:
@@ -23,6 +30,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("model", help="the model file")
     p.add_argument("--weights", metavar="W", help="weights file (Caffe .caffemodel)")
     add_input_shape_option(p)
+    add_input_value_option(p)
     add_plugin_option(p)
     p.add_argument("--passes", metavar="P1,P2", default=None,
                    help="IR passes to run, comma-separated (default: fold_constants,dead_code; "
@@ -44,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         shapes[name] = shape
     t0 = time.perf_counter()
     graph = convert_checked(args.model, args, weights=args.weights, input_shapes=shapes or None,
-                            plugins=args.plugin)
+                            plugins=args.plugin, input_values=input_values_from_args(args))
     if graph is None:  # --check-passes found a pass that changed a result; it said which
         return EXIT_FAILED
     save(graph, args.output)

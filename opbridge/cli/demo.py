@@ -18,9 +18,11 @@ from typing import Any
 from ..errors import OpbridgeError
 from .common import (
     add_input_shape_option,
+    add_input_value_option,
     add_pass_option,
     add_plugin_option,
     add_threads_option,
+    input_values_from_args,
     passes_from_args,
     with_threads,
 )
@@ -75,6 +77,7 @@ def add_parser(sub: Any) -> None:
                    "(e.g. ../shared/models/caffe/squeezenet_v1.1); default: the bundled examples")
     p.add_argument("--weights", metavar="W", help="weights of the (single) MODEL given")
     add_input_shape_option(p)
+    add_input_value_option(p)
     p.add_argument("--out-dir", default="out/demo", help="where to write the demo's files")
     p.add_argument("--target", default="bm1684", help="simulator target (default bm1684)")
     p.add_argument("--seed", type=int, default=0, help="seed of random weights and inputs")
@@ -175,7 +178,8 @@ def run_one(m: DemoModel, args: argparse.Namespace, out: Path, console: Any, res
             from ..ir.io import save
 
             graph = convert(str(m.path), weights=str(m.weights) if m.weights else None,
-                            plugins=args.plugin, input_shapes=shapes, passes=passes_from_args(args))
+                            plugins=args.plugin, input_shapes=shapes, passes=passes_from_args(args),
+                            input_values=input_values_from_args(args))
             obir = out / f"{m.name}.obir"
             save(graph, obir)
         res.stages["convert"] = "ok"
