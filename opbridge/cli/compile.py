@@ -27,7 +27,14 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("model", help="a .obir graph or a model file (.onnx, .prototxt, .ts.json)")
     p.add_argument("--weights", metavar="W", help="weights file (Caffe .caffemodel)")
-    add_input_shape_option(p)
+    add_input_shape_option(p, help="fix an input's dims (symbolic, or a Caffe net's declared batch), "
+                           "e.g. data=1,3,224,224; with --dynamic, the largest size of each symbolic "
+                           "dim (repeatable)")
+    p.add_argument("--dynamic", action="store_true",
+                   help="compile once for the largest shapes (--input-shape) and run any smaller "
+                   "input along the model's symbolic dims, with the results of a program compiled "
+                   "for that exact shape (each new shape is planned on its first run); a larger "
+                   "input is an error naming the input, the dim and the compiled maximum")
     add_input_value_option(p)
     add_plugin_option(p)
     add_pass_option(p)
@@ -59,7 +66,8 @@ def load_graph(args: argparse.Namespace) -> Any:
         graph = load(args.model)
         extra = getattr(args, "extra_passes", [])
         return convert_checked(graph, args, passes=extra) if extra else graph
-    shapes = dict(args.input_shape) or None
+    # --dynamic keeps the symbolic dims: --input-shape gives their maxima to compile instead
+    shapes = None if getattr(args, "dynamic", False) else dict(args.input_shape) or None
     return convert_checked(args.model, args, weights=args.weights, input_shapes=shapes,
                            plugins=args.plugin, input_values=input_values_from_args(args))
 
@@ -79,12 +87,16 @@ def run(args: argparse.Namespace) -> int:
     if graph is None:
         return EXIT_FAILED
     t1 = time.perf_counter()
-    prog = compile(graph, target)
+    if args.dynamic:
+        dyn = compile(graph, target, dynamic=True, max_shapes=dict(args.input_shape))
+        prog = dyn.program
+    else:
+        dyn = prog = compile(graph, target)
     t2 = time.perf_counter()
-    prog.save(args.output)
+    dyn.save(args.output)
     ddr = prog.ddr
     sys.stdout.write(
-        f"wrote {args.output}: {prog}\n"
+        f"wrote {args.output}: {dyn if args.dynamic else prog}\n"
         f"  target {target.name}: {target.lanes} lanes x {target.lmem_bytes_per_lane // 1024} KiB "
         f"local memory\n"
         f"  DDR: weights {ddr.weights_bytes / 2**20:.1f} MiB, activations peak "

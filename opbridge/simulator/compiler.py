@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import SimulatorError
-from ..ir.dims import is_runtime
 from ..ir.graph import Graph, Value
-from ..ir.types import format_shape
+from ..ir.types import format_shape, is_static
 from .kernels import KernelRegistry
 from .kernels.registry import elementwise_cost, static_shape
 from .layergroup import GroupCandidate, GroupPlan, Tile
@@ -43,7 +43,10 @@ def _nbytes(v: Value) -> int:
     return math.prod(static_shape(v)) * itemsize(v.dtype)
 
 
-def _check_static(graph: Graph) -> None:
+def _check_static(graph: Graph) -> set[str]:
+    """Check that the graph's inputs are static; returns the nodes that must run on the host
+    because a value they read or write has a shape only the run knows (a data-dependent op's
+    output, and whatever depends on its size). Those values live in host memory, not DDR."""
     for v in graph.inputs:  # the user's fix is on an input: name it, and its symbolic dims
         sym = [str(d) for d in v.shape if not isinstance(d, int)]
         if sym:
@@ -54,16 +57,27 @@ def _check_static(graph: Graph) -> None:
                 hint=f"convert or compile with --input-shape {v.name}={example} "
                 f"(input_shapes={{'{v.name}': (...)}} in Python)",
             )
-    for v in graph.values().values():
-        if not all(isinstance(d, int) for d in v.shape):
-            raise SimulatorError(
-                f"graph '{graph.name}': value '{v.name}' has a symbolic shape "
-                f"{format_shape(v.shape)}" + (", known only at run time (a data-dependent op "
-                "makes it); the simulator compiles static shapes only" if any(
-                    is_runtime(d) for d in v.shape) else ""),
-                hint="convert the model with --input-shape NAME=1,3,224,224 to fix its shapes; "
-                "run it with ob.interpret when its shapes depend on the data",
-            )
+    host: set[str] = set()
+    for node in graph.nodes:
+        if any(v is not None and not is_static(v.shape) for v in (*node.inputs, *node.outputs)):
+            host.add(node.name)
+    return host
+
+
+def _host_placement(host: set[str], placement: Placement | None) -> Placement:
+    """The user's placement, with the nodes of run-time shapes on the host: the TPU's memory
+    plans are static, so only the host can hold a tensor whose size the run decides."""
+
+    def place(node: Any) -> str | None:
+        if node.name in host:
+            return CPU
+        return placement(node) if placement is not None else None
+
+    return place
+
+
+def _is_host_value(v: Value) -> bool:
+    return not is_static(v.shape)
 
 
 def _ddr_plan(graph: Graph, units: list[PlannedUnit], target: Target) -> DdrPlan:
@@ -83,6 +97,8 @@ def _ddr_plan(graph: Graph, units: list[PlannedUnit], target: Target) -> DdrPlan
     for ui, u in enumerate(units):
         produced = u.outputs if isinstance(u, (GroupPlan, StreamPlan)) else u.node.outputs
         for v in produced:
+            if _is_host_value(v):  # sized by the run: host memory (see _check_static)
+                continue
             in_ddr[v.name] = v
             first[v.name] = ui
     tensors: dict[str, DdrTensor] = {}
@@ -515,6 +531,13 @@ def _emit_unit(u: PlannedUnit, gi: int, target: Target, instrs: list[Instruction
             tiles=len(u.chunks) * len(u.tiles), alloc=_alloc(u.alloc), lmem_peak=u.lmem_peak,
             instrs=(start, len(instrs)))
     node = u.node
+    if u.placement == CPU and any(_is_host_value(v) for v in (*node.inputs, *node.outputs) if v is not None):
+        # run-time sizes: the cost counts what the compiler knows, the static tensors it moves
+        known = [v for v in (*node.inputs, *node.outputs) if v is not None and not _is_host_value(v)]
+        nbytes = sum(_nbytes(v) for v in known)
+        instrs.append(HostOp(node=node.name, bytes=nbytes, flops=float(sum(math.prod(static_shape(v))
+                                                                           for v in known)), eff=1.0))
+        return HostUnit(nodes=(node.name,), op=node.op, instrs=(start, start + 1))
     nbytes = sum(_nbytes(v) for v in node.inputs if v is not None) + sum(_nbytes(v) for v in node.outputs)
     oshape = tuple(static_shape(node.outputs[0])) if node.outputs else ()
     flops = _cost(u, oshape)
@@ -532,6 +555,20 @@ def _emit_unit(u: PlannedUnit, gi: int, target: Target, instrs: list[Instruction
         instrs.append(GlobalOp(node=node.name, bytes=nbytes, flops=flops, eff=eff,
                                scratch=scratch if scratch in ddr.tensors else None))
     return GlobalUnit(nodes=(node.name,), op=node.op, fits_no_tile=bool(u.local), instrs=span)
+
+
+def _compile_dynamic(graph: Graph, target: Target, max_shapes: Mapping[str, Sequence[int]],
+                     kernels: KernelRegistry | None, placement: Placement | None, per_layer: bool) -> Any:
+    from .dynamic import DynamicProgram
+
+    if all(is_static(v.shape) for v in graph.inputs):
+        raise SimulatorError(
+            f"dynamic compile: graph '{graph.name}' has no symbolic input dims, so no input can "
+            "be smaller than the compiled one",
+            hint="convert without --input-shape to keep the model's symbolic dims, and give their "
+            "largest sizes to compile --dynamic --input-shape")
+    return DynamicProgram(graph, max_shapes, lambda g: compile(g, target, kernels=kernels,
+                                                               placement=placement, per_layer=per_layer))
 
 
 def _store_every_layer(u: PlannedUnit, target: Target, every: set[str]) -> PlannedUnit:
@@ -552,19 +589,27 @@ def compile(  # noqa: A001 - the public name DESIGN.md gives it
     kernels: KernelRegistry | None = None,
     placement: Placement | None = None,
     per_layer: bool = False,
-) -> Program:
+    dynamic: bool = False,
+    max_shapes: Mapping[str, Sequence[int]] | None = None,
+) -> Any:
     """Compile ``graph`` for ``target`` (a preset name or a Target) into a runnable Program.
 
     ``per_layer`` compiles a debugging variant: the same layer groups cut into the same tiles,
     but every layer's output is also stored to DDR (see :func:`_store_every_layer`), so
-    ``run(keep_intermediates=True)`` returns every layer's output for validation to compare."""
+    ``run(keep_intermediates=True)`` returns every layer's output for validation to compare.
+
+    ``dynamic`` (with ``max_shapes``, input name -> largest sizes, for a graph whose inputs keep
+    symbolic dims) returns a :class:`opbridge.simulator.dynamic.DynamicProgram`: compiled for
+    the largest shapes, it runs any smaller ones along the symbolic dims."""
     if not isinstance(graph, Graph):
         raise SimulatorError(f"compile() takes an opbridge Graph, got {type(graph).__name__}",
                              hint="load or convert the model first: ob.load / ob.convert")
     tgt = resolve_target(target)
-    _check_static(graph)
+    if dynamic:
+        return _compile_dynamic(graph, tgt, max_shapes or {}, kernels, placement, per_layer)
+    host = _check_static(graph)
     tgt.check_dtypes(graph)
-    lowered = lower(graph, kernels=kernels, placement=placement)
+    lowered = lower(graph, kernels=kernels, placement=_host_placement(host, placement) if host else placement)
     planned = partition(lowered, tgt, {v.name for v in graph.outputs})
     if per_layer:
         every = {v.name for n in graph.nodes for v in n.outputs}

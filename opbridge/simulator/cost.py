@@ -274,7 +274,8 @@ class _Scheduler:
         node = self.nodes[ins.node]
         reads: Access = [(self.dd, self.ddr_span(v.name)) for v in node.inputs
                          if v is not None and v.name in self.tensors]
-        writes: Access = [(self.dd, self.ddr_span(v.name)) for v in node.outputs]
+        writes: Access = [(self.dd, self.ddr_span(v.name)) for v in node.outputs
+                          if v.name in self.tensors]  # a tensor sized by the run is in host memory
         if isinstance(ins, HostOp):
             dur = ins.flops / (self.target.host_gflops * 1e9) + ins.bytes / self.bw
             return _Step(("host",), dur, reads, writes, f"{node.op} {node.name}")

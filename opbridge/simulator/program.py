@@ -167,8 +167,9 @@ class Program:
         records: list[Any] = [*self.units, *self.instrs, self.ddr]
         return 3 if any(r.extended() for r in records) else BASE_VERSION
 
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the program as a ``.obprog`` file (documented in docs/obprog.md)."""
+    def save(self, path: str | os.PathLike[str], *, extra: dict[str, str] | None = None) -> None:
+        """Write the program as a ``.obprog`` file (documented in docs/obprog.md); ``extra``:
+        more metadata entries (a dynamic program's symbolic graph)."""
         from safetensors.numpy import save_file
 
         tensors: dict[str, np.ndarray] = {}
@@ -178,6 +179,7 @@ class Program:
             "format_version": str(self.format_version()),
             "graph": json.dumps(gdoc, separators=(",", ":")),
             "program": json.dumps(self.to_json(), separators=(",", ":")),
+            **(extra or {}),
         }
         atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata=meta))
 
@@ -200,6 +202,10 @@ def load_program(path: str | os.PathLike[str]) -> Program:
         graph = graph_from_json(gdoc, tensor, DEFAULT_OPS)
         prog = Program.from_json(pdoc, graph, f"'{path}'")
         _check_program(prog, f"'{path}'")
+        if "dynamic" in meta:  # compiled with dynamic=True: the symbolic graph rides along
+            from .dynamic import load_dynamic
+
+            return load_dynamic(meta["dynamic"], prog, tensor, f"'{path}'")  # type: ignore[return-value]
     except OpbridgeError as err:
         msg = err.message if err.message.startswith(f"'{path}'") else f"'{path}': {err.message}"
         raise type(err)(msg, hint=err.hint) from None

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ModelFormatError, OpbridgeError, SimulatorError
-from ..ir.interpret import check_feeds, checked_result
+from ..ir.interpret import check_feeds, checked_result, run_node
 from ..ir.types import to_numpy_dtype
 from .kernels import DEFAULT_KERNELS
 from .memory import constant_lane_bytes, tile_lane_bytes, view4
@@ -236,6 +236,11 @@ class Executor:
         node = self.nodes[ins.node]
         if isinstance(ins, GlobalOp) and ins.alias:
             return ("noop",)
+        if isinstance(ins, HostOp) and any(v is not None and v.name not in self.views
+                                           for v in (*node.inputs, *node.outputs)):
+            # a tensor sized by the run lives in host memory: resolved when the step runs
+            fn = self.prog.graph.registry.get(node.op).compute_function
+            return ("host", fn, list(node.inputs), dict(node.attrs), list(node.outputs), node)
         fn, into, own = self._fn(node.name, into=len(node.outputs) == 1)
         args = [self.views[v.name] if v is not None else None for v in node.inputs]
         outs = [self.views[v.name] for v in node.outputs]
@@ -252,6 +257,18 @@ class Executor:
                                             np.uint8)
         return ("into" if into else "compute", fn, args, attrs, outs, node)
 
+    def _run_host(self, step: Step, host: dict[str, np.ndarray], dims: dict[str, int]) -> None:
+        """A host layer that reads or writes tensors sized by the run: inputs from host memory
+        or DDR, outputs checked as the interpreter checks them, into host memory or DDR."""
+        _, fn, ins, attrs, outs, node = step
+        args = [None if v is None else host[v.name] if v.name in host else self.views[v.name] for v in ins]
+        results = run_node(self.prog.graph, node, args, dims)
+        for v, r in zip(outs, results):
+            if v.name in self.views:
+                self.views[v.name][...] = r
+            else:
+                host[v.name] = r
+
     # -- running -------------------------------------------------------------------------
     def run(self, feeds: Mapping[str, Any], *, keep_intermediates: bool = False
             ) -> dict[str, np.ndarray]:
@@ -264,16 +281,22 @@ class Executor:
             if name in self.views:
                 self.views[name][...] = arr
         kept: dict[str, np.ndarray] = {}
+        host: dict[str, np.ndarray] = {}  # this run's tensors whose size the run decided
+        dims: dict[str, int] = {}
         ends = iter(self.unit_ends) if keep_intermediates else iter(())
         next_end = next(ends, None)
         for si, step in enumerate(self.steps):
             while next_end is not None and si >= next_end[0]:
-                kept.update({n: self.views[n].copy() for n in next_end[1]})
+                kept.update({n: (host[n] if n in host else self.views[n]).copy() for n in next_end[1]
+                             if n in host or n in self.views})
                 next_end = next(ends, None)
             if step[0] == "copy":
                 np.copyto(step[1], step[2])
                 continue
             if step[0] == "noop":
+                continue
+            if step[0] == "host":
+                self._run_host(step, host, dims)
                 continue
             kind, fn, args, attrs, outs, node = step
             try:
@@ -308,11 +331,14 @@ class Executor:
                                    error=SimulatorError)
                 o[...] = r
         while next_end is not None:
-            kept.update({n: self.views[n].copy() for n in next_end[1]})
+            kept.update({n: (host[n] if n in host else self.views[n]).copy() for n in next_end[1]
+                         if n in host or n in self.views})
             next_end = next(ends, None)
         out: dict[str, np.ndarray] = {}
         for v in g.outputs:
-            if v.name in self.views:
+            if v.name in host:
+                out[v.name] = host[v.name].copy()
+            elif v.name in self.views:
                 out[v.name] = self.views[v.name].copy()
             elif v.name in arrays:
                 out[v.name] = arrays[v.name].copy()

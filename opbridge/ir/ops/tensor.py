@@ -301,14 +301,16 @@ def _gather_elements(x: np.ndarray, indices: np.ndarray, axis: int) -> np.ndarra
 )
 
 
-def _nd_parts(ctx: ShapeContext) -> tuple[tuple[int, ...], tuple[int, ...], int, int]:
-    data, idx = static_shape(ctx), static_shape(ctx, 1)
+def _nd_parts(ctx: ShapeContext) -> tuple[tuple[Dim, ...], tuple[Dim, ...], int, int]:
+    data, idx = ctx.input_shape(0), ctx.input_shape(1)
     b = ctx.attr("batch_dims") if "batch_dims" in ctx.opdef.params else 0
     if len(idx) < 1 or b >= min(len(data), len(idx)):
         raise ctx.error(f"indices {list(idx)} and data {list(data)} leave no dims past "
                         f"batch_dims = {b}", attr="batch_dims" if b else None)
     k = idx[-1]
-    if data[:b] != idx[:b] or not 1 <= k <= len(data) - b:
+    if not isinstance(k, int):
+        raise ctx.error(f"indices {list(idx)}: the last dim (the index length) must be static")
+    if not all(ctx.dims_equal(x, y) for x, y in zip(data[:b], idx[:b])) or not 1 <= k <= len(data) - b:
         raise ctx.error(f"indices {list(idx)} do not fit data {list(data)}: the batch dims must "
                         f"match and indices.shape[-1] must be in [1, {len(data) - b}]")
     return data, idx, b, k

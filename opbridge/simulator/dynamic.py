@@ -1,0 +1,127 @@
+"""Dynamic compile: one program for the largest input shapes, run on any smaller ones.
+
+``compile(graph, target, dynamic=True, max_shapes={"x": (8, 3, 224, 224)})`` takes a graph
+whose inputs keep their symbolic dims (``ob.convert`` without ``input_shapes``) and the largest
+size of each. It compiles the program for those sizes at once: its memory plan is the one the
+device reserves, and its profile the worst case. A run on smaller inputs binds the symbolic
+dims to the fed sizes, specialises the graph to them and runs the program compiled for exactly
+those sizes (compiled on first use, then kept), as bmcompiler's dynamic mode re-plans its layers
+for the shapes of each run: the results are the bytes a program compiled for that shape gives.
+An input larger than the compiled maximum is an error naming the input, the dim and the maximum.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import SimulatorError
+from ..ir import dims as _dims
+from ..ir.graph import Graph
+from ..ir.io import graph_to_json
+from ..ir.specialize import input_dims, specialize
+from ..ir.types import format_shape
+from .program import Program
+
+
+class DynamicProgram:
+    """A program compiled for the largest input shapes that runs smaller ones (see the module)."""
+
+    def __init__(self, graph: Graph, max_shapes: Mapping[str, Sequence[int]],
+                 build: Callable[[Graph], Program], program: Program | None = None) -> None:
+        self.graph = graph
+        self.max_dims = input_dims(graph, max_shapes, "max_shapes")
+        missing = sorted(n for v in graph.inputs for d in v.shape if isinstance(d, str)
+                         for n in _dims.names(d) if n not in self.max_dims)
+        if missing:
+            v = next(v for v in graph.inputs if any(isinstance(d, str) and missing[0] in _dims.names(d)
+                                                     for d in v.shape))
+            raise SimulatorError(f"dynamic compile: input '{v.name}' {format_shape(v.shape)} has "
+                                 f"symbolic dim {missing[0]} with no maximum",
+                                 hint=f"give its largest shape: --input-shape {v.name}=... "
+                                 f"(max_shapes={{'{v.name}': (...)}} in Python)")
+        self._build = build
+        self.max_shapes = {v.name: self._shape_for(v.shape, self.max_dims) for v in graph.inputs}
+        #: the program for the largest shapes: its plan and profile are the device's budget
+        self.program = program if program is not None else build(specialize(graph, self.max_shapes))
+        self._programs: dict[tuple[tuple[str, int], ...], Program] = {
+            tuple(sorted(self.max_dims.items())): self.program}
+
+    @staticmethod
+    def _shape_for(shape: Sequence[Any], values: Mapping[str, int]) -> tuple[int, ...]:
+        out = [_dims.evaluate(d, values) for d in shape]
+        return tuple(int(d) for d in out if d is not None)
+
+    def _bind(self, feeds: Mapping[str, Any]) -> dict[str, int]:
+        values: dict[str, int] = {}
+        for v in self.graph.inputs:
+            if v.name not in feeds:
+                continue  # the program's own feed check names it
+            shape = np.shape(feeds[v.name])
+            if len(shape) != len(v.shape) or _dims.bind_shape(v.shape, shape, values) is not None:
+                raise SimulatorError(f"input '{v.name}' has shape {list(shape)}; the program takes "
+                                     f"{format_shape(v.shape)} up to {list(self.max_shapes[v.name])}")
+            for i, (d, n) in enumerate(zip(v.shape, shape)):
+                top = self.max_shapes[v.name][i]
+                if n > top:
+                    label = f"dim {i} ({d})" if isinstance(d, str) else f"dim {i}"
+                    raise SimulatorError(
+                        f"input '{v.name}' {label} is {n}, above the compiled maximum {top}",
+                        hint="compile with --dynamic and a larger --input-shape, or feed a smaller input")
+        return values
+
+    def program_for(self, feeds: Mapping[str, Any]) -> Program:
+        """The program for the sizes ``feeds`` give (compiled on first use)."""
+        values = self._bind(feeds)
+        key = tuple(sorted(values.items()))
+        if key not in self._programs:
+            shapes = {v.name: self._shape_for(v.shape, values) for v in self.graph.inputs}
+            self._programs[key] = self._build(specialize(self.graph, shapes))
+        return self._programs[key]
+
+    def run(self, feeds: Mapping[str, Any], *, keep_intermediates: bool = False,
+            threads: int | None = None) -> dict[str, np.ndarray]:
+        return self.program_for(feeds).run(feeds, keep_intermediates=keep_intermediates, threads=threads)
+
+    def profile(self) -> Any:
+        """The profile of the program for the largest shapes (the worst case)."""
+        return self.program.profile()
+
+    @property
+    def shapes_compiled(self) -> int:
+        """How many input sizes have a program so far (the largest included)."""
+        return len(self._programs)
+
+    def save(self, path: Any) -> None:
+        """Write the program for the largest shapes as a ``.obprog``, with the symbolic graph
+        and the maxima beside it, so :func:`opbridge.simulator.load_program` gives this back."""
+        tensors: dict[str, np.ndarray] = {}
+        doc = {"graph": graph_to_json(self.graph, tensors),
+               "max_shapes": {k: list(v) for k, v in self.max_shapes.items()}}
+        # the symbolic graph's weights are the max program's: the same constants, by name
+        self.program.save(path, extra={"dynamic": json.dumps(doc, separators=(",", ":"))})
+
+
+def load_dynamic(doc_text: str, program: Program, tensor: Callable[[str], np.ndarray],
+                 where: str) -> DynamicProgram:
+    """The DynamicProgram of a ``.obprog`` written by :meth:`DynamicProgram.save`."""
+    from ..errors import ModelFormatError
+    from ..ir.io import graph_from_json
+    from ..ir.opdef import DEFAULT_OPS
+    from .compiler import compile as compile_graph
+
+    try:
+        doc = json.loads(doc_text)
+        graph = graph_from_json(doc["graph"], tensor, DEFAULT_OPS)
+        shapes = {str(k): tuple(int(d) for d in v) for k, v in doc["max_shapes"].items()}
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise ModelFormatError(f"{where}: its dynamic part is not valid: {err!r}",
+                               hint="compile the model again with --dynamic") from None
+    target = program.target
+    return DynamicProgram(graph, shapes, lambda g: compile_graph(g, target), program=program)
+
+    def __repr__(self) -> str:
+        return f"DynamicProgram({self.graph.name!r}, max {self.max_shapes})"
