@@ -109,6 +109,7 @@ def batch(
     tolerance: str | tuple[float, float] | None = None,
     progress: bool = False,
     passes: Sequence[str] | None = None,
+    input_values: Mapping[str, Any] | None = None,
 ) -> BatchResult:
     """Validate, convert or compile every model in ``models`` (files, or folders searched for
     ``.onnx``/``.prototxt``/``.ts.json``/``.obir``) and write ``summary.json``, ``summary.html`` and
@@ -119,7 +120,8 @@ def batch(
     A Caffe prototxt takes ``weights`` only when it is the only model; otherwise its sibling
     ``NAME.caffemodel`` when present, else random weights (seeded by ``seed``).
     ``passes`` replace the default IR passes as in ``convert`` (``--pass NAME`` gives
-    ``opbridge.ir.passes.with_passes([NAME])``); plugins register their own.
+    ``opbridge.ir.passes.with_passes([NAME])``); plugins register their own. ``input_values``
+    binds inputs to constants in every model that has them, as ``convert`` does.
     """
     from .summary import write_summary
 
@@ -134,6 +136,10 @@ def batch(
     names = safe_names(paths)
     common = _common_options(mode, plugins, input_shapes, target, seed, tolerance)
     common["passes"] = list(passes) if passes is not None else None
+    # plain lists and numbers: a task travels to worker processes and Ray nodes as data
+    import numpy as np
+
+    common["input_values"] = {k: np.asarray(v).tolist() for k, v in (input_values or {}).items()}
     tasks, early = _build_tasks(paths, weights, common)
     todo = [(i, t) for i, t in enumerate(tasks) if t is not None]
     executor = ("ray" if ray is True else f"ray at {ray}") if ray else f"local pool ({_jobs(jobs, len(todo))} jobs)"

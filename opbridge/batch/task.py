@@ -103,7 +103,7 @@ def _convert(task: Task, model: Path, weights: str | None, plugins: list[str], w
 
     kwargs = {} if task.get("passes") is None else {"passes": task["passes"]}
     graph = convert(str(model), weights=weights, input_shapes=task.get("input_shapes") or None,
-                    plugins=plugins, **kwargs)
+                    plugins=plugins, input_values=task.get("input_values") or None, **kwargs)
     save(graph, work / "model.obir")
     return graph
 
@@ -139,7 +139,8 @@ def _task_validate(task: Task, model: Path, weights: str | None, plugins: list[s
 
     report = validate(str(model), weights=weights, plugins=plugins, tolerance=task.get("tolerance"),
                       input_shapes=task.get("input_shapes") or None, target=task["target"],
-                      seed=task.get("seed", 0), passes=task.get("passes") or ())
+                      seed=task.get("seed", 0), passes=task.get("passes") or (),
+                      input_values=task.get("input_values") or None)
     report.model = task["name"]  # the caller's path, not the task's temporary copy
     figures: dict[str, Any] = {"comparisons": len(report.rows), "failed": len(report.failures)}
     names = ["report.json", "report.html"]

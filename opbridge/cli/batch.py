@@ -6,7 +6,13 @@ import argparse
 import sys
 from typing import Any
 
-from .common import add_input_shape_option, add_pass_option, add_plugin_option
+from .common import (
+    add_input_shape_option,
+    add_input_value_option,
+    add_pass_option,
+    add_plugin_option,
+    input_values_from_args,
+)
 
 
 def add_parser(sub: Any) -> None:
@@ -35,6 +41,7 @@ def add_parser(sub: Any) -> None:
                    "is given (needs the 'ray' extra: pip install 'opbridge[ray]')")
     p.add_argument("--weights", metavar="W", help="weights file (Caffe .caffemodel), with one model only")
     add_input_shape_option(p)
+    add_input_value_option(p)
     add_plugin_option(p)
     add_pass_option(p, check=False)
     p.add_argument("--target", default="bm1684", help="simulator target preset (default: bm1684)")
@@ -54,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
     result = batch(args.mode, args.models, output=args.output, jobs=args.jobs, ray=args.ray,
                    weights=args.weights, plugins=args.plugin, input_shapes=dict(args.input_shape) or None,
                    target=args.target, seed=args.seed, tolerance=args.tolerance, progress=True,
-                   passes=with_passes(args.extra_passes) if args.extra_passes else None)
+                   passes=with_passes(args.extra_passes) if args.extra_passes else None,
+                   input_values=input_values_from_args(args))
     console = Console(width=160 if not sys.stdout.isatty() else None)
     result.print(console)
     return result.exit_code

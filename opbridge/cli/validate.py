@@ -9,9 +9,11 @@ from typing import Any
 
 from .common import (
     add_input_shape_option,
+    add_input_value_option,
     add_pass_option,
     add_plugin_option,
     add_threads_option,
+    input_values_from_args,
     with_threads,
 )
 
@@ -33,6 +35,7 @@ def add_parser(sub: Any) -> None:
                    help="an input from NAME=FILE.npy, NAME=FILE.npz, FILE.npz (all its arrays) or, "
                    "for one-input models, FILE.npy (repeatable)")
     add_input_shape_option(p)
+    add_input_value_option(p)
     p.add_argument("--image", metavar="[NAME=]FILE",
                    help="an image for the NCHW input with 1 or 3 channels (PNG/JPEG through OpenCV "
                    "when installed; binary PPM/PGM always)")
@@ -109,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
         passes=with_passes(args.extra_passes) if args.extra_passes else (),
         per_layer=args.per_layer,
         quantize=args.quantize,
+        input_values=input_values_from_args(args),
     )
     console = Console(width=160 if not sys.stdout.isatty() else None)
     for name, desc in report.inputs.items():

@@ -43,6 +43,7 @@ def load_graph(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     *,
     unfused: bool = False,
+    input_values: Mapping[str, Any] | None = None,
 ) -> tuple[Graph, str]:
     """The IR graph of ``model`` (converted, or loaded from .obir) and its framework name;
     ``unfused``: converted without any pass."""
@@ -68,6 +69,8 @@ def load_graph(
         kwargs["weights"] = weights
     if input_shapes:
         kwargs["input_shapes"] = dict(input_shapes)
+    if input_values:
+        kwargs["input_values"] = dict(input_values)
     return convert(path, **kwargs), framework
 
 
@@ -90,6 +93,7 @@ def validate(
     passes: Sequence[str] = (),
     per_layer: bool = False,
     quantize: Any = None,
+    input_values: Mapping[str, Any] | None = None,
 ) -> Report:
     """Validate ``model`` layer by layer; returns a :class:`Report` (``passed``, ``first_divergence``,
     ``rows``).
@@ -112,6 +116,8 @@ def validate(
     then names the layer whose inputs agree and whose output does not).
     ``quantize`` (a calibration table or its path) compares the model quantized to int8 with
     the float model instead, both in the interpreter (:mod:`.quantized`).
+    ``input_values`` binds inputs to constants as ``convert`` does; the origin framework is fed
+    the same values.
     """
     from ..plugins_loader import load_plugins
 
@@ -122,7 +128,8 @@ def validate(
         input_shapes = _shapes_for_symbolic_inputs(str(model), named_array_shapes(inputs, input_files))
     with Stages(progress, 2, title=Path(label).name) as stages:
         with stages.stage("converting"):
-            graph, framework = load_graph(model, weights, plugins, input_shapes, unfused=bool(passes))
+            graph, framework = load_graph(model, weights, plugins, input_shapes, unfused=bool(passes),
+                                          input_values=input_values)
         with stages.stage("preparing inputs"):
             feeds, where = make_inputs(graph, inputs, input_files, image, seed)
         if quantize is not None:
@@ -139,9 +146,11 @@ def validate(
             with stages.stage("running and checking the passes"):
                 graph, check = check_passes(graph, passes, feeds=feeds)
         origin_path = None if isinstance(model, Graph) or not origin else str(model)
+        bound = _bound_values(str(model), weights, input_values) if origin_path and input_values else None
         report = validate_graph(graph, feeds, framework=framework, source=origin_path, weights=weights,
                                 label=label, tolerance=tol, target=target, stop_after=stop_after,
-                                dump=dump, inputs_desc=where, stages=stages, per_layer=per_layer)
+                                dump=dump, inputs_desc=where, stages=stages, per_layer=per_layer,
+                                bound=bound)
         if check is not None:
             check.add_to(report)
         return report
@@ -173,6 +182,13 @@ def _shapes_for_symbolic_inputs(
     return fixed or None
 
 
+def _bound_values(path: str, weights: str | None, values: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """``values`` as the origin model's inputs declare them (its dtype and shape)."""
+    from ..convert import bind_input_values, parse
+
+    return bind_input_values(parse(path, weights=weights), values)
+
+
 def validate_graph(
     graph: Graph,
     feeds: Mapping[str, np.ndarray],
@@ -189,6 +205,7 @@ def validate_graph(
     inputs_desc: Mapping[str, str] | None = None,
     stages: Stages | None = None,
     per_layer: bool = False,
+    bound: Mapping[str, np.ndarray] | None = None,
 ) -> Report:
     """Validate an already converted ``graph`` on ``feeds``.
 
@@ -196,7 +213,8 @@ def validate_graph(
     reference), with ``weights`` for Caffe; ``program`` a Program already compiled from ``graph`` (else it is compiled for
     ``target`` when the simulator exists; ``target=None`` skips it); ``per_layer``: see
     :func:`validate` (a given ``program`` is then compiled again, for its target, in the
-    per-layer variant).
+    per-layer variant). ``bound``: the values of inputs bound to constants when converting
+    (``input_values``), which the origin framework is fed too.
     """
     stages = stages or Stages(False, 0)
     origin_name = origin_runner_name(framework) if source else None
@@ -209,8 +227,8 @@ def validate_graph(
     # the interpreter runs first: its values of custom ops feed the origin framework
     with stages.stage("running the reference interpreter"):
         interp = run_interpreter(graph, feeds, stop_after=stop_after, dump=dump)
-    origin_run = _run_origin(origin_name, framework, source, weights, feeds, stages, notes,
-                             interp.tensors)
+    origin_run = _run_origin(origin_name, framework, source, weights, {**feeds, **(bound or {})},
+                             stages, notes, interp.tensors)
     runs += [origin_run, interp] if origin_run is not None else [interp]
     if simulate:
         try:

@@ -94,3 +94,22 @@ def test_cli_input_value(tmp_path):
 def test_help_explains_input_value():
     r = _cli("convert", "--help")
     assert "--input-value NAME=VALUE" in r.stdout and "fold" in r.stdout
+
+
+def test_validate_feeds_the_bound_value_to_onnxruntime(tmp_path):
+    vad_like(tmp_path / "vad.onnx")
+    r = ob.validate(str(tmp_path / "vad.onnx"), input_values={"sr": 8000}, target="bm1684")
+    assert r.passed and r.runners[0] == "onnxruntime" and not r.errors, (r.runners, r.errors)
+    ys = [row for row in r.rows if row.tensor == "y"]
+    assert ys and all(row.result.ref_shape == (1600 // 80,) for row in ys)
+    r = _cli("validate", tmp_path / "vad.onnx", "--input-value", "sr=16000", "--no-simulator")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_batch_convert_binds_input_values(tmp_path):
+    vad_like(tmp_path / "vad.onnx")
+    res = ob.batch("convert", [tmp_path / "vad.onnx"], output=tmp_path / "out", jobs=1,
+                   input_values={"sr": 8000})
+    assert res.exit_code == 0
+    graphs = list((tmp_path / "out").rglob("model.obir"))
+    assert len(graphs) == 1 and [v.name for v in ob.load(graphs[0]).inputs] == ["x"]
