@@ -160,6 +160,11 @@ class Profile:
     ddr_shared_bytes: int = 0
     #: per-lane local bytes not allocated because in-place layers share their input's buffer
     lmem_shared_bytes: int = 0
+    #: hand-overs between the TPU and the host (a host layer after TPU work, TPU work after a
+    #: host layer): each is a synchronisation the device driver makes
+    num_host_syncs: int = 0
+    #: time the host layers take on the host engine, which the TPU waits for
+    host_ms: float = 0.0
     events: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -382,5 +387,7 @@ def profile(prog: Program) -> Profile:
         weights_bytes=prog.ddr.weights_bytes,
         ddr_shared_bytes=sum(t.nbytes for t in prog.ddr.tensors.values() if t.alias_of is not None),
         lmem_shared_bytes=sum(u.lmem_saved for u in prog.groups),
+        num_host_syncs=sum(1 for a, b in zip(units, units[1:]) if (a.kind == "host") != (b.kind == "host")),
+        host_ms=sum(x.est_ms for x in units if x.kind == "host"),
         events=sched.events,
     )

@@ -110,3 +110,8 @@ def test_nms_and_what_follows_are_host_layers(program):
     assert {"NonMaxSuppression_9", "Gather_12", "GatherND_13"} <= host_nodes
     assert "Conv_0" not in host_nodes
     assert p.num_cpu_layers == len(host_nodes) >= 3
+    # NMS and Gather_10 on the host, Squeeze_11 on the TPU, then the last two Gathers: three
+    # hand-overs between the TPU and the host
+    kinds = ["host" if type(u).__name__ == "HostUnit" else "tpu" for u in program.units]
+    assert kinds[-5:] == ["host", "host", "tpu", "host", "host"]
+    assert p.num_host_syncs == 3 and p.host_ms > 0
