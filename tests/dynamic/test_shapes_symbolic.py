@@ -113,3 +113,42 @@ def test_compile_names_the_symbolic_input_and_dim():
     g = ob.convert(cnn_model())
     with pytest.raises(ob.SimulatorError, match=r"input 'x' has symbolic dim\(s\) batch.*\n.*--input-shape x=1,3,8,8"):
         ob.compile(g, "bm1684")
+
+
+def _torch_encoder_model():
+    torch = pytest.importorskip("torch")
+    import io
+    import warnings
+
+    torch.manual_seed(0)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True, dropout=0.0)
+            self.conv = torch.nn.Conv1d(16, 8, 3, padding=1)
+
+        def forward(self, x):
+            return self.conv(self.enc(x).transpose(1, 2)).flatten(1)
+
+    buf = io.BytesIO()
+    with warnings.catch_warnings():  # the tracer's notes on Python booleans in MultiheadAttention
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Net().eval(), (torch.randn(2, 5, 16),), buf, input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "batch", 1: "seq"}, "y": {0: "batch"}},
+                          opset_version=17, dynamo=False)
+    return onnx.load_from_string(buf.getvalue())
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_torch_exported_encoder_with_dynamic_batch(batch):
+    """Shape -> Gather -> Concat -> Reshape chains of torch's exporter: the reshapes declare
+    symbolic dims (batch, 2*batch) and every batch matches onnxruntime. (The legacy exporter
+    bakes the traced key length into one reshape, so the sequence stays at the traced 5.)"""
+    model = _torch_encoder_model()
+    g = ob.convert(model)
+    assert g.inputs[0].shape == ("batch", "seq", 16) and g.outputs[0].shape == ("batch", "8*seq")
+    reshapes = [n for n in g.nodes if n.op == "DynamicReshape"]
+    assert reshapes and all("batch" in str(n.outputs[0].shape) for n in reshapes)
+    x = np.random.default_rng(batch).standard_normal((batch, 5, 16)).astype(np.float32)
+    np.testing.assert_allclose(ob.interpret(g, {"x": x})["y"], _ort(model, {"x": x})[0], rtol=1e-4, atol=1e-5)

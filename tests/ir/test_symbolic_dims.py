@@ -110,3 +110,18 @@ def test_ctx_arithmetic_available_to_plugins():
     b = ob.GraphBuilder("sym", registry=reg)
     x = b.input("x", "f32", ("N", "2*L"))
     assert b.op("SymDouble", [x]).shape == ("2*N", "L")
+
+
+@pytest.mark.parametrize("kernel,stride,pads,want", [
+    (3, 1, (1, 1), "L"), (3, 2, (1, 1), "(L-1)//2+1"), (4, 4, (0, 0), "(L-4)//4+1"),
+], ids=["same", "stride2", "patchify"])
+def test_conv_spatial_dims_are_expressions(kernel, stride, pads, want):
+    import numpy as np
+
+    b, x = _build(("N", 2, "L"))
+    w = b.constant("w", np.ones((3, 2, kernel), np.float32))
+    y = b.op("Conv", [x, w], strides=(stride,), pads=pads)
+    assert y.shape == ("N", 3, dims.canonical(want))
+    # the expression's value is the size ONNX's formula gives: floor((L + pads - k) / s) + 1
+    for length in (9, 16):
+        assert dims.evaluate(y.shape[2], {"L": length}) == (length + sum(pads) - kernel) // stride + 1

@@ -7,6 +7,7 @@ from typing import Any
 
 from ...errors import ShapeError
 from ..dims import equal as dims_equal
+from ..dims import is_runtime
 from ..opdef import ShapeContext
 from ..types import Dim, Shape
 
@@ -21,7 +22,8 @@ LOWP = ("f8e4m3fn", "f8e4m3fnuz", "f8e5m2", "f8e5m2fnuz", "f8e8m0", "f4e2m1", "i
 
 
 def broadcast_shapes(shapes: Sequence[Shape], where: str = "") -> Shape:
-    """numpy broadcasting of several shapes; symbolic dims broadcast with 1 or themselves."""
+    """numpy broadcasting of several shapes; a symbolic dim broadcasts with 1, itself and another
+    symbol (the run checks that those agree), not with another int."""
     rank = max((len(s) for s in shapes), default=0)
     out: list[Dim] = []
     for i in range(rank):
@@ -35,6 +37,11 @@ def broadcast_shapes(shapes: Sequence[Shape], where: str = "") -> Shape:
                 continue
             if dim == 1:
                 dim = d
+            elif isinstance(dim, str) and isinstance(d, str):
+                # two different symbols: equal (or one of them 1) on every valid run, which the
+                # run checks; a named dim says more than a run-time one
+                if is_runtime(dim) and not is_runtime(d):
+                    dim = d
             elif not dims_equal(dim, d):
                 raise ShapeError(
                     f"{where}: shapes {' and '.join(str(list(x)) for x in shapes)} do not broadcast",

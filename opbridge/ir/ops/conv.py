@@ -87,7 +87,11 @@ def spatial_out(ctx: ShapeContext, in_sp: Sequence[Any], k: Ints, s: Ints, d: In
     out: list[Any] = []
     for i, size in enumerate(in_sp):
         if not isinstance(size, int):
-            out.append(f"{size}_out")
+            if ceil_mode:  # the last window's start rule has no expression: the run says
+                out.append(ctx.runtime_dim(f"sp{i}"))
+            else:  # floor((size + pads - dilated kernel) / stride) + 1
+                span = ctx.dim_add(size, p[i] + p[i + nsp] - d[i] * (k[i] - 1) - 1)
+                out.append(ctx.dim_add(ctx.dim_floordiv(span, s[i]), 1))
             continue
         o = out_size(size, k[i], s[i], d[i], p[i], p[i + nsp], ceil_mode)
         if o < 1:
@@ -305,8 +309,9 @@ def _convt_shape(ctx: ShapeContext) -> Any:
         raise ctx.error(f"bias B has shape {list(ctx.input_shape(2))}; it must be [{m}]")
     out: list[Any] = []
     for i, size in enumerate(xs[2:]):
-        if not isinstance(size, int):
-            out.append(f"{size}_out")
+        if not isinstance(size, int):  # (size - 1) * stride + dilated kernel + output_padding - pads
+            out.append(ctx.dim_add(ctx.dim_mul(ctx.dim_sub(size, 1), s[i]),
+                                   (k[i] - 1) * d[i] + 1 + op[i] - p[i] - p[i + nsp]))
             continue
         o = (size - 1) * s[i] + (k[i] - 1) * d[i] + 1 + op[i] - p[i] - p[i + nsp]
         if o < 1:

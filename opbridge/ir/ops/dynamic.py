@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 
 from ...errors import OpbridgeError
+from .. import dims as _dims
+from ..dims import canonical
 from ..opdef import DEFAULT_OPS, OpDef, ShapeContext, define_op
 from ..types import Dim, from_numpy_dtype
 
@@ -218,7 +220,7 @@ def _runner(static: str, n_data: int, operands: Sequence[str]) -> Callable[..., 
     def run(*args: np.ndarray | None, **attrs: Any) -> Any:
         base = DEFAULT_OPS.get(static)
         data = list(args[:n_data])
-        params = dict(attrs)
+        params = {k: v for k, v in attrs.items() if k != "hint"}
         for name, arr in zip(operands, args[n_data:]):
             if arr is not None:
                 params[name] = _param_value(base.params[name].type, arr)
@@ -238,9 +240,10 @@ def _runner(static: str, n_data: int, operands: Sequence[str]) -> Callable[..., 
 
 
 def _dynamic_op(static: str, operands: Sequence[tuple[str, str, bool]],
-                shape_fn: Callable[[ShapeContext], Any], doc: str) -> OpDef:
+                shape_fn: Callable[[ShapeContext], Any], doc: str, hinted: bool = False) -> OpDef:
     """Define ``Dynamic<static>``: the static op's inputs, then one input per run-time operand
-    (param name, type, optional), and the static op's other params."""
+    (param name, type, optional), and the static op's other params. ``hinted``: a ``hint``
+    param holds the operand's value as symbolic dims where the graph says it."""
     base = DEFAULT_OPS.get(static)
     names = [n for n, _, _ in operands]
     op = define_op(f"Dynamic{static}").doc(doc).placement("cpu")
@@ -253,6 +256,9 @@ def _dynamic_op(static: str, operands: Sequence[tuple[str, str, bool]],
     for name, spec in base.params.items():
         if name not in names:
             op.params[name] = spec
+    if hinted:
+        op.param("hint", "strs", (), doc=f"{static}'s '{operands[0][0]}' as dims (symbolic where the "
+                 "graph says them, see opbridge.ir.shape_values); empty: unknown until run time")
     op.type_params.update(base.type_params)
     op.type_param("I", INDEX).type_param("F", FLOATS)
     return op.shape_fn(shape_fn).compute(_runner(static, len(base.inputs), names))
@@ -275,12 +281,55 @@ def _fresh(ctx: ShapeContext, rank: int, keep: Sequence[Dim | None] = ()) -> tup
     return tuple(out)
 
 
-_dynamic_op("Reshape", [("shape", "I", False)],
-            lambda ctx: (_fresh(ctx, _operand_len(ctx, 1)), ctx.input_dtype(0)),
-            "Reshape whose target shape is computed at run time.")
-_dynamic_op("Expand", [("shape", "I", False)],
-            lambda ctx: (_fresh(ctx, max(ctx.input_rank(0), _operand_len(ctx, 1))), ctx.input_dtype(0)),
-            "Expand whose target shape is computed at run time.")
+def _hint(ctx: ShapeContext) -> list[Dim] | None:
+    hint = ctx.attr("hint")
+    return [canonical(h) for h in hint] if hint else None
+
+
+def _dyn_reshape_shape(ctx: ShapeContext) -> Any:
+    n, src, target = _operand_len(ctx, 1), ctx.input_shape(0), _hint(ctx)
+    if target is None or len(target) != n:
+        return _fresh(ctx, n), ctx.input_dtype(0)
+    out: list[Dim | None] = []
+    for i, d in enumerate(target):
+        if d == 0 and not ctx.attr("allowzero") and i < len(src):
+            out.append(src[i])
+        elif isinstance(d, int) and d < 0:
+            out.append(None)  # -1: inferred below, if the dims divide
+        else:
+            out.append(d)
+    if out.count(None) == 1:
+        known = ctx.dim_mul(*(d for d in out if d is not None))
+        inferred = _dims.divide_exact(ctx.dim_mul(*src), known) if known != 0 else None
+        out[out.index(None)] = inferred
+    return _fresh(ctx, n, out), ctx.input_dtype(0)
+
+
+def _dyn_expand_shape(ctx: ShapeContext) -> Any:
+    x, target = ctx.input_shape(0), _hint(ctx)
+    n = _operand_len(ctx, 1)
+    if target is None or len(target) != n:
+        return _fresh(ctx, max(len(x), n)), ctx.input_dtype(0)
+    rank = max(len(x), n)
+    xs = (1,) * (rank - len(x)) + tuple(x)
+    ts = (1,) * (rank - n) + tuple(target)
+    # broadcasting: a 1 takes the other side's dim; two symbols that differ are for the run
+    out = [b if a == 1 else a if b == 1 or ctx.dims_equal(a, b) else None for a, b in zip(xs, ts)]
+    return _fresh(ctx, rank, out), ctx.input_dtype(0)
+
+
+def _dyn_cos_shape(ctx: ShapeContext) -> Any:
+    n, target = _operand_len(ctx, 0), _hint(ctx)
+    dtype = from_numpy_dtype(ctx.attr("value").dtype)
+    if target is None or len(target) != n or any(isinstance(d, int) and d < 0 for d in target):
+        return _fresh(ctx, n), dtype
+    return tuple(target), dtype
+
+
+_dynamic_op("Reshape", [("shape", "I", False)], _dyn_reshape_shape,
+            "Reshape whose target shape is computed at run time.", hinted=True)
+_dynamic_op("Expand", [("shape", "I", False)], _dyn_expand_shape,
+            "Expand whose target shape is computed at run time.", hinted=True)
 _dynamic_op("Tile", [("repeats", "I", False)],
             lambda ctx: (_fresh(ctx, ctx.input_rank(0)), ctx.input_dtype(0)),
             "Tile whose repeats are computed at run time.")
@@ -291,9 +340,8 @@ _dynamic_op("Slice", [("starts", "I", False), ("ends", "I", False), ("axes", "I"
 _dynamic_op("Range", [("start", "N", False), ("limit", "N", False), ("delta", "N", False)],
             lambda ctx: ((ctx.runtime_dim(),), ctx.attr("dtype")),
             "Range whose bounds are computed at run time.").type_param("N", NUMERIC)
-_dynamic_op("ConstantOfShape", [("shape", "I", False)],
-            lambda ctx: (_fresh(ctx, _operand_len(ctx, 0)), from_numpy_dtype(ctx.attr("value").dtype)),
-            "ConstantOfShape whose shape is computed at run time.")
+_dynamic_op("ConstantOfShape", [("shape", "I", False)], _dyn_cos_shape,
+            "ConstantOfShape whose shape is computed at run time.", hinted=True)
 
 
 def _resize_shape(ctx: ShapeContext) -> Any:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...ir.graph import Value
+from ...ir.shape_values import shape_value
 from ...parsers.origin import OriginNode
 from ..context import MapContext
 from ..registry import mapping
@@ -29,9 +30,17 @@ def run_time_operands(g: MapContext, indices: Sequence[int]) -> bool:
     return False
 
 
+#: The Dynamic* ops that declare their shape operand's value as dims where the graph says it.
+HINTED = ("Reshape", "Expand", "ConstantOfShape")
+
+
 def dynamic(g: MapContext, static: str, data: Sequence[Value | None],
             operands: Sequence[Value | None], **attrs: Any) -> Any:
     """``Dynamic<static>`` over ``data`` with the run-time ``operands`` (None where absent)."""
+    if static in HINTED:
+        dims = shape_value(operands[0])
+        if dims is not None:
+            attrs["hint"] = tuple(str(d) for d in dims)
     return g.op(f"Dynamic{static}", [*data, *operands], **attrs)
 
 
