@@ -192,3 +192,20 @@ def test_negative_computed_dim_names_node_and_values():
 def test_data_dependent_ops_run_on_the_host():
     g = ob.convert(_nms_model())
     assert [n.placement for n in g.nodes] == ["cpu"]
+
+
+def test_position_ids_from_a_symbolic_sequence_length():
+    """Range(0, Shape(x)[1]) -> Unsqueeze -> Expand to Shape(x)[0:2]: the exporter's position ids."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "one"], ["seq"], axis=0),
+             helper.make_node("Range", ["zero", "seq", "step"], ["pos"]),
+             helper.make_node("Unsqueeze", ["pos", "ax0"], ["pos1"]),
+             helper.make_node("Slice", ["s", "s0", "s2"], ["bs"]),
+             helper.make_node("Expand", ["pos1", "bs"], ["y"])]
+    inits = [("one", np.array(1, np.int64)), ("zero", np.array(0, np.int64)), ("step", np.array(1, np.int64)),
+             ("ax0", np.array([0], np.int64)), ("s0", np.array([0], np.int64)), ("s2", np.array([2], np.int64))]
+    m = _model(nodes, [("x", F, ["batch", "seq", 4])], [("y", I64, None)], inits)
+    g = ob.convert(m)
+    assert g.outputs[0].shape == ("batch", "seq")
+    for b, s in ((1, 3), (2, 7)):
+        _check(m, {"x": np.zeros((b, s, 4), np.float32)})

@@ -257,7 +257,7 @@ def _dynamic_op(static: str, operands: Sequence[tuple[str, str, bool]],
         if name not in names:
             op.params[name] = spec
     if hinted:
-        op.param("hint", "strs", (), doc=f"{static}'s '{operands[0][0]}' as dims (symbolic where the "
+        op.param("hint", "strs", (), doc="the run-time operand's values as dims (symbolic where the "
                  "graph says them, see opbridge.ir.shape_values); empty: unknown until run time")
     op.type_params.update(base.type_params)
     op.type_param("I", INDEX).type_param("F", FLOATS)
@@ -337,9 +337,17 @@ _dynamic_op("Slice", [("starts", "I", False), ("ends", "I", False), ("axes", "I"
                       ("steps", "I", True)],
             lambda ctx: (_fresh(ctx, ctx.input_rank(0)), ctx.input_dtype(0)),
             "Slice whose starts/ends/axes/steps are computed at run time.")
+def _dyn_range_shape(ctx: ShapeContext) -> Any:
+    hint = _hint(ctx)
+    if hint is not None and len(hint) == 3 and isinstance(hint[2], int) and hint[2] > 0:
+        start, limit, delta = hint  # ceil((limit - start) / delta) elements, for limit >= start
+        return (_dims.ceil_div(ctx.dim_sub(limit, start), delta),), ctx.attr("dtype")
+    return (ctx.runtime_dim(),), ctx.attr("dtype")
+
+
 _dynamic_op("Range", [("start", "N", False), ("limit", "N", False), ("delta", "N", False)],
-            lambda ctx: ((ctx.runtime_dim(),), ctx.attr("dtype")),
-            "Range whose bounds are computed at run time.").type_param("N", NUMERIC)
+            _dyn_range_shape, "Range whose bounds are computed at run time.",
+            hinted=True).type_param("N", NUMERIC)
 _dynamic_op("ConstantOfShape", [("shape", "I", False)], _dyn_cos_shape,
             "ConstantOfShape whose shape is computed at run time.", hinted=True)
 

@@ -31,15 +31,17 @@ def run_time_operands(g: MapContext, indices: Sequence[int]) -> bool:
 
 
 #: The Dynamic* ops that declare their shape operand's value as dims where the graph says it.
-HINTED = ("Reshape", "Expand", "ConstantOfShape")
+HINTED = ("Reshape", "Expand", "ConstantOfShape", "Range")
 
 
 def dynamic(g: MapContext, static: str, data: Sequence[Value | None],
             operands: Sequence[Value | None], **attrs: Any) -> Any:
     """``Dynamic<static>`` over ``data`` with the run-time ``operands`` (None where absent)."""
     if static in HINTED:
-        dims = shape_value(operands[0])
-        if dims is not None:
+        # Range's three scalars, the others' one shape operand
+        values = [shape_value(v) for v in (operands if static == "Range" else operands[:1])]
+        dims = [d for v in values if v is not None for d in v]
+        if all(v is not None for v in values) and (static != "Range" or len(dims) == 3):
             attrs["hint"] = tuple(str(d) for d in dims)
     return g.op(f"Dynamic{static}", [*data, *operands], **attrs)
 
