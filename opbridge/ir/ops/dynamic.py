@@ -339,9 +339,10 @@ _dynamic_op("Slice", [("starts", "I", False), ("ends", "I", False), ("axes", "I"
             "Slice whose starts/ends/axes/steps are computed at run time.")
 def _dyn_range_shape(ctx: ShapeContext) -> Any:
     hint = _hint(ctx)
-    if hint is not None and len(hint) == 3 and isinstance(hint[2], int) and hint[2] > 0:
+    if hint is not None and len(hint) == 3:
         start, limit, delta = hint  # ceil((limit - start) / delta) elements, for limit >= start
-        return (_dims.ceil_div(ctx.dim_sub(limit, start), delta),), ctx.attr("dtype")
+        if isinstance(delta, int) and delta > 0:
+            return (_dims.ceil_div(ctx.dim_sub(limit, start), delta),), ctx.attr("dtype")
     return (ctx.runtime_dim(),), ctx.attr("dtype")
 
 
