@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -70,7 +71,9 @@ def run_node(graph: Graph, node: Node, args: list[np.ndarray | None],
         )
     try:
         result = opdef.compute_function(*args, **node.attrs)
-    except OpbridgeError:
+    except OpbridgeError as err:
+        if not err.location:  # a compute's own error (a Loop over its limit): name the node
+            err.add_context(node=node.name, op_type=node.op)
         raise
     except Exception as err:
         shapes = ", ".join(
@@ -88,12 +91,40 @@ def run_node(graph: Graph, node: Node, args: list[np.ndarray | None],
             for i, (v, r) in enumerate(zip(node.outputs, results))]
 
 
+#: True while a sub-graph runs (an If branch, a Loop or Scan body): its values were typed
+#: from the shapes seen at conversion, and a loop-carried value may change shape from one
+#: iteration to the next, so their shapes are taken at run time (dtype and rank still checked).
+_RUNTIME_SHAPES: ContextVar[bool] = ContextVar("opbridge_runtime_shapes", default=False)
+
+#: The most iterations a Loop may run (``interpret(max_loop_iterations=...)``, else the
+#: environment variable ``OPBRIDGE_MAX_LOOP_ITERATIONS``, else :data:`MAX_LOOP_ITERATIONS`).
+_LOOP_LIMIT: ContextVar[int | None] = ContextVar("opbridge_loop_limit", default=None)
+MAX_LOOP_ITERATIONS = 100_000
+
+
+def loop_limit() -> int:
+    """The iteration limit of a Loop in this run (see :data:`_LOOP_LIMIT`)."""
+    limit = _LOOP_LIMIT.get()
+    if limit is not None:
+        return limit
+    env = os.environ.get("OPBRIDGE_MAX_LOOP_ITERATIONS")
+    if env:
+        try:
+            return int(env)
+        except ValueError:
+            raise InterpretError(f"OPBRIDGE_MAX_LOOP_ITERATIONS={env!r} is not an integer",
+                                 hint="set it to the most iterations a Loop may run") from None
+    return MAX_LOOP_ITERATIONS
+
+
 def _run_shape(shape: tuple[Any, ...], result: Any, dims: dict[str, int] | None) -> tuple[Any, ...]:
     """The declared ``shape`` with its symbolic dims resolved for this run: sizes bound so far,
     and the result's own size for a dim first seen here (a run-time count)."""
+    got = np.shape(result)
+    if _RUNTIME_SHAPES.get() and len(got) == len(shape):
+        return tuple(got)  # inside a sub-graph: any shape of the declared rank
     if all(isinstance(d, int) for d in shape):
         return tuple(shape)
-    got = np.shape(result)
     values = {} if dims is None else dims
     if len(got) != len(shape):
         return tuple(shape)  # checked_result reports the rank
@@ -101,6 +132,26 @@ def _run_shape(shape: tuple[Any, ...], result: Any, dims: dict[str, int] | None)
     resolved = [_dims.evaluate(d, values) for d in shape]
     # a dim not resolvable from what is bound (a product of two new names) takes the result's size
     return tuple(got[i] if r is None else r for i, r in enumerate(resolved))
+
+
+def run_subgraph(graph: Graph, args: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+    """Run a sub-graph (a control-flow op's branch or body) on positional inputs; returns its
+    outputs in order. Shapes are those of the run (see :data:`_RUNTIME_SHAPES`)."""
+    if len(args) != len(graph.inputs):
+        raise InterpretError(f"sub-graph '{graph.name}' takes {len(graph.inputs)} inputs, "
+                             f"{len(args)} given")
+    token = _RUNTIME_SHAPES.set(True)
+    try:
+        env: dict[int, Any] = {id(c): c.data for c in graph.constants.values()}
+        for v, a in zip(graph.inputs, args):
+            env[id(v)] = a
+        for node in graph.nodes:
+            ins = [env[id(v)] if v is not None else None for v in node.inputs]
+            for v, arr in zip(node.outputs, run_node(graph, node, ins)):
+                env[id(v)] = arr
+        return [env[id(v)] for v in graph.outputs]
+    finally:
+        _RUNTIME_SHAPES.reset(token)
 
 
 def checked_result(
@@ -163,6 +214,7 @@ def interpret(
     stop_after: str | None = None,
     dump: str | None = None,
     threads: int | None = None,
+    max_loop_iterations: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Run ``graph`` on ``feeds``; returns graph-output name -> array, in graph-output order.
 
@@ -171,13 +223,19 @@ def interpret(
     environment variable ``OPBRIDGE_DEBUG`` set to a path or ``1``) writes every node's
     inputs and outputs to an ``.npz``. ``threads`` is the number of BLAS threads for the run
     (default: ``OPBRIDGE_NUM_THREADS``, else 1; 0 leaves BLAS its own setting; see
-    :mod:`opbridge.threads`).
+    :mod:`opbridge.threads`). ``max_loop_iterations`` bounds every run-time Loop (default:
+    ``OPBRIDGE_MAX_LOOP_ITERATIONS``, else 100000); a Loop that would run longer is an
+    InterpretError naming it.
     """
     from ..threads import blas_threads
 
-    with blas_threads(threads):
-        return _interpret(graph, feeds, keep_intermediates=keep_intermediates,
-                          stop_after=stop_after, dump=dump)
+    token = _LOOP_LIMIT.set(max_loop_iterations)
+    try:
+        with blas_threads(threads):
+            return _interpret(graph, feeds, keep_intermediates=keep_intermediates,
+                              stop_after=stop_after, dump=dump)
+    finally:
+        _LOOP_LIMIT.reset(token)
 
 
 def _last_uses(graph: Graph) -> dict[int, int]:

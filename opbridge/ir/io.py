@@ -87,6 +87,8 @@ def _decode_float(x: Any) -> Any:
 
 
 def _encode_attr(value: Any, key: str, tensors: dict[str, np.ndarray]) -> Any:
+    if isinstance(value, Graph):  # a control-flow op's branch or body; its names are unique
+        return {"graph": graph_to_json(value, tensors)}
     if isinstance(value, float):
         return _encode_float(value)
     if isinstance(value, np.ndarray):
@@ -330,7 +332,9 @@ def _node_from_json(nd: dict[str, Any], values: dict[str, Value], add: Any, type
             raise GraphError(f"node '{nd['name']}' ({op}): input '{ref}' is not defined before it")
     attrs: dict[str, Any] = {}
     for k, a in dict(nd["attrs"]).items():
-        if isinstance(a, dict) and "tensor" in a:
+        if isinstance(a, dict) and "graph" in a:
+            attrs[k] = graph_from_json(a["graph"], tensor, registry)
+        elif isinstance(a, dict) and "tensor" in a:
             data = tensor(a["tensor"], a["dtype"])
             if "shape" in a:
                 shape = check_shape(a["shape"], f"node '{nd['name']}' ({op}) attribute '{k}'")

@@ -31,7 +31,7 @@ from ..sites import caller_site
 from . import dims as _dims
 from .types import DTYPES, Dim, Shape, check_shape, is_dtype
 
-PARAM_TYPES = ("int", "float", "bool", "str", "ints", "floats", "strs", "dtype", "tensor")
+PARAM_TYPES = ("int", "float", "bool", "str", "ints", "floats", "strs", "dtype", "tensor", "graph")
 
 #: Where a node runs: on the TPU, or on the host CPU between TPU segments.
 PLACEMENTS = ("tpu", "cpu")
@@ -166,6 +166,10 @@ class ParamSpec:
                 if not isinstance(value, np.ndarray):
                     raise TypeError
                 out = value
+            elif t == "graph":  # a sub-graph (an If branch, a Loop body): an ir Graph
+                if not all(hasattr(value, a) for a in ("nodes", "inputs", "outputs", "constants")):
+                    raise TypeError
+                out = value
             else:  # pragma: no cover - guarded in OpDef.param
                 raise AssertionError(t)
         except (TypeError, ValueError, OverflowError):
@@ -174,7 +178,7 @@ class ParamSpec:
                 hint=f"give '{self.name}' a value of type {self.type}",
             ) from None
         items = out if isinstance(out, tuple) else (out,)
-        if self.type in ("tensor", "str", "strs", "dtype", "bool"):
+        if self.type in ("tensor", "str", "strs", "dtype", "bool", "graph"):
             numeric: tuple[Any, ...] = ()
         else:
             numeric = items

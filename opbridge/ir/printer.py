@@ -11,6 +11,8 @@ from .types import format_shape
 
 
 def _fmt_attr(v: Any) -> str:
+    if isinstance(v, Graph):
+        return f"<graph {v.name!r}: {len(v.inputs)} inputs, {len(v.nodes)} nodes, {len(v.outputs)} outputs>"
     if isinstance(v, np.ndarray):
         return f"<tensor {v.dtype}{format_shape(v.shape)}>"
     if isinstance(v, tuple):
@@ -55,6 +57,10 @@ def format_graph(graph: Graph, *, max_nodes: int | None = None) -> str:
         o = n.origin
         host = "  [runs on the host cpu]" if n.placement == "cpu" else ""
         lines.append(f"      # {n.name}  from {o.framework} {o.op_type} '{o.name}'{host}")
+        for key, value in n.attrs.items():
+            if isinstance(value, Graph):  # a branch or body, listed under its node
+                lines.append(f"      {key}:")
+                lines.extend("        " + line for line in format_graph(value).splitlines())
     lines.append("outputs:")
     for v in graph.outputs:
         lines.append(f"  {_fmt_value(v)}")

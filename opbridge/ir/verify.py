@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import ml_dtypes
 import numpy as np
 
-from ..errors import AttrError, GraphError, ShapeError, UnsupportedOpError
+from ..errors import AttrError, GraphError, OpbridgeError, ShapeError, UnsupportedOpError
 from . import types as ir_types
 from .types import INT_DTYPES, format_shape, from_numpy_dtype, is_dtype, is_static, to_numpy_dtype
 
@@ -190,6 +190,13 @@ def _check_node(graph: Graph, node: Node) -> None:
         if v is None and not spec.optional:
             raise GraphError(f"{where}: input {i} ('{spec.name}') is required but absent")
     node.attrs = opdef.normalize_attrs(node.attrs, where)
+    for key, spec in opdef.params.items():
+        if spec.type == "graph":  # a branch or body is a graph of its own (its inputs declared)
+            try:
+                verify(node.attrs[key], require_static=False)
+            except OpbridgeError as err:
+                raise type(err)(f"{where} param '{key}' (sub-graph '{node.attrs[key].name}'): "
+                                f"{err.message}", hint=err.hint) from None
     unfilled = opdef.unfilled_params(node.attrs)
     if unfilled:
         # kernels and computes read per-axis parameters as given; GraphBuilder.op fills them

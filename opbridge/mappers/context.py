@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import AttrError, MappingError, OpbridgeError, UnsupportedOpError
-from ..ir.graph import Value
+from ..ir.graph import Graph, Value
 from ..parsers.origin import Framework, OriginGraph, OriginNode
 from .weights import check_kind, current_provider, fit_weight, make_request, missing_weight
 
@@ -185,6 +185,21 @@ class MapContext:
         several times to unroll a loop (a distinct prefix per call keeps names readable).
         """
         return self._conv.map_subgraph(self, body, list(inputs), prefix)
+
+    def map_to_graph(self, body: OriginGraph, types: Sequence[tuple[str, Any]], *,
+                     prefix: str | None = None, captures: Sequence[Value] = ()) -> tuple[Graph, list[Value]]:
+        """Map ``body`` into an IR graph of its own (a run-time branch or loop body, held as a
+        ``graph`` parameter); its inputs are typed ``types`` ((dtype, shape) each). Values it
+        reads from the enclosing graph become extra inputs after those: returns the graph and
+        the enclosing Values to pass for them (the node's captures), in order; ``captures``
+        are taken first whether read or not (so two branches can take the same inputs)."""
+        prefix = prefix if prefix is not None else f"{self.node.name or self.node.op_type.lower()}/"
+        return self._conv.map_to_graph(self, body, types, prefix, captures)
+
+    def peek(self, name: str) -> Value | None:
+        """The Value that tensor ``name`` of the enclosing graphs has so far (None if none yet),
+        without making it visible to a sub-graph being mapped."""
+        return self._conv.peek(name)
 
     # -- errors -----------------------------------------------------------------------------
     def error_context(self, **more: Any) -> dict[str, Any]:

@@ -65,6 +65,10 @@ class Conversion:
         #: Name scopes of inlined bodies (ONNX functions, subgraphs), innermost last: a body's
         #: tensor name -> the name it was given in this graph.
         self.scopes: list[dict[str, str]] = []
+        #: The sub-graphs being mapped as graphs of their own (run-time If/Loop bodies),
+        #: innermost last; ``builder`` is the innermost one's, ``root`` the model's.
+        self.root = self.builder
+        self.frames: list[_Frame] = []
 
     # -- names ------------------------------------------------------------------------------
     def fresh(self, base: str, *, nodes: bool = False) -> str:
@@ -92,23 +96,74 @@ class Conversion:
         """The Value of origin tensor ``name`` (initializers become constants on first use)."""
         for scope in reversed(self.scopes):
             if name in scope and scope[name] in self.values:
-                return self.values[scope[name]]
+                return self.visible(self.values[scope[name]])
         v = self.values.get(name)
         if v is not None:
-            return v
+            return self.visible(v)
         if name in self.origin.tensors:
             arr = self.origin.tensors[name]
             _ir_dtype(arr.dtype, f"tensor '{name}'")
             self._claim_origin(name)
-            v = self.builder.constant(name, arr)
+            v = self.root.constant(name, arr)  # the model's, whichever sub-graph reads it first
             self.values[name] = v
-            return v
+            return self.visible(v)
         what = "" if node is not None else "graph output "
         where = error_context(node) if node is not None else {"framework": self.origin.framework}
         raise GraphError(
             f"{what}'{name}' is not produced by any node, graph input or initializer",
             hint="check the model: every node input must be defined before it is used", **where,
         )
+
+    def peek(self, name: str) -> Value | None:
+        """The Value origin tensor ``name`` has so far, without capturing or creating it."""
+        for scope in reversed(self.scopes):
+            if name in scope and scope[name] in self.values:
+                return self.values[scope[name]]
+        return self.values.get(name)
+
+    def visible(self, v: Value, depth: int | None = None) -> Value:
+        """``v`` as the sub-graph being mapped (``frames[depth - 1]``) sees it: itself if
+        the sub-graph made it, else a copy (a constant) or a capture (a new sub-graph input
+        the control-flow node passes in), made once per sub-graph."""
+        depth = len(self.frames) if depth is None else depth
+        if depth == 0:
+            return v
+        frame = self.frames[depth - 1]
+        if frame.owns(v):
+            return v
+        inner = frame.seen.get(id(v))
+        if inner is None:
+            if v.data is not None:
+                inner = frame.builder.constant(self.fresh(f"{frame.prefix}{v.name}"), v.data)
+            else:
+                frame.captures.append(self.visible(v, depth - 1))
+                inner = frame.builder.input(self.fresh(f"{frame.prefix}{v.name}"), v.dtype, v.shape)
+            frame.seen[id(v)] = inner
+        return inner
+
+    def map_to_graph(self, ctx: MapContext, body: OriginGraph, types: Sequence[tuple[str, Any]],
+                     prefix: str, captures: Sequence[Value] = ()) -> tuple[Graph, list[Value]]:
+        """Map ``body`` into an IR graph of its own, its inputs typed ``types`` ((dtype,
+        shape) each); returns it and the values of the enclosing graph it captures (its
+        inputs after ``types``'s, in order: ``captures`` first, then what it reads)."""
+        if len(types) != len(body.inputs):
+            raise ctx.error(f"its subgraph '{body.name}' takes {len(body.inputs)} inputs, "
+                            f"{len(types)} given")
+        sub = GraphBuilder(self.fresh(prefix.rstrip("/")), registry=self.ops)
+        frame = _Frame(sub, prefix)
+        bound = [sub.input(self.fresh(prefix + t.name), dt, shape) for t, (dt, shape) in zip(body.inputs, types)]
+        outer = self.builder
+        self.frames.append(frame)
+        self.builder = sub
+        try:
+            for v in captures:  # captured first, in this order (another branch's captures)
+                self.visible(v)
+            outs = [self.visible(v) for v in self.map_subgraph(ctx, body, list(bound), prefix)]
+        finally:
+            self.frames.pop()
+            self.builder = outer
+        sub.output(*outs)
+        return sub.build(require_static=False), frame.captures
 
     def new_constant(self, node: OriginNode, arr: Any, name: str | None, dtype: str | None) -> Value:
         base = name or f"{node.name or node.op_type.lower()}/const"
@@ -291,6 +346,23 @@ class Conversion:
                     hint="return the Value(s) given by g.op(...) or g.input(i)", **error_context(node),
                 )
         return outs + [None] * (len(node.outputs) - len(outs))
+
+
+class _Frame:
+    """A sub-graph being mapped: its builder, the enclosing values it captured (in order of
+    its capture inputs) and what each enclosing value became in it."""
+
+    def __init__(self, builder: GraphBuilder, prefix: str) -> None:
+        self.builder = builder
+        self.prefix = prefix
+        self.captures: list[Value] = []
+        self.seen: dict[int, Value] = {}
+
+    def owns(self, v: Value) -> bool:
+        b = self.builder
+        if v.producer is not None:
+            return any(n is v.producer for n in b.nodes)
+        return any(x is v for x in b._inputs) or b._constants.get(v.name) is v
 
 
 def _fix_inputs(origin: OriginGraph, input_shapes: Mapping[str, Sequence[int]] | None,

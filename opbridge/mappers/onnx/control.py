@@ -1,16 +1,20 @@
-"""ONNX control flow made static: If with a constant condition, Loop and Scan unrolled.
+"""ONNX control flow: folded when it is static, else run-time If/Loop/Scan nodes with sub-graphs.
 
-The IR is a static dataflow graph, so a subgraph is inlined with ``g.map_subgraph`` (the same
-public hook a plugin uses): its nodes are mapped through the registry like the model's own, its
-tensors renamed under the node's name, and names it takes from the enclosing graph resolved there.
+A subgraph is inlined with ``g.map_subgraph`` (the same public hook a plugin uses) when the
+control flow is known at conversion: its nodes are mapped through the registry like the
+model's own, its tensors renamed under the node's name, and names it takes from the enclosing
+graph resolved there. Otherwise it is mapped with ``g.map_to_graph`` into an IR sub-graph of
+its own, held by an If/Loop/Scan IR node (opbridge/ir/ops/control.py) that the interpreter
+runs; values a body reads from the enclosing graph become that node's capture inputs.
 
-- If-1..21: the condition must be constant (after folding); the taken branch is inlined.
-- Loop-1..21: the trip count (and the condition, at every iteration) must be constant;
-  loop-carried values flow between copies of the body, scan outputs are concatenated.
-- Scan-9..21: the sequence length is static; each step inlines the body on slices of the
-  scan inputs (axes and directions honoured) and stacks the scan outputs.
+- If-1..21: a constant condition (after folding) inlines the taken branch; a run-time one
+  makes an If node with both branches.
+- Loop-1..21: a constant trip count and a condition that stays constant when unrolled
+  (it depends only on the iteration number, constants and constant loop-carried values)
+  unroll the body, up to MAX_UNROLL copies; anything else makes a Loop node.
+- Scan-9..21: a static sequence length up to MAX_UNROLL unrolls (each step inlines the body on
+  slices of the scan inputs, axes and directions honoured); a longer one makes a Scan node.
 
-Sequence and optional values are not IR values: bodies that use them are reported unsupported.
 Spec: https://onnx.ai/onnx/operators/onnx__Scan.html (and If, Loop).
 """
 
@@ -21,7 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import ShapeError
 from ...ir.graph import Value
+from ...ir.ops.control import merge_shapes
 from ...parsers.origin import Framework, OriginGraph, OriginNode
 from ..context import MapContext
 from ..registry import mapping
@@ -49,27 +55,83 @@ def _scalar(g: MapContext, v: Value | None, what: str) -> Any:
 def if_(node: OriginNode, g: MapContext) -> Any:
     cond = g.input(0)
     if cond is not None and cond.data is None:
-        g.const(0)  # records which graph inputs would make it constant
+        return _runtime_if(node, g, cond)
     taken = "then_branch" if bool(_scalar(g, cond, "the condition")) else "else_branch"
     return inline_graph(g, node.get_attr(taken), [], taken)
+
+
+def _runtime_if(node: OriginNode, g: MapContext, cond: Value) -> Any:
+    """An If node; both branches take the same capture inputs (each reads what it needs)."""
+    then_body: OriginGraph = node.get_attr("then_branch")
+    else_body: OriginGraph = node.get_attr("else_branch")
+    then_g, caps = g.map_to_graph(then_body, [], prefix=f"{node.name}/then_branch/")
+    else_g, else_caps = g.map_to_graph(else_body, [], prefix=f"{node.name}/else_branch/",
+                                       captures=caps)
+    if len(else_caps) > len(caps):  # the else branch reads more: the then branch takes it too
+        then_g, caps = g.map_to_graph(then_body, [], prefix=f"{node.name}/then_branch/",
+                                      captures=else_caps)
+    outs = g.op("If", [cond, *caps], then_branch=then_g, else_branch=else_g,
+                num_outputs=len(then_g.outputs))
+    return list(outs) if isinstance(outs, tuple) else [outs]
+
+
+#: Ops whose result is not a function of their inputs: a condition they feed is not static.
+_RANDOM = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli",
+           "Multinomial"}
+
+
+def _static_names(g: MapContext, body: OriginGraph, static_inputs: set[str]) -> set[str]:
+    """The body's tensor names that are constant when the body is unrolled: initializers,
+    constant enclosing values, ``static_inputs``, and what nodes compute from them alone
+    (a node holding a subgraph of its own counts as run-time)."""
+    static = set(static_inputs) | set(body.tensors)
+    defined = {t.name for t in body.inputs} | {o for n in body.nodes for o in n.outputs}
+
+    def known(name: str) -> bool:
+        if not name or name in static:
+            return True
+        if name in defined:
+            return False
+        v = g.peek(name)
+        return (v.data is not None) if v is not None else name in g.origin_graph.tensors
+
+    for n in body.nodes:
+        nested = any(isinstance(a, OriginGraph) for a in n.attrs.values())
+        if not nested and n.op_type not in _RANDOM and all(known(i) for i in n.inputs):
+            static.update(o for o in n.outputs if o)
+    return static
+
+
+def _unrolls(g: MapContext, body: OriginGraph, trip_v: Value | None, cond_v: Value | None,
+             carried: Sequence[Value | None]) -> bool:
+    """Whether the Loop is static: constant trip count (at most MAX_UNROLL) and condition, and
+    a body condition that stays constant from one unrolled iteration to the next."""
+    if any(v is not None and v.data is None for v in (trip_v, cond_v)):
+        return False
+    if trip_v is None and cond_v is None:
+        return False
+    if trip_v is not None and int(np.asarray(trip_v.data).reshape(-1)[0]) > MAX_UNROLL:
+        return False
+    names = [t.name for t in body.inputs]
+    assumed = {k for k, v in enumerate(carried) if v is not None and v.data is not None}
+    while True:  # drop the carried values the body does not keep constant, until none changes
+        static = _static_names(g, body, {*names[:2], *(names[2 + k] for k in assumed)})
+        kept = {k for k in assumed if body.outputs[1 + k].name in static}
+        if kept == assumed:
+            return body.outputs[0].name in static
+        assumed = kept
 
 
 @mapping(ONNX, "Loop", since_opset=1)
 def loop(node: OriginNode, g: MapContext) -> Any:
     body: OriginGraph = node.get_attr("body")
     trip_v, cond_v = g.input(0), g.input(1)
-    if trip_v is not None and trip_v.data is None:
-        g.const(0)
-    if cond_v is not None and cond_v.data is None:
-        g.const(1)
+    carried: list[Value | None] = [g.input(i) for i in range(2, g.num_inputs)]
+    if not _unrolls(g, body, trip_v, cond_v, carried):
+        return _runtime_loop(node, g, body, trip_v, cond_v, carried)
     trip = _scalar(g, trip_v, "the trip count M")
     cond = _scalar(g, cond_v, "the condition")
-    if trip is None and cond is None:
-        raise g.unsupported("a Loop without trip count or condition runs forever")
     limit = int(trip) if trip is not None else MAX_UNROLL
-    if limit > MAX_UNROLL:
-        raise g.unsupported(f"trip count {limit} is above the unroll limit {MAX_UNROLL}")
-    carried: list[Value | None] = [g.input(i) for i in range(2, g.num_inputs)]
     n_carried = len(carried)
     scans: list[list[Value]] = [[] for _ in range(len(body.outputs) - 1 - n_carried)]
     it = 0
@@ -93,6 +155,32 @@ def loop(node: OriginNode, g: MapContext) -> Any:
     return results
 
 
+def _runtime_loop(node: OriginNode, g: MapContext, body: OriginGraph, trip_v: Value | None,
+                  cond_v: Value | None, carried: Sequence[Value | None]) -> Any:
+    """A Loop node. The body is typed from the loop-carried values' first shapes; a value
+    whose shape the body changes is typed again with symbolic dims where it changes, and if
+    the body's ops cannot be typed so, it keeps the first shapes and its shapes are taken
+    at run time (the interpreter checks dtype and rank)."""
+    if any(v is None for v in carried):
+        raise g.error("a loop-carried value is absent; ONNX requires every one")
+    values = [v for v in carried if v is not None]
+    types: list[tuple[str, Any]] = [("i64", ()), ("bool", ()), *((v.dtype, v.shape) for v in values)]
+    prefix = f"{node.name}/body/"
+    body_g, caps = g.map_to_graph(body, types, prefix=prefix)
+    changed = types[:2] + [(v.dtype, merge_shapes(v.shape, out.shape, f"{node.name}:{k}"))
+                           for k, (v, out) in enumerate(zip(values, body_g.outputs[1:]))]
+    if changed != types:
+        try:
+            body_g, caps = g.map_to_graph(body, changed, prefix=prefix)
+        except ShapeError:
+            pass  # typed by the first shapes; shapes at run time
+    if trip_v is not None and trip_v.dtype != "i64":
+        trip_v = g.op("Cast", [trip_v], to="i64")
+    outs = g.op("Loop", [trip_v, cond_v, *values, *caps], body=body_g, num_captures=len(caps),
+                num_outputs=len(body_g.outputs) - 1)
+    return list(outs) if isinstance(outs, tuple) else [outs]
+
+
 @mapping(ONNX, "Scan", since_opset=9)
 def scan(node: OriginNode, g: MapContext) -> Any:
     body: OriginGraph = node.get_attr("body")
@@ -107,12 +195,12 @@ def scan(node: OriginNode, g: MapContext) -> Any:
     out_axes = list(node.get_attr("scan_output_axes", [0] * k))
     out_dirs = list(node.get_attr("scan_output_directions", [0] * k))
     axes = [a % len(x.shape) for a, x in zip(in_axes, xs)]
-    lengths = {int(x.shape[a]) for x, a in zip(xs, axes)}
+    lengths = {x.shape[a] for x, a in zip(xs, axes)}
     if len(lengths) != 1:
-        raise g.error(f"scan inputs have different sequence lengths {sorted(lengths)}")
+        raise g.error(f"scan inputs have different sequence lengths {sorted(map(str, lengths))}")
     steps = lengths.pop()
-    if steps > MAX_UNROLL:
-        raise g.unsupported(f"sequence length {steps} is above the unroll limit {MAX_UNROLL}")
+    if not isinstance(steps, int) or steps > MAX_UNROLL:
+        return _runtime_scan(node, g, body, m, states, xs, axes)
     per_step: list[list[Value]] = [[] for _ in range(k)]
     for t in range(steps):
         slices = []
@@ -134,3 +222,21 @@ def scan(node: OriginNode, g: MapContext) -> Any:
         stacked = [g.op("Unsqueeze", [v], axes=[axis]) for v in parts]
         results.append(stacked[0] if len(stacked) == 1 else g.op("Concat", stacked, axis=axis))
     return results
+
+
+def _runtime_scan(node: OriginNode, g: MapContext, body: OriginGraph, m: int,
+                  states: Sequence[Value | None], xs: Sequence[Value], axes: Sequence[int]) -> Any:
+    """A Scan node (a sequence too long to unroll)."""
+    if any(v is None for v in states) or len(xs) != m:
+        raise g.error("a state or scan input is absent; ONNX requires every one")
+    given = [v for v in states if v is not None]
+    sliced = [(x.dtype, tuple(d for k, d in enumerate(x.shape) if k != a)) for x, a in zip(xs, axes)]
+    body_g, caps = g.map_to_graph(body, [*((v.dtype, v.shape) for v in given), *sliced],
+                                  prefix=f"{node.name}/body/")
+    k = len(body_g.outputs) - len(given)
+    layout = {name: list(node.get_attr(name, [0] * n)) for name, n in (
+        ("scan_input_axes", m), ("scan_input_directions", m),
+        ("scan_output_axes", k), ("scan_output_directions", k))}
+    outs = g.op("Scan", [*given, *xs, *caps], body=body_g, num_scan_inputs=m,
+                num_captures=len(caps), num_outputs=len(body_g.outputs), **layout)
+    return list(outs) if isinstance(outs, tuple) else [outs]

@@ -49,9 +49,19 @@ def test_loop_with_constant_trip_count_is_unrolled():
     assert {n.origin.name for n in g.nodes} == {"loop"}
 
 
-def test_loop_with_runtime_trip_count_is_reported():
-    with pytest.raises(UnsupportedOpError, match=r"node 'loop' \(Loop\): the trip count M is computed at run time"):
-        ob.convert(_loop_model(trip_as_input=True), input_shapes={"M": ()})
+@pytest.mark.parametrize("trip", [0, 1, 5], ids=lambda t: f"M={t}")
+def test_loop_with_runtime_trip_count_runs_its_body_at_run_time(trip):
+    m = _loop_model(trip_as_input=True)
+    g = ob.convert(m, input_shapes={"M": ()})
+    assert [n.op for n in g.nodes] == ["Loop"]
+    x = np.array([1.0, -2.0, 0.5], np.float32)
+    feeds = {"x": x, "M": np.array(trip, np.int64)}
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the reference")
+    ref = ort.InferenceSession(m.SerializeToString()).run(None, feeds)
+    out = ob.interpret(g, feeds)
+    np.testing.assert_allclose(out["acc"], ref[0])
+    np.testing.assert_allclose(out["scans"], ref[1])
+    assert out["scans"].shape == (trip, 3)
 
 
 @pytest.mark.parametrize("cond", [True, False], ids=["cond=true", "cond=false"])
