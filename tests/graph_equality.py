@@ -38,6 +38,12 @@ def _same_value(a: Any, b: Any) -> str | None:
         return _same_array(a, b)
     if type(a) is not type(b):
         return f"{a!r} ({type(a).__name__}) != {b!r} ({type(b).__name__})"
+    if isinstance(a, ob.Graph):  # a control-flow op's branch or body
+        try:
+            assert_graphs_equal(a, b)
+        except AssertionError as err:
+            return f"sub-graph '{a.name}': {err}"
+        return None
     if isinstance(a, tuple):
         if len(a) != len(b):
             return f"{len(a)} items != {len(b)}"

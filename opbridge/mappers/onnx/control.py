@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import ShapeError
+from ...errors import ShapeError, UnsupportedOpError
 from ...ir.graph import Value
 from ...ir.ops.control import merge_shapes
 from ...parsers.origin import Framework, OriginGraph, OriginNode
@@ -166,7 +166,15 @@ def _runtime_loop(node: OriginNode, g: MapContext, body: OriginGraph, trip_v: Va
     values = [v for v in carried if v is not None]
     types: list[tuple[str, Any]] = [("i64", ()), ("bool", ()), *((v.dtype, v.shape) for v in values)]
     prefix = f"{node.name}/body/"
-    body_g, caps = g.map_to_graph(body, types, prefix=prefix)
+    try:
+        body_g, caps = g.map_to_graph(body, types, prefix=prefix)
+    except UnsupportedOpError:
+        # a body op that needs a value fixed per iteration (a Slice start computed from the
+        # iteration number) works once the loop unrolls: say which inputs would make it static
+        for i, v in ((0, trip_v), (1, cond_v)):
+            if v is not None:
+                g.const(i)
+        raise
     changed = types[:2] + [(v.dtype, merge_shapes(v.shape, out.shape, f"{node.name}:{k}"))
                            for k, (v, out) in enumerate(zip(values, body_g.outputs[1:]))]
     if changed != types:
