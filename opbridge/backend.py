@@ -75,25 +75,36 @@ class OpbridgeRep(BackendRep):
                                  constant_inputs=bound, const_requests=requests)
         return optimize(g, DEFAULT_PASSES)
 
-    def _feeds(self, inputs: Any) -> dict[str, np.ndarray]:
+    def _feeds(self, inputs: Any) -> dict[str, Any]:
         names = [t.name for t in self.origin.inputs]
+        # a sequence input is fed as a list of arrays, an empty optional as None
+        containers = {t.name for t in self.origin.inputs if t.kind != "tensor"}
+
+        def feed(name: str, a: Any) -> Any:
+            if name in containers:
+                return [np.asarray(x) for x in a] if isinstance(a, (list, tuple)) else (
+                    None if a is None else np.asarray(a))
+            return np.asarray(a)
+
         if isinstance(inputs, Mapping):
-            return {k: np.asarray(v) for k, v in inputs.items()}
+            return {k: feed(k, v) for k, v in inputs.items()}
         seq = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
         if len(seq) > len(names):
             raise InterpretError(f"{len(seq)} inputs given; the model has {len(names)}: {', '.join(names)}")
-        return {n: np.asarray(a) for n, a in zip(names, seq)}
+        return {n: feed(n, a) for n, a in zip(names, seq)}
 
-    def _graph_for(self, feeds: dict[str, np.ndarray]) -> Graph:
+    def _graph_for(self, feeds: dict[str, Any]) -> Graph:
         if self.graph is not None and all(
-            tuple(v.shape) == feeds[v.name].shape for v in self.graph.inputs if v.name in feeds
+            tuple(v.shape) == feeds[v.name].shape for v in self.graph.inputs
+            if v.name in feeds and v.kind == "tensor"
         ):
             return self.graph
         bind = set(self._bind)
         last_err: OpbridgeError | None = None
         for _ in range(MAX_BIND_ROUNDS):
             bound = {n: feeds[n] for n in sorted(bind) if n in feeds}
-            shapes = {n: a.shape for n, a in feeds.items() if n not in bound}
+            shapes = {n: a.shape for n, a in feeds.items()
+                      if n not in bound and isinstance(a, np.ndarray)}
             key = (tuple(sorted(shapes.items())),
                    tuple((n, _digest(a)) for n, a in bound.items()))
             if key in self._graphs:
@@ -124,7 +135,9 @@ class OpbridgeRep(BackendRep):
             outs = compile_graph(graph).run(own)
         else:
             outs = interpret(graph, own)
-        return tuple(np.asarray(outs[v.name]) for v in graph.outputs)
+        # a sequence output stays a list of arrays, an empty optional None (as the runner expects)
+        return tuple(np.asarray(outs[v.name]) if v.kind == "tensor" else outs[v.name]
+                     for v in graph.outputs)
 
 
 class OpbridgeBackend(Backend):

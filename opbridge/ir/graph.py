@@ -23,14 +23,22 @@ class Origin:
     name: str
 
 
+#: What a value holds: a tensor, a sequence of tensors (ONNX sequences), or an optional
+#: (a tensor or a sequence, or nothing). For a sequence or an optional, ``dtype`` and
+#: ``shape`` are those of its tensors (the shape as far as it is known: a sequence's tensors
+#: may differ), and at run time it is a list of arrays, or None for an empty optional.
+KINDS = ("tensor", "sequence", "optional", "optional_sequence")
+
+
 class Value:
     """A named tensor: dtype, shape, the node that produces it, the nodes that use it.
 
     A constant has ``data`` (a numpy array) and no producer. ``quant`` (a QuantParams) gives
-    an integer value's real-number meaning where it has one.
+    an integer value's real-number meaning where it has one. ``kind`` (one of :data:`KINDS`)
+    says whether it is a tensor, a sequence or an optional.
     """
 
-    __slots__ = ("name", "dtype", "shape", "producer", "users", "data", "quant")
+    __slots__ = ("name", "dtype", "shape", "producer", "users", "data", "quant", "kind")
 
     def __init__(
         self,
@@ -40,6 +48,7 @@ class Value:
         producer: Node | None = None,
         data: np.ndarray | None = None,
         quant: QuantParams | None = None,
+        kind: str = "tensor",
     ) -> None:
         self.name = name
         self.dtype = dtype
@@ -48,6 +57,9 @@ class Value:
         self.users: list[Node] = []
         self.data = data
         self.quant = quant
+        if kind not in KINDS:
+            raise GraphError(f"value '{name}': kind {kind!r} is not one of {', '.join(KINDS)}")
+        self.kind = kind
 
     @property
     def is_constant(self) -> bool:
@@ -58,8 +70,8 @@ class Value:
         return len(self.shape)
 
     def __repr__(self) -> str:
-        kind = "const " if self.is_constant else ""
-        return f"Value({kind}{self.name!r}, {self.dtype}, {list(self.shape)})"
+        what = "const " if self.is_constant else "" if self.kind == "tensor" else f"{self.kind} "
+        return f"Value({what}{self.name!r}, {self.dtype}, {list(self.shape)})"
 
 
 class Node:
@@ -211,10 +223,10 @@ class GraphBuilder:
         return name
 
     # -- graph inputs and constants -----------------------------------------------------
-    def input(self, name: str, dtype: str, shape: Sequence[Any]) -> Value:
+    def input(self, name: str, dtype: str, shape: Sequence[Any], kind: str = "tensor") -> Value:
         if not is_dtype(dtype):
             to_numpy_dtype(dtype)  # raises the standard unknown-dtype error
-        v = Value(self._claim(name), dtype, check_shape(shape, f"input '{name}'"))
+        v = Value(self._claim(name), dtype, check_shape(shape, f"input '{name}'"), kind=kind)
         self._inputs.append(v)
         return v
 
@@ -263,6 +275,7 @@ class GraphBuilder:
             if v is not None and not isinstance(v, Value):
                 raise GraphError(f"{where}: input {i} is {type(v).__name__}, not a Value")
         opdef.check_input_count(len(ins), where)
+        opdef.check_input_kinds([v.kind if v is not None else None for v in ins], where)
         norm = opdef.normalize_attrs(attrs, where)
         n_out = num_outputs if num_outputs is not None else opdef.num_outputs_for(norm)
         if n_out is None and outputs is not None:
@@ -276,6 +289,8 @@ class GraphBuilder:
         )
         if outputs is not None and len(outputs) != len(types):
             raise ShapeError(f"{where}: {len(outputs)} output names given for {len(types)} outputs")
+        kinds = opdef.output_kinds(name, [v.kind if v is not None else None for v in ins], norm,
+                                   len(types))
         self._node_names.add(name)
         out_values = []
         for i, (shape, dtype) in enumerate(types):
@@ -284,7 +299,7 @@ class GraphBuilder:
             else:
                 base = name if len(types) == 1 else f"{name}:{i}"
                 vname = self._claim(self.unique_name(base))
-            out_values.append(Value(vname, dtype, shape))
+            out_values.append(Value(vname, dtype, shape, kind=kinds[i]))
         node = Node(op_type, name, ins, out_values, norm,
                     origin or Origin("opbridge", op_type, name),
                     placement if placement is not None else opdef.default_placement)

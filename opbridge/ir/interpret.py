@@ -11,14 +11,15 @@ import numpy as np
 
 from ..errors import InterpretError, OpbridgeError
 from . import dims as _dims
-from .graph import Graph, Node
+from .graph import Graph, Node, Value
 from .opdef import OpDef
 from .types import format_shape, to_numpy_dtype
 
 
 def check_feeds(graph: Graph, feeds: Mapping[str, Any],
-                dims: dict[str, int] | None = None) -> dict[str, np.ndarray]:
-    """Check feeds against the graph inputs (names, shapes, dtypes); returns them as arrays.
+                dims: dict[str, int] | None = None) -> dict[str, Any]:
+    """Check feeds against the graph inputs (names, shapes, dtypes); returns them as arrays
+    (a sequence as a list of arrays, an empty optional as None).
 
     Symbolic input dims take the fed sizes; ``dims`` collects them (name -> size) for the run."""
     dims = {} if dims is None else dims
@@ -31,13 +32,16 @@ def check_feeds(graph: Graph, feeds: Mapping[str, Any],
             f"graph '{graph.name}' has no input named '{unknown[0]}'",
             hint=f"its inputs are: {', '.join(names)}",
         )
-    out: dict[str, np.ndarray] = {}
+    out: dict[str, Any] = {}
     for v in graph.inputs:
         if v.name not in feeds:
             raise InterpretError(
                 f"graph input '{v.name}' ({v.dtype}{format_shape(v.shape)}) was not fed",
                 hint=f"pass {{'{v.name}': array}}",
             )
+        if v.kind != "tensor":
+            out[v.name] = _container_feed(v, feeds[v.name])
+            continue
         arr = np.asarray(feeds[v.name])
         want = to_numpy_dtype(v.dtype)
         if arr.dtype != want:
@@ -59,8 +63,42 @@ def check_feeds(graph: Graph, feeds: Mapping[str, Any],
     return out
 
 
-def run_node(graph: Graph, node: Node, args: list[np.ndarray | None],
-             dims: dict[str, int] | None = None) -> list[np.ndarray]:
+def _container_feed(v: Value, fed: Any) -> Any:
+    """A fed sequence (a list of arrays) or optional (None, an array, or a list for an optional
+    sequence), its tensors cast to the value's dtype."""
+    want = to_numpy_dtype(v.dtype)
+    if fed is None:
+        if v.kind.startswith("optional"):
+            return None
+        raise InterpretError(f"graph input '{v.name}' is a {v.kind}; None was fed",
+                             hint="feed a list of arrays")
+    if v.kind in ("sequence", "optional_sequence"):
+        if not isinstance(fed, (list, tuple)):
+            raise InterpretError(f"graph input '{v.name}' is a {v.kind}; feed a list of arrays, "
+                                 f"not a {type(fed).__name__}")
+        return [np.asarray(a).astype(want, copy=False) for a in fed]
+    return np.asarray(fed).astype(want, copy=False)
+
+
+def _checked_container(node: Node, v: Value, result: Any) -> Any:
+    """A sequence or optional result: a list of arrays of the value's dtype, an array, or None
+    (an empty optional)."""
+    want = to_numpy_dtype(v.dtype)
+    items = result if isinstance(result, list) else [] if result is None else [result]
+    if (result is None and not v.kind.startswith("optional")) or (
+            isinstance(result, list) != v.kind.endswith("sequence") and result is not None):
+        raise InterpretError(f"{node.where}: compute returned {type(result).__name__} for the "
+                             f"{v.kind} '{v.name}'")
+    for a in items:
+        if not isinstance(a, np.ndarray) or a.dtype != want:
+            got = a.dtype if isinstance(a, np.ndarray) else type(a).__name__
+            raise InterpretError(f"{node.where}: a tensor of the {v.kind} '{v.name}' is {got}; "
+                                 f"the op's definition promises {v.dtype}")
+    return result
+
+
+def run_node(graph: Graph, node: Node, args: list[Any],
+             dims: dict[str, int] | None = None) -> list[Any]:
     """Run one node's compute; the results are checked against the node's declared outputs
     (symbolic dims against the sizes ``dims`` holds for this run, binding the new ones)."""
     opdef = graph.registry.get(node.op)
@@ -82,12 +120,18 @@ def run_node(graph: Graph, node: Node, args: list[np.ndarray | None],
         raise InterpretError(
             f"{node.where}: compute failed on inputs ({shapes}): {type(err).__name__}: {err}"
         ) from err
-    results = list(result) if isinstance(result, (tuple, list)) else [result]
+    # several outputs come as a tuple (or a list); one sequence output is itself a list
+    one_sequence = len(node.outputs) == 1 and node.outputs[0].kind.endswith("sequence")
+    if isinstance(result, tuple) or (isinstance(result, list) and not one_sequence):
+        results = list(result)
+    else:
+        results = [result]
     if len(results) != len(node.outputs):
         raise InterpretError(
             f"{node.where}: compute returned {len(results)} outputs, the node has {len(node.outputs)}"
         )
     return [checked_result(node.where, opdef, i, v.name, v.dtype, _run_shape(v.shape, r, dims), r)
+            if v.kind == "tensor" else _checked_container(node, v, r)
             for i, (v, r) in enumerate(zip(node.outputs, results))]
 
 
@@ -273,8 +317,8 @@ def _interpret(
     # is what is live at once, not every tensor of the run
     keep_all = keep_intermediates or stop_after is not None
     last_use = {} if keep_all else _last_uses(graph)
-    env_vals: dict[int, np.ndarray] = {}
-    named: dict[str, np.ndarray] = {}
+    env_vals: dict[int, Any] = {}
+    named: dict[str, Any] = {}
     dims: dict[str, int] = {}  # symbolic dim -> its size in this run
     for name, arr in check_feeds(graph, feeds, dims).items():
         v = next(x for x in graph.inputs if x.name == name)
@@ -305,12 +349,13 @@ def _interpret(
         for inp in node.inputs:
             if inp is not None and last_use.get(id(inp)) == index:
                 env_vals.pop(id(inp), None)  # pop: a node may read one tensor twice
-        if dump:
+        if dump:  # tensors only: a sequence or optional has no one array to write
             for i, a in enumerate(args):
-                if a is not None:
+                if isinstance(a, np.ndarray):
                     dumped[f"{node.name}/in{i}"] = a
             for v, a in zip(node.outputs, outs):
-                dumped[f"{node.name}/out:{v.name}"] = a
+                if isinstance(a, np.ndarray):
+                    dumped[f"{node.name}/out:{v.name}"] = a
         if stop_after is not None and stop_after in (node.name, node.origin.name):
             stopped = True
             break

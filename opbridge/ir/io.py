@@ -102,9 +102,13 @@ def _encode_attr(value: Any, key: str, tensors: dict[str, np.ndarray]) -> Any:
 
 
 def _typed_json(v: Value) -> dict[str, Any]:
+    """A graph input's or node output's entry; ``quant`` only for a quantized value, ``kind``
+    only for a sequence or an optional."""
     d: dict[str, Any] = {"name": v.name, "dtype": v.dtype, "shape": list(v.shape)}
     if v.quant is not None:
         d["quant"] = v.quant.to_json()
+    if v.kind != "tensor":
+        d["kind"] = v.kind
     return d
 
 
@@ -291,7 +295,8 @@ def graph_from_json(doc: dict[str, Any], tensor: Any, registry: OpRegistry) -> G
     inputs = []
     for d in doc["inputs"]:
         name, dtype, shape = typed(d, "input")
-        inputs.append(add(Value(name, dtype, shape, quant=_quant_from_json(d))))
+        inputs.append(add(Value(name, dtype, shape, quant=_quant_from_json(d),
+                                kind=str(d.get("kind", "tensor")))))
     consts = []
     for d in doc["constants"]:
         name, dtype, shape = typed(d, "constant")
@@ -354,5 +359,6 @@ def _node_from_json(nd: dict[str, Any], values: dict[str, Value], add: Any, type
     outs = []
     for d in nd["outputs"]:
         name, dtype, shape = typed(d, "output")
-        outs.append(add(Value(name, dtype, shape, quant=_quant_from_json(d))))
+        outs.append(add(Value(name, dtype, shape, quant=_quant_from_json(d),
+                              kind=str(d.get("kind", "tensor")))))
     return Node(op, str(nd["name"]), ins, outs, attrs, origin, where)

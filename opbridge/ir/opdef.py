@@ -245,6 +245,9 @@ class PortSpec:
     variadic: bool = False
     count: str | None = None  # variadic outputs: the parameter that gives their number
     doc: str = ""
+    #: The value kind it takes or gives (see ``ir.graph.KINDS``); "any" for any kind (an
+    #: If's captures, an Identity of a sequence), the op's kind function then decides outputs.
+    kind: str = "tensor"
 
 
 class ShapeContext:
@@ -366,14 +369,17 @@ class OpDef:
         self.domain = "opbridge"
         #: Where a node of this op runs unless it says otherwise (see :meth:`placement`).
         self.default_placement = "tpu"
+        self.kind_function: Callable[[Sequence[str | None], dict[str, Any], int], Sequence[str]] | None = None
 
     # -- building ---------------------------------------------------------------------
     def input(
-        self, name: str, type: str, *, optional: bool = False, variadic: bool = False, doc: str = ""
+        self, name: str, type: str, *, optional: bool = False, variadic: bool = False, doc: str = "",
+        kind: str = "tensor",
     ) -> OpDef:
         if self.inputs and self.inputs[-1].variadic:
             raise RegistryError(f"op {self.name}: no input may follow the variadic input")
-        self.inputs.append(PortSpec(name, type, optional=optional, variadic=variadic, doc=doc))
+        self.inputs.append(PortSpec(name, type, optional=optional, variadic=variadic, doc=doc,
+                                    kind=kind))
         return self
 
     def output(
@@ -385,11 +391,37 @@ class OpDef:
         count: str | None = None,
         optional: bool = False,
         doc: str = "",
+        kind: str = "tensor",
     ) -> OpDef:
         self.outputs.append(
-            PortSpec(name, type, variadic=variadic, count=count, optional=optional, doc=doc)
+            PortSpec(name, type, variadic=variadic, count=count, optional=optional, doc=doc,
+                     kind=kind)
         )
         return self
+
+    def kinds(self, fn: Callable[[Sequence[str | None], dict[str, Any], int], Sequence[str]]) -> OpDef:
+        """The kinds of a node's outputs from its inputs' kinds (None: absent), its attributes
+        and its output count, for ops whose outputs are of the kind they are given (Identity,
+        OptionalGetElement, If); without it each output has its port's kind."""
+        self.kind_function = fn
+        return self
+
+    def output_kinds(self, node_name: str, in_kinds: Sequence[str | None], attrs: dict[str, Any],
+                     n_out: int) -> list[str]:
+        """The kind of each of a node's ``n_out`` outputs (see :meth:`kinds`)."""
+        if self.kind_function is not None:
+            return list(self.kind_function(in_kinds, attrs, n_out))
+        ports = [self.outputs[min(i, len(self.outputs) - 1)] for i in range(n_out)] if self.outputs else []
+        return [p.kind if p.kind != "any" else "tensor" for p in ports]
+
+    def check_input_kinds(self, in_kinds: Sequence[str | None], where: str) -> None:
+        """Refuse a sequence or optional where the op takes a tensor (and the converse)."""
+        for i, k in enumerate(in_kinds):
+            spec = self.input_spec(i) if self.inputs else None
+            if k is None or spec is None or spec.kind in ("any", k):
+                continue
+            raise ShapeError(f"{where}: input {i} ('{spec.name}') is a {k}; {self.name} takes a "
+                             f"{spec.kind} there")
 
     def param(
         self,

@@ -27,6 +27,9 @@ def _fmt_attr(v: Any) -> str:
 def _fmt_value(v: Value | None) -> str:
     if v is None:
         return "-"
+    if v.kind != "tensor":  # seq<f32[2,3]>: the type of its tensors
+        what = {"sequence": "seq", "optional": "opt", "optional_sequence": "opt<seq"}[v.kind]
+        return f"%{v.name}: {what}<{v.dtype}{format_shape(v.shape)}>" + (">" if "<" in what else "")
     quant = f" quant({v.quant.describe()})" if v.quant is not None else ""
     return f"%{v.name}: {v.dtype}{format_shape(v.shape)}{quant}"
 

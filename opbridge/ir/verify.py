@@ -23,7 +23,7 @@ def verify(graph: Graph, *, require_static: bool = True) -> None:
     _check_order(graph)
     if require_static:
         for v in graph.inputs:
-            if not is_static(v.shape):
+            if v.kind == "tensor" and not is_static(v.shape):  # a sequence's tensors may vary
                 raise ShapeError(
                     f"graph input '{v.name}' has symbolic shape {format_shape(v.shape)}",
                     hint=f"fix it with --input-shape {v.name}=1,3,224,224 "
@@ -185,6 +185,8 @@ def _check_node(graph: Graph, node: Node) -> None:
     except UnsupportedOpError as err:
         raise UnsupportedOpError(f"{where}: op '{node.op}' is not defined", hint=err.hint) from None
     opdef.check_input_count(len(node.inputs), where)
+    in_kinds = [v.kind if v is not None else None for v in node.inputs]
+    opdef.check_input_kinds(in_kinds, where)
     for i, v in enumerate(node.inputs):
         spec = opdef.input_spec(i)
         if v is None and not spec.optional:
@@ -241,6 +243,10 @@ def _check_node(graph: Graph, node: Node) -> None:
         raise ShapeError(
             f"{where}: has {len(node.outputs)} outputs; its shape function gives {len(types)}"
         )
+    kinds = opdef.output_kinds(node.name, in_kinds, node.attrs, len(node.outputs))
+    for v, kind in zip(node.outputs, kinds):
+        if v.kind != kind:
+            raise ShapeError(f"{where}: output '{v.name}' is declared a {v.kind}; the op gives a {kind}")
     for v, (shape, dtype) in zip(node.outputs, types):
         if tuple(v.shape) != tuple(shape) or v.dtype != dtype:
             raise ShapeError(

@@ -186,10 +186,10 @@ class MapContext:
         """
         return self._conv.map_subgraph(self, body, list(inputs), prefix)
 
-    def map_to_graph(self, body: OriginGraph, types: Sequence[tuple[str, Any]], *,
+    def map_to_graph(self, body: OriginGraph, types: Sequence[tuple[Any, ...]], *,
                      prefix: str | None = None, captures: Sequence[Value] = ()) -> tuple[Graph, list[Value]]:
         """Map ``body`` into an IR graph of its own (a run-time branch or loop body, held as a
-        ``graph`` parameter); its inputs are typed ``types`` ((dtype, shape) each). Values it
+        ``graph`` parameter); its inputs are typed ``types`` ((dtype, shape) or (dtype, shape, kind) each). Values it
         reads from the enclosing graph become extra inputs after those: returns the graph and
         the enclosing Values to pass for them (the node's captures), in order; ``captures``
         are taken first whether read or not (so two branches can take the same inputs)."""

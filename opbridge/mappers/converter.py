@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import GraphError, MappingError, OpbridgeError, ShapeError, UnsupportedOpError, node_ctx
-from ..ir.graph import Graph, GraphBuilder, Origin, Value
+from ..ir.graph import Graph, GraphBuilder, Node, Origin, Value
 from ..ir.opdef import DEFAULT_OPS, OpDef, OpRegistry
 from ..ir.passes.fold import can_fold, evaluate
 from ..ir.types import format_shape, from_numpy_dtype, is_static
@@ -137,21 +137,22 @@ class Conversion:
                 inner = frame.builder.constant(self.fresh(f"{frame.prefix}{v.name}"), v.data)
             else:
                 frame.captures.append(self.visible(v, depth - 1))
-                inner = frame.builder.input(self.fresh(f"{frame.prefix}{v.name}"), v.dtype, v.shape)
+                inner = frame.builder.input(self.fresh(f"{frame.prefix}{v.name}"), v.dtype, v.shape,
+                                            v.kind)
             frame.seen[id(v)] = inner
         return inner
 
-    def map_to_graph(self, ctx: MapContext, body: OriginGraph, types: Sequence[tuple[str, Any]],
+    def map_to_graph(self, ctx: MapContext, body: OriginGraph, types: Sequence[tuple[Any, ...]],
                      prefix: str, captures: Sequence[Value] = ()) -> tuple[Graph, list[Value]]:
         """Map ``body`` into an IR graph of its own, its inputs typed ``types`` ((dtype,
-        shape) each); returns it and the values of the enclosing graph it captures (its
+        shape) or (dtype, shape, kind) each); returns it and the values of the enclosing graph it captures (its
         inputs after ``types``'s, in order: ``captures`` first, then what it reads)."""
         if len(types) != len(body.inputs):
             raise ctx.error(f"its subgraph '{body.name}' takes {len(body.inputs)} inputs, "
                             f"{len(types)} given")
         sub = GraphBuilder(self.fresh(prefix.rstrip("/")), registry=self.ops)
         frame = _Frame(sub, prefix)
-        bound = [sub.input(self.fresh(prefix + t.name), dt, shape) for t, (dt, shape) in zip(body.inputs, types)]
+        bound = [sub.input(self.fresh(prefix + t.name), *typ) for t, typ in zip(body.inputs, types)]
         outer = self.builder
         self.frames.append(frame)
         self.builder = sub
@@ -271,7 +272,20 @@ class Conversion:
                         and node.name not in self.node_names:
                     self.node_names.add(node.name)
                     v.producer.name = node.name
+                    self._retype(v.producer)
             self.values[oname] = v
+
+    def _retype(self, node: Node) -> None:
+        """Infer a renamed node's output shapes again: a symbolic dim it makes is named after
+        the node (an If output whose branches differ), so the new name gives a new symbol."""
+        if all(is_static(v.shape) for v in node.outputs):
+            return
+        opdef = self.ops.get(node.op)
+        types = opdef.infer(node.name, [(v.shape, v.dtype) if v is not None else None for v in node.inputs],
+                            node.attrs, [v.data if v is not None else None for v in node.inputs],
+                            len(node.outputs))
+        for v, (shape, _) in zip(node.outputs, types):
+            v.shape = tuple(shape)
 
     # -- nested graphs (If/Loop/Scan bodies, ONNX function bodies) ----------------------------
     def map_subgraph(self, ctx: MapContext, body: OriginGraph, bound: list[Value | None],
@@ -379,6 +393,11 @@ def _fix_inputs(origin: OriginGraph, input_shapes: Mapping[str, Sequence[int]] |
     out = []
     for t in origin.inputs:
         shape = t.shape
+        if t.kind != "tensor":  # a sequence's tensors may differ: their shape is run-time
+            if t.dtype is None:
+                raise ShapeError(f"input '{t.name}' has no declared element type")
+            out.append(TensorInfo(t.name, t.dtype, shape or (), t.kind))
+            continue
         if t.name in shapes:
             try:
                 given = tuple(int(d) for d in shapes[t.name])
@@ -603,7 +622,7 @@ def convert_origin_graph(
         raise
     for t in fixed:
         conv._claim_origin(t.name)
-        v = conv.builder.input(t.name, _ir_dtype(t.dtype, f"input '{t.name}'"), t.shape)
+        v = conv.builder.input(t.name, _ir_dtype(t.dtype, f"input '{t.name}'"), t.shape, t.kind)
         conv.values[t.name] = conv.inputs[t.name] = v
     for name, arr in bound.items():
         conv._claim_origin(name)

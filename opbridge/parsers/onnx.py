@@ -328,22 +328,32 @@ def _check_body_arity(n: onnx.NodeProto, where: str) -> None:
 
 def _value_info(vi: onnx.ValueInfoProto, what: str) -> TensorInfo:
     tt = vi.type
-    kind = tt.WhichOneof("value")
-    if kind is None:
+    if tt.WhichOneof("value") is None:
         return TensorInfo(vi.name)
-    if kind != "tensor_type":
-        raise UnsupportedOpError(f"[onnx] {what} '{vi.name}' is a {kind.replace('_type', '')}; "
-                                 "opbridge supports tensors only")
+    # sequences and optionals of tensors (an optional of a sequence too): their tensors' type
+    kinds = []
+    while tt.WhichOneof("value") in ("sequence_type", "optional_type"):
+        kinds.append(tt.WhichOneof("value")[:-len("_type")])
+        tt = tt.sequence_type.elem_type if kinds[-1] == "sequence" else tt.optional_type.elem_type
+    kind = "_".join(kinds) or "tensor"
+    if tt.WhichOneof("value") != "tensor_type" or kind not in KINDS:
+        inner = (tt.WhichOneof("value") or "unknown").replace("_type", "")
+        raise UnsupportedOpError(f"[onnx] {what} '{vi.name}' is a {' of '.join([*kinds, inner])}; "
+                                 "opbridge supports tensors, sequences and optionals of them")
     dtype = _np_dtype(tt.tensor_type.elem_type, f"{what} '{vi.name}'")
     if not tt.tensor_type.HasField("shape"):
-        return TensorInfo(vi.name, dtype, None)
+        return TensorInfo(vi.name, dtype, None, kind)
     shape: list[Any] = []
     for i, d in enumerate(tt.tensor_type.shape.dim):
         if d.HasField("dim_value") and d.dim_value >= 0:
             shape.append(int(d.dim_value))
         else:
             shape.append(d.dim_param or f"{vi.name}_dim{i}")
-    return TensorInfo(vi.name, dtype, tuple(shape))
+    return TensorInfo(vi.name, dtype, tuple(shape), kind)
+
+
+#: The value kinds the IR has (ir.graph.KINDS; the parser knows nothing of the IR).
+KINDS = ("tensor", "sequence", "optional", "optional_sequence")
 
 
 def parse_graph(g: onnx.GraphProto, opsets: dict[str, int], loader: ExternalDataLoader, *,

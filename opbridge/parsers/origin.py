@@ -37,6 +37,9 @@ class TensorInfo:
     name: str
     dtype: np.dtype | None = None
     shape: tuple[Any, ...] | None = None
+    #: "tensor", or "sequence" / "optional" / "optional_sequence" (ONNX sequence and optional
+    #: types; ``dtype`` and ``shape`` are then their tensors').
+    kind: str = "tensor"
 
 
 @dataclass

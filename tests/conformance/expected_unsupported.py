@@ -52,7 +52,6 @@ EXPECTED_UNSUPPORTED: dict[str, str] = {
     "test_gridsample_volumetric_nearest_align_corners_0": "GridSample (opset 22): no mapping registered",
     "test_gridsample_volumetric_nearest_align_corners_1": "GridSample (opset 22): no mapping registered",
     "test_gridsample_zeros_padding": "GridSample (opset 22): no mapping registered",
-    "test_identity_opt": "graph input 'opt_in' is a optional; opbridge supports tensors only",
     "test_image_decoder_decode_bmp_rgb": "ImageDecoder (opset 20): no mapping registered",
     "test_image_decoder_decode_jpeg2k_rgb": "ImageDecoder (opset 20): no mapping registered",
     "test_image_decoder_decode_jpeg_bgr": "ImageDecoder (opset 20): no mapping registered",

@@ -12,8 +12,15 @@ import re
 SKIPS: dict[str, str] = {
     # -- by design: the IR has no such types ---------------------------------------------------
     r"_string|strnorm|regex|_str_": "string tensors: the IR has numeric and bool dtypes only",
-    r"^test_(sequence_|split_to_sequence|identity_sequence|optional_)|^test_if_(seq|opt)$|^test_loop\d+_seq": (
-        "sequences and optionals: the IR's values are tensors (static dataflow)"
+    # -- sequences: the runner or symbolic shapes --------------------------------------------
+    r"^test_loop16_seq_none$": (
+        "the ONNX runner cannot compare a sequence holding a 0-d tensor (its assert_similar_outputs "
+        "takes len() of each element); opbridge's result is checked against onnxruntime in "
+        "tests/dynamic/test_sequence_ops.py"
+    ),
+    r"^test_sequence_map_add_1_sequence_1_tensor(_expanded)?$": (
+        "the body adds a tensor of symbolic length N to one of length 10: broadcasting a symbolic "
+        "dim against a number needs symbolic shape functions"
     ),
     # -- by design: training and randomness ----------------------------------------------------
     r"^test_training_dropout(?!_zero_ratio)": "training-mode Dropout is random; inference only",

@@ -25,6 +25,7 @@ FAMILIES = (
     "rcnn",
     "reduce",
     "resize",
+    "sequence",
     "shape",
     "softmax",
     "tensor",

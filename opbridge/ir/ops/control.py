@@ -27,8 +27,17 @@ from ..types import Shape, to_numpy_dtype
 
 def merge_shapes(a: Shape, b: Shape, name: str) -> Shape:
     """One shape for a value that is ``a`` at one time and ``b`` at another: their common dims,
-    a symbolic dim ``<name>.d<axis>`` where they differ."""
+    a symbolic dim ``<name>.d<axis>`` where they differ (``b``'s rank, every dim symbolic, if
+    the ranks differ: a sequence's tensors, known only once something is inserted)."""
+    if len(a) != len(b):
+        return tuple(f"{name}.d{j}" for j in range(len(b)))
     return tuple(x if x == y else f"{name}.d{j}" for j, (x, y) in enumerate(zip(a, b)))
+
+
+def _out_kinds(attr: str, first: int = 0) -> Any:
+    """A kind function: the outputs are of the kinds of sub-graph ``attr``'s outputs from
+    ``first`` on."""
+    return lambda kinds, attrs, n: [v.kind for v in attrs[attr].outputs[first:first + n]]
 
 
 def _check_inputs(ctx: ShapeContext, graph: Any, attr: str, given: Sequence[tuple[Shape, str]]) -> None:
@@ -60,24 +69,25 @@ def _if_shape(ctx: ShapeContext) -> Any:
                         f"{len(other.outputs)}", attr="else_branch")
     outs = []
     for k, (a, b) in enumerate(zip(then.outputs, other.outputs)):
-        if a.dtype != b.dtype or len(a.shape) != len(b.shape):
-            raise ctx.error(f"output {k} is {a.dtype} rank {len(a.shape)} in then_branch but "
-                            f"{b.dtype} rank {len(b.shape)} in else_branch", attr="else_branch")
+        if a.dtype != b.dtype or a.kind != b.kind:
+            raise ctx.error(f"output {k} is {a.kind} {a.dtype} in then_branch but {b.kind} "
+                            f"{b.dtype} in else_branch", attr="else_branch")
         outs.append((merge_shapes(a.shape, b.shape, f"{ctx.node_name}:{k}"), a.dtype))
     return outs
 
 
 def _if(cond: np.ndarray, *captures: np.ndarray, then_branch: Any, else_branch: Any) -> list[np.ndarray]:
-    return run_subgraph(then_branch if bool(_scalar(cond)) else else_branch, captures)
+    return tuple(run_subgraph(then_branch if bool(_scalar(cond)) else else_branch, captures))
 
 
 (
     define_op("If")
     .doc("Run `then_branch` when `cond` is true, else `else_branch`, on the `captures` (the "
          "values the branches read from the enclosing graph); outputs are the branch's.")
-    .input("cond", "bool").input("captures", "V", variadic=True)
-    .output("outputs", "V", variadic=True)
+    .input("cond", "bool").input("captures", "V", variadic=True, kind="any")
+    .output("outputs", "V", variadic=True, kind="any")
     .param("then_branch", "graph").param("else_branch", "graph")
+    .kinds(_out_kinds("then_branch"))
     .placement("cpu")
     .shape_fn(_if_shape)
     .compute(_if)
@@ -98,10 +108,9 @@ def _loop_shape(ctx: ShapeContext) -> Any:
     outs = []
     for k in range(n_carried):
         init, last = ctx.input_shape(2 + k), body.outputs[1 + k]
-        if len(init) != len(last.shape) or last.dtype != ctx.input_dtype(2 + k):
-            raise ctx.error(f"loop-carried value {k} enters as {ctx.input_dtype(2 + k)} rank "
-                            f"{len(init)} but the body gives {last.dtype} rank {len(last.shape)}",
-                            attr="body")
+        if last.dtype != ctx.input_dtype(2 + k):
+            raise ctx.error(f"loop-carried value {k} enters as {ctx.input_dtype(2 + k)} but the "
+                            f"body gives {last.dtype}", attr="body")
         outs.append((merge_shapes(init, last.shape, f"{ctx.node_name}:{k}"), last.dtype))
     for v in body.outputs[1 + n_carried:]:
         outs.append(((f"{ctx.node_name}.iterations", *v.shape), v.dtype))
@@ -137,7 +146,7 @@ def _loop(m: np.ndarray | None, cond: np.ndarray | None, *values: np.ndarray, bo
         else:  # no iteration: an empty stack of the body's (conversion-time) shape
             dims = [d if isinstance(d, int) else 0 for d in v.shape]
             stacked.append(np.zeros((0, *dims), to_numpy_dtype(v.dtype)))
-    return [*carried, *stacked]
+    return (*carried, *stacked)
 
 
 (
@@ -148,9 +157,10 @@ def _loop(m: np.ndarray | None, cond: np.ndarray | None, *values: np.ndarray, bo
          "output stacked over the iterations. The iterations are bounded (interpret's "
          "max_loop_iterations, OPBRIDGE_MAX_LOOP_ITERATIONS).")
     .input("M", "i64", optional=True).input("cond", "bool", optional=True)
-    .input("values", "V", variadic=True)
-    .output("outputs", "V", variadic=True)
+    .input("values", "V", variadic=True, kind="any")
+    .output("outputs", "V", variadic=True, kind="any")
     .param("body", "graph").param("num_captures", "int", default=0, minimum=0)
+    .kinds(_out_kinds("body", 1))
     .placement("cpu")
     .shape_fn(_loop_shape)
     .compute(_loop)
@@ -220,7 +230,7 @@ def _scan(*values: np.ndarray, body: Any, num_scan_inputs: int, num_captures: in
             results.append(np.zeros(dims, to_numpy_dtype(v.dtype)))
             continue
         results.append(np.stack(parts[::-1] if out_dirs[j] else parts, axis=axis))
-    return results
+    return tuple(results)
 
 
 (

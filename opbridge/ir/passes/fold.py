@@ -42,6 +42,7 @@ def can_fold(opdef: OpDef, inputs: Sequence[Value | None]) -> bool:
         and opdef.compute_function is not None
         and opdef.name not in NO_FOLD
         and not (opdef.name in KEEP_UNFOLDED and present[0].data is not None and present[0].data.size > 1)
+        and all(p.kind in ("tensor", "any") for p in opdef.outputs)  # a sequence is no constant
         and all(v.data is not None for v in present)
     )
 

@@ -25,6 +25,7 @@ FAMILIES = (
     "reduce",
     "resize",
     "rnn",
+    "sequence",
     "shape",
     "softmax",
     "tensor",

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import ShapeError, UnsupportedOpError
+from ...errors import OpbridgeError, ShapeError, UnsupportedOpError
 from ...ir.graph import Value
 from ...ir.ops.control import merge_shapes
 from ...parsers.origin import Framework, OriginGraph, OriginNode
@@ -64,12 +64,20 @@ def _runtime_if(node: OriginNode, g: MapContext, cond: Value) -> Any:
     """An If node; both branches take the same capture inputs (each reads what it needs)."""
     then_body: OriginGraph = node.get_attr("then_branch")
     else_body: OriginGraph = node.get_attr("else_branch")
-    then_g, caps = g.map_to_graph(then_body, [], prefix=f"{node.name}/then_branch/")
-    else_g, else_caps = g.map_to_graph(else_body, [], prefix=f"{node.name}/else_branch/",
-                                       captures=caps)
-    if len(else_caps) > len(caps):  # the else branch reads more: the then branch takes it too
-        then_g, caps = g.map_to_graph(then_body, [], prefix=f"{node.name}/then_branch/",
-                                      captures=else_caps)
+    try:
+        then_g, caps = g.map_to_graph(then_body, [], prefix=f"{node.name}/then_branch/")
+        else_g, else_caps = g.map_to_graph(else_body, [], prefix=f"{node.name}/else_branch/",
+                                           captures=caps)
+        if len(else_caps) > len(caps):  # the else branch reads more: the then branch takes it too
+            then_g, caps = g.map_to_graph(then_body, [], prefix=f"{node.name}/then_branch/",
+                                          captures=else_caps)
+    except OpbridgeError:
+        # a branch that cannot be converted for these shapes (one written for another rank)
+        # is fine once the condition is known: say which inputs would make it constant
+        g.const(0)
+        raise
+    if any(a.shape != b.shape for a, b in zip(then_g.outputs, else_g.outputs)):
+        g.const(0)  # its outputs' shapes depend on the branch: note what would make it static
     outs = g.op("If", [cond, *caps], then_branch=then_g, else_branch=else_g,
                 num_outputs=len(then_g.outputs))
     return list(outs) if isinstance(outs, tuple) else [outs]
@@ -164,7 +172,8 @@ def _runtime_loop(node: OriginNode, g: MapContext, body: OriginGraph, trip_v: Va
     if any(v is None for v in carried):
         raise g.error("a loop-carried value is absent; ONNX requires every one")
     values = [v for v in carried if v is not None]
-    types: list[tuple[str, Any]] = [("i64", ()), ("bool", ()), *((v.dtype, v.shape) for v in values)]
+    types: list[tuple[Any, ...]] = [("i64", ()), ("bool", ()),
+                                    *((v.dtype, v.shape, v.kind) for v in values)]
     prefix = f"{node.name}/body/"
     try:
         body_g, caps = g.map_to_graph(body, types, prefix=prefix)
@@ -175,7 +184,7 @@ def _runtime_loop(node: OriginNode, g: MapContext, body: OriginGraph, trip_v: Va
             if v is not None:
                 g.const(i)
         raise
-    changed = types[:2] + [(v.dtype, merge_shapes(v.shape, out.shape, f"{node.name}:{k}"))
+    changed = types[:2] + [(v.dtype, merge_shapes(v.shape, out.shape, f"{node.name}:{k}"), v.kind)
                            for k, (v, out) in enumerate(zip(values, body_g.outputs[1:]))]
     if changed != types:
         try:

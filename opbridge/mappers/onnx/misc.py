@@ -50,6 +50,8 @@ def identity(node: OriginNode, g: MapContext) -> Any:
     x = g.input(0)
     if x is None:
         raise g.error("input 0 is required")
+    if x.kind != "tensor":  # a sequence or optional: the same value under the output's name
+        return x
     return g.op("Identity", [x])
 
 

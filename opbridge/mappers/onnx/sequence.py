@@ -1,0 +1,105 @@
+"""ONNX sequence and optional ops onto the IR's (opbridge/ir/ops/sequence.py), one to one.
+
+SequenceMap's body becomes an IR sub-graph (``g.map_to_graph``); values it reads from the
+enclosing graph are passed in after the ONNX inputs. Optional's ``type`` attribute (a
+TypeProto) gives the dtype, and whether it holds a sequence, of an empty optional.
+Spec: https://onnx.ai/onnx/operators/ (SequenceEmpty ... OptionalGetElement).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...parsers.origin import Framework, OriginGraph, OriginNode
+from ..context import MapContext
+from ..registry import mapping
+from .elementwise import ir_dtype
+
+ONNX = Framework.ONNX
+
+
+def _required(g: MapContext, i: int, what: str) -> Any:
+    v = g.input(i)
+    if v is None:
+        raise g.error(f"input {i} ({what}) is required")
+    return v
+
+
+@mapping(ONNX, "SequenceEmpty", since_opset=11)
+def sequence_empty(node: OriginNode, g: MapContext) -> Any:
+    return g.op("SequenceEmpty", [], dtype=ir_dtype(g, node.get_attr("dtype", 1)))
+
+
+@mapping(ONNX, "SequenceConstruct", since_opset=11)
+def sequence_construct(node: OriginNode, g: MapContext) -> Any:
+    return g.op("SequenceConstruct", [_required(g, i, "a tensor") for i in range(g.num_inputs)])
+
+
+@mapping(ONNX, "SequenceInsert", since_opset=11)
+def sequence_insert(node: OriginNode, g: MapContext) -> Any:
+    return g.op("SequenceInsert", [_required(g, 0, "input_sequence"), _required(g, 1, "tensor"),
+                                   g.input(2)])
+
+
+@mapping(ONNX, "SequenceErase", since_opset=11)
+def sequence_erase(node: OriginNode, g: MapContext) -> Any:
+    return g.op("SequenceErase", [_required(g, 0, "input_sequence"), g.input(1)])
+
+
+@mapping(ONNX, "SequenceAt", since_opset=11)
+def sequence_at(node: OriginNode, g: MapContext) -> Any:
+    return g.op("SequenceAt", [_required(g, 0, "input_sequence"), _required(g, 1, "position")])
+
+
+@mapping(ONNX, "SequenceLength", since_opset=11)
+def sequence_length(node: OriginNode, g: MapContext) -> Any:
+    return g.op("SequenceLength", [_required(g, 0, "input_sequence")])
+
+
+@mapping(ONNX, "SplitToSequence", since_opset=11)
+def split_to_sequence(node: OriginNode, g: MapContext) -> Any:
+    return g.op("SplitToSequence", [_required(g, 0, "input"), g.input(1)],
+                axis=int(node.get_attr("axis", 0)), keepdims=bool(node.get_attr("keepdims", 1)))
+
+
+@mapping(ONNX, "ConcatFromSequence", since_opset=11)
+def concat_from_sequence(node: OriginNode, g: MapContext) -> Any:
+    return g.op("ConcatFromSequence", [_required(g, 0, "input_sequence")],
+                axis=int(node.get_attr("axis")), new_axis=bool(node.get_attr("new_axis", 0)))
+
+
+@mapping(ONNX, "SequenceMap", since_opset=17)
+def sequence_map(node: OriginNode, g: MapContext) -> Any:
+    body: OriginGraph = node.get_attr("body")
+    ins = [_required(g, i, "a sequence or tensor") for i in range(g.num_inputs)]
+    # the body sees one tensor of each sequence, and each tensor input whole
+    types = [(v.dtype, v.shape) for v in ins]
+    body_g, caps = g.map_to_graph(body, types, prefix=f"{node.name}/body/")
+    outs = g.op("SequenceMap", [*ins, *caps], body=body_g, num_captures=len(caps),
+                num_outputs=len(body_g.outputs))
+    return list(outs) if isinstance(outs, tuple) else [outs]
+
+
+@mapping(ONNX, "Optional", since_opset=15)
+def optional(node: OriginNode, g: MapContext) -> Any:
+    x = g.input(0)
+    if x is not None:
+        return g.op("Optional", [x])
+    tp = node.get_attr("type", None)
+    if tp is None:
+        raise g.error("an Optional without input needs its 'type' attribute", attr="type")
+    sequence = tp.WhichOneof("value") == "sequence_type"
+    elem = tp.sequence_type.elem_type if sequence else tp
+    if elem.WhichOneof("value") != "tensor_type":
+        raise g.unsupported("an Optional of anything but a tensor or a sequence of tensors")
+    return g.op("Optional", [], dtype=ir_dtype(g, elem.tensor_type.elem_type), sequence=sequence)
+
+
+@mapping(ONNX, "OptionalHasElement", since_opset=15)
+def optional_has_element(node: OriginNode, g: MapContext) -> Any:
+    return g.op("OptionalHasElement", [g.input(0)])
+
+
+@mapping(ONNX, "OptionalGetElement", since_opset=15)
+def optional_get_element(node: OriginNode, g: MapContext) -> Any:
+    return g.op("OptionalGetElement", [_required(g, 0, "input")])
