@@ -47,6 +47,11 @@ def _check_static(graph: Graph) -> set[str]:
     """Check that the graph's inputs are static; returns the nodes that must run on the host
     because a value they read or write has a shape only the run knows (a data-dependent op's
     output, and whatever depends on its size). Those values live in host memory, not DDR."""
+    for v in graph.values().values():
+        if v.kind != "tensor":  # DDR holds tensors; a list of them has no one place there
+            raise SimulatorError(
+                f"graph '{graph.name}': value '{v.name}' is a {v.kind}; the simulator compiles "
+                "tensors only", hint="run the graph with opbridge.interpret (opbridge run)")
     for v in graph.inputs:  # the user's fix is on an input: name it, and its symbolic dims
         sym = [str(d) for d in v.shape if not isinstance(d, int)]
         if sym:

@@ -141,3 +141,14 @@ def test_sequences_save_load_and_show(tmp_path):
     again = ob.load(tmp_path / "seq.obir")
     assert [v.kind for v in again.nodes[0].outputs] == ["sequence"]
     assert "seq<f32[2,3]>" in ob.format_graph(again)
+
+
+def test_the_simulator_refuses_sequences_by_name():
+    from opbridge.errors import SimulatorError
+
+    m = _model([helper.make_node("SequenceConstruct", ["a", "b"], ["s"]),
+                helper.make_node("SequenceAt", ["s", "q"], ["y"])],
+               [_vi("a", [2]), _vi("b", [2])], [_vi("y", [2])],
+               [numpy_helper.from_array(np.array(1, np.int64), "q")])
+    with pytest.raises(SimulatorError, match=r"value 's' is a sequence; the simulator compiles tensors only"):
+        ob.compile(ob.convert(m))
