@@ -275,6 +275,12 @@ def load(path: str | os.PathLike[str], *, registry: OpRegistry | None = None) ->
         raise ModelFormatError(f"'{path}': the graph JSON is not a valid .obir graph: {err!r}") from None
 
 
+def _typed_value(typed: Any, d: dict[str, Any], what: str) -> Value:
+    """A graph input or node output from its JSON entry (``kind`` absent: a tensor)."""
+    name, dtype, shape = typed(d, what)
+    return Value(name, dtype, shape, quant=_quant_from_json(d), kind=str(d.get("kind", "tensor")))
+
+
 def graph_from_json(doc: dict[str, Any], tensor: Any, registry: OpRegistry) -> Graph:
     if not isinstance(doc, dict):
         raise ModelFormatError("graph JSON is not an object")
@@ -292,11 +298,7 @@ def graph_from_json(doc: dict[str, Any], tensor: Any, registry: OpRegistry) -> G
         values[v.name] = v
         return v
 
-    inputs = []
-    for d in doc["inputs"]:
-        name, dtype, shape = typed(d, "input")
-        inputs.append(add(Value(name, dtype, shape, quant=_quant_from_json(d),
-                                kind=str(d.get("kind", "tensor")))))
+    inputs = [add(_typed_value(typed, d, "input")) for d in doc["inputs"]]
     consts = []
     for d in doc["constants"]:
         name, dtype, shape = typed(d, "constant")
@@ -356,9 +358,5 @@ def _node_from_json(nd: dict[str, Any], values: dict[str, Value], add: Any, type
     origin = Origin(str(o["framework"]), str(o["op_type"]), str(o["name"]))
     where = check_placement(nd.get("placement", opdef.default_placement),
                             f"node '{nd['name']}' ({op})", ModelFormatError)
-    outs = []
-    for d in nd["outputs"]:
-        name, dtype, shape = typed(d, "output")
-        outs.append(add(Value(name, dtype, shape, quant=_quant_from_json(d),
-                              kind=str(d.get("kind", "tensor")))))
+    outs = [add(_typed_value(typed, d, "output")) for d in nd["outputs"]]
     return Node(op, str(nd["name"]), ins, outs, attrs, origin, where)

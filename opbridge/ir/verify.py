@@ -192,8 +192,8 @@ def _check_node(graph: Graph, node: Node) -> None:
         if v is None and not spec.optional:
             raise GraphError(f"{where}: input {i} ('{spec.name}') is required but absent")
     node.attrs = opdef.normalize_attrs(node.attrs, where)
-    for key, spec in opdef.params.items():
-        if spec.type == "graph":  # a branch or body is a graph of its own (its inputs declared)
+    for key, param in opdef.params.items():
+        if param.type == "graph":  # a branch or body is a graph of its own (its inputs declared)
             try:
                 verify(node.attrs[key], require_static=False)
             except OpbridgeError as err:

@@ -76,7 +76,8 @@ def _if_shape(ctx: ShapeContext) -> Any:
     return outs
 
 
-def _if(cond: np.ndarray, *captures: np.ndarray, then_branch: Any, else_branch: Any) -> list[np.ndarray]:
+def _if(cond: np.ndarray, *captures: np.ndarray, then_branch: Any,
+        else_branch: Any) -> tuple[np.ndarray, ...]:
     return tuple(run_subgraph(then_branch if bool(_scalar(cond)) else else_branch, captures))
 
 
@@ -118,7 +119,7 @@ def _loop_shape(ctx: ShapeContext) -> Any:
 
 
 def _loop(m: np.ndarray | None, cond: np.ndarray | None, *values: np.ndarray, body: Any,
-          num_captures: int) -> list[np.ndarray]:
+          num_captures: int) -> tuple[np.ndarray, ...]:
     n_carried = len(values) - num_captures
     carried, caps = list(values[:n_carried]), list(values[n_carried:])
     trip = None if m is None else int(_scalar(m))
@@ -205,7 +206,7 @@ def _scan_shape(ctx: ShapeContext) -> Any:
 
 
 def _scan(*values: np.ndarray, body: Any, num_scan_inputs: int, num_captures: int,
-          **layout: Any) -> list[np.ndarray]:
+          **layout: Any) -> tuple[np.ndarray, ...]:
     n_states = len(values) - num_scan_inputs - num_captures
     states = list(values[:n_states])
     xs = values[n_states:n_states + num_scan_inputs]
