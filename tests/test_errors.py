@@ -159,11 +159,15 @@ def test_error_inside_a_subgraph_names_the_inner_node_once():
 
 
 def test_cli_prints_the_message_once_with_its_hint(tmp_path, capsys):
+    # a run-time If whose branches give different dtypes
+    model = _if_model(True)
+    else_g = next(a.g for a in model.graph.node[0].attribute if a.name == "else_branch")
+    else_g.node[0].CopyFrom(helper.make_node("Cast", ["x"], ["e"], to=TensorProto.INT32))
     path = tmp_path / "m.onnx"
-    onnx.save(_if_model(True), path)
+    onnx.save(model, path)
     assert main(["convert", str(path), "-o", str(tmp_path / "o.obir")]) == 2
     err = capsys.readouterr().err
     lines = err.splitlines()
-    assert lines[0] == ("error: [onnx] node 'branch' (If): the condition is computed at run time; it must "
-                        "be constant to make the graph static"), err
+    assert lines[0] == ("error: [onnx] node 'branch' (If) param 'else_branch': output 0 is tensor f32 in "
+                        "then_branch but tensor i32 in else_branch"), err
     assert len(lines) == 1 or (len(lines) == 2 and lines[1].startswith("hint: ")), err

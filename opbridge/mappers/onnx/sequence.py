@@ -27,7 +27,8 @@ def _required(g: MapContext, i: int, what: str) -> Any:
 
 @mapping(ONNX, "SequenceEmpty", since_opset=11)
 def sequence_empty(node: OriginNode, g: MapContext) -> Any:
-    return g.op("SequenceEmpty", [], dtype=ir_dtype(g, node.get_attr("dtype", 1)))
+    code = node.get_attr("dtype", None)  # the spec's default is float, which onnx.defs omits
+    return g.op("SequenceEmpty", [], dtype="f32" if code is None else ir_dtype(g, code))
 
 
 @mapping(ONNX, "SequenceConstruct", since_opset=11)
@@ -59,13 +60,13 @@ def sequence_length(node: OriginNode, g: MapContext) -> Any:
 @mapping(ONNX, "SplitToSequence", since_opset=11)
 def split_to_sequence(node: OriginNode, g: MapContext) -> Any:
     return g.op("SplitToSequence", [_required(g, 0, "input"), g.input(1)],
-                axis=int(node.get_attr("axis", 0)), keepdims=bool(node.get_attr("keepdims", 1)))
+                axis=int(node.get_attr("axis")), keepdims=bool(node.get_attr("keepdims")))
 
 
 @mapping(ONNX, "ConcatFromSequence", since_opset=11)
 def concat_from_sequence(node: OriginNode, g: MapContext) -> Any:
     return g.op("ConcatFromSequence", [_required(g, 0, "input_sequence")],
-                axis=int(node.get_attr("axis")), new_axis=bool(node.get_attr("new_axis", 0)))
+                axis=int(node.get_attr("axis")), new_axis=bool(node.get_attr("new_axis")))
 
 
 @mapping(ONNX, "SequenceMap", since_opset=17)
