@@ -155,3 +155,25 @@ def test_subgraphs_save_load_and_show(tmp_path):
     np.testing.assert_array_equal(ob.interpret(again, feeds)["acc"], ob.interpret(g, feeds)["acc"])
     text = ob.format_graph(again)
     assert "body:" in text and "then_branch:" in text and "= If(" in text
+
+
+def test_growing_loop_value_read_by_shape_is_refused_not_folded():
+    """A body that reads the shape of a value that grows cannot keep the first iteration's
+    shapes (Size would fold to 2): it is refused, naming the op that needs static dims."""
+    m = _while_model()
+    body = m.graph.node[0].attribute[0].g
+    body.node[1].CopyFrom(helper.make_node("Size", ["seq_out"], ["count"]))
+    body.node.insert(2, helper.make_node("Cast", ["count"], ["total"], to=F))
+    with pytest.raises(ob.OpbridgeError, match=r"symbolic"):
+        ob.convert(m)
+
+
+def test_opbridge_show_lists_the_branches(tmp_path, capsys):
+    from opbridge.cli import main
+
+    path = tmp_path / "if.obir"
+    ob.save(ob.convert(_if_model()), path)
+    assert main(["show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "then_branch:" in out and "else_branch:" in out
+    assert "= Concat(" in out  # a node of the else branch, listed under the If

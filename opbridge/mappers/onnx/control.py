@@ -190,7 +190,10 @@ def _runtime_loop(node: OriginNode, g: MapContext, body: OriginGraph, trip_v: Va
         try:
             body_g, caps = g.map_to_graph(body, changed, prefix=prefix)
         except ShapeError:
-            pass  # typed by the first shapes; shapes at run time
+            # typed by the first shapes, shapes taken at run time: right unless the body reads
+            # a shape (folded to the first iteration's at conversion)
+            if any(n.op_type in ("Shape", "Size") for n in body.nodes):
+                raise
     if trip_v is not None and trip_v.dtype != "i64":
         trip_v = g.op("Cast", [trip_v], to="i64")
     outs = g.op("Loop", [trip_v, cond_v, *values, *caps], body=body_g, num_captures=len(caps),
