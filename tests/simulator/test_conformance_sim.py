@@ -100,8 +100,22 @@ def _check(out: Outcome) -> None:
         pytest.fail(out.detail, pytrace=False)
 
 
+#: Sampled cases the simulator refuses by design, with the reason (the interpreter runs them:
+#: tests/conformance).
+SIM_SKIPS = {
+    r"^test_(sequence_|optional_get_element_(optional_)?sequence)": (
+        "sequences run in the interpreter only; the simulator compiles tensors"),
+    r"^test_range_.*_expanded$": (
+        "the Loop's trip count comes from the graph inputs, so its output's size is known at run "
+        "time only; the simulator compiles static shapes"),
+}
+
+
 @pytest.mark.parametrize("name", SAMPLE, ids=[n[len("test_"):] for n in SAMPLE])
 def test_node_on_simulator(name: str, on_simulator: Any) -> None:
+    for pattern, reason in SIM_SKIPS.items():
+        if re.search(pattern, name):
+            pytest.skip(reason)
     _check(_node_outcome(name, on_simulator)[0])
 
 
