@@ -104,7 +104,7 @@ def clone_graph(graph: Graph) -> Graph:
 
     def cp(v: Value) -> Value:
         if id(v) not in vmap:
-            vmap[id(v)] = Value(v.name, v.dtype, v.shape, data=v.data)
+            vmap[id(v)] = Value(v.name, v.dtype, v.shape, data=v.data, kind=v.kind)
         return vmap[id(v)]
 
     nodes = [Node(n.op, n.name, [cp(v) if v is not None else None for v in n.inputs],
