@@ -157,15 +157,18 @@ def test_subgraphs_save_load_and_show(tmp_path):
     assert "body:" in text and "then_branch:" in text and "= If(" in text
 
 
-def test_growing_loop_value_read_by_shape_is_refused_not_folded():
+@pytest.mark.parametrize("limit", [0.0, 4.0, 20.0], ids=lambda v: f"limit={v}")
+def test_growing_loop_value_read_by_shape_runs_per_iteration(limit):
     """A body that reads the shape of a value that grows cannot keep the first iteration's
-    shapes (Size would fold to 2): it is refused, naming the op that needs static dims."""
+    shapes (Size would fold to 2): the carried value's dim is symbolic, so Size runs at each
+    iteration and the loop matches onnxruntime."""
     m = _while_model()
     body = m.graph.node[0].attribute[0].g
     body.node[1].CopyFrom(helper.make_node("Size", ["seq_out"], ["count"]))
     body.node.insert(2, helper.make_node("Cast", ["count"], ["total"], to=F))
-    with pytest.raises(ob.OpbridgeError, match=r"symbolic"):
-        ob.convert(m)
+    g = ob.convert(m)
+    assert [n.op for n in g.nodes] == ["Loop"]
+    _check(m, {"start": np.array([0.5, 1.0], np.float32), "limit": np.array(limit, np.float32)}, g)
 
 
 def test_opbridge_show_lists_the_branches(tmp_path, capsys):
