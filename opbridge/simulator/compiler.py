@@ -14,7 +14,15 @@ from .kernels import KernelRegistry
 from .kernels.registry import elementwise_cost, static_shape
 from .layergroup import GroupCandidate, GroupPlan, Tile
 from .lower import CPU, Lowered, Placement, lower
-from .memory import Buffer, activation_lane_bytes, align, constant_lane_bytes, plan, tile_lane_bytes
+from .memory import (
+    Buffer,
+    activation_lane_bytes,
+    align,
+    constant_lane_bytes,
+    gdma_bytes,
+    plan,
+    tile_lane_bytes,
+)
 from .partition import PlannedUnit, partition
 from .program import Program
 from .rows import Rows, clip, gshape, row_fn, row_layout, sliced_shape
@@ -41,6 +49,14 @@ from .target import Target, itemsize, resolve_target
 
 def _nbytes(v: Value) -> int:
     return math.prod(static_shape(v)) * itemsize(v.dtype)
+
+
+def _gdma_nbytes(v: Value, target: Target) -> int:
+    """The bytes GDMA moves for a whole tensor (an activation in the 4N layout: whole
+    groups of four batch items)."""
+    if v.is_constant:
+        return _nbytes(v)
+    return gdma_bytes(target, static_shape(v), v.dtype)
 
 
 def _check_static(graph: Graph) -> set[str]:
@@ -322,7 +338,7 @@ class _GroupEmitter:
         self.instrs.append(Load(
             group=self.gi, tile=ti, tensor=v.name, buf=b, lmem=self.g.alloc[b][0],
             n=self.batch(v, t), h=t.rows[v.name], c=None, sel=None, const=False,
-            bytes=math.prod(shp) * itemsize(v.dtype),
+            bytes=gdma_bytes(self.target, shp, v.dtype),
             lane_bytes=tile_lane_bytes(self.target, shp, v.dtype, row_layout(v)), w=w))
 
     def operand(self, v: Value, ti: int, t: Tile, h: Rows | None, w: Rows | None = None) -> Operand:
@@ -394,7 +410,7 @@ class _GroupEmitter:
         self.instrs.append(Store(
             group=self.gi, tile=ti, tensor=out.name, buf=b, lmem=self.g.alloc[b][0], tile_shape=shp,
             tile_h0=t.rows[out.name][0], n=self.batch(out, t), h=s, c=None,
-            bytes=shp[0] * shp[1] * (s[1] - s[0]) * width * itemsize(out.dtype),
+            bytes=gdma_bytes(self.target, (shp[0], shp[1], s[1] - s[0], width), out.dtype),
             lane_bytes=tile_lane_bytes(self.target, shp, out.dtype, row_layout(out)), w=w,
             tile_w0=t.cols[out.name][0] if w is not None else 0))
 
@@ -468,7 +484,7 @@ class _StreamEmitter:
         self.instrs.append(Load(
             group=None, tile=ti, tensor=v.name, buf=v.name, lmem=addr,
             n=t.n if batched else (0, shp0[0]), h=nd[1], c=cr, sel=None, const=False,
-            bytes=math.prod(tshape) * itemsize(v.dtype), lane_bytes=lane))
+            bytes=gdma_bytes(self.target, tshape, v.dtype), lane_bytes=lane))
         return Operand(tensor=v.name, buf=v.name, lmem=addr, shape=tshape, lane_bytes=lane, h=None,
                        n=None, const=False)
 
@@ -491,7 +507,7 @@ class _StreamEmitter:
                                     None if sc is None else (sc[0], sc[0] + sc[1])))
         self.instrs.append(Store(
             group=None, tile=ti, tensor=out.name, buf=out.name, lmem=addr, tile_shape=ot,
-            tile_h0=t.rows[0], n=t.n, h=t.rows, c=c, bytes=math.prod(ot) * itemsize(out.dtype),
+            tile_h0=t.rows[0], n=t.n, h=t.rows, c=c, bytes=gdma_bytes(self.target, ot, out.dtype),
             lane_bytes=lane))
 
 
@@ -543,7 +559,8 @@ def _emit_unit(u: PlannedUnit, gi: int, target: Target, instrs: list[Instruction
         instrs.append(HostOp(node=node.name, bytes=nbytes, flops=float(sum(math.prod(static_shape(v))
                                                                            for v in known)), eff=1.0))
         return HostUnit(nodes=(node.name,), op=node.op, instrs=(start, start + 1))
-    nbytes = sum(_nbytes(v) for v in node.inputs if v is not None) + sum(_nbytes(v) for v in node.outputs)
+    nbytes = sum(_gdma_nbytes(v, target) for v in node.inputs if v is not None) + sum(
+        _gdma_nbytes(v, target) for v in node.outputs)
     oshape = tuple(static_shape(node.outputs[0])) if node.outputs else ()
     flops = _cost(u, oshape)
     eff = _efficiency(target, oshape, node.outputs[0].dtype) if oshape else 1.0

@@ -18,6 +18,16 @@ per lane): its rows (the leading dimensions flattened) go over the lanes, its la
 is seen through the rank-4 view :func:`view4` (batch, 1, tokens, features), so the tiling code
 cuts its tokens as it cuts an image's rows.
 
+On a target whose ``int8_batch_pack`` is 4 (the BM1684), an 8-bit integer activation is held
+in the chip's 4N layout: four batch items share one 32-bit element, so a tile of N items takes
+``ceil(N / 4) * ceil(C / lanes) * align(H * W, EU of 4 bytes) * 4`` bytes per lane, and GDMA
+moves ``ceil(N / 4) * 4 * C * H * W`` bytes of it: at batch 1 as many as f32, at batch 4 a
+quarter per image (a pack of P items in general: P-byte elements). TPU-MLIR sizes BM1684 tensors this way: ``Arch::get_tensor_lmem_bytes``
+and ``Arch::get_gmem_bytes`` under ``ALIGN_4N`` (``lib/Backend/Arch.cpp``), which the BM1684
+constructor sets (``include/tpu_mlir/Backend/BM168x/BM1684.h``; sophgo/tpu-mlir at commit
+015442ac4a6528730d57e9cdc36a7c6d85d76b3f). Weights keep their plain size (TPU-MLIR's
+``get_weight_lmem_bytes`` and the weight case of ``get_gmem_bytes``).
+
 Both local memory and DDR are planned the same way: every buffer has a size and a lifetime
 (first and last step that uses it), and buffers whose lifetimes overlap never share bytes.
 """
@@ -35,9 +45,24 @@ def align(x: int, a: int) -> int:
     return -(-x // a) * a
 
 
-def activation_lane_bytes(target: Target, shape: Sequence[int], dtype: str) -> int:
-    """Per-lane bytes of a rank-4 (N, C, H, W) tile in the channel-over-lanes layout."""
+#: Activation dtypes the 4N layout packs four batch items of into one 32-bit element.
+PACKED_4N = ("i8", "u8")
+
+
+def packs_4n(target: Target, dtype: str) -> bool:
+    """Whether ``target`` holds activations of ``dtype`` in the 4N layout (see the module doc):
+    8-bit integers on a chip that packs several batch items (``int8_batch_pack``)."""
+    return target.int8_batch_pack > 1 and dtype in PACKED_4N
+
+
+def activation_lane_bytes(target: Target, shape: Sequence[int], dtype: str,
+                          packed: bool = True) -> int:
+    """Per-lane bytes of a rank-4 (N, C, H, W) tile in the channel-over-lanes layout
+    (``packed=False``: never in the 4N layout, as a weight)."""
     n, c, h, w = shape
+    if packed and packs_4n(target, dtype):
+        p = target.int8_batch_pack
+        return -(-n // p) * -(-c // target.lanes) * align(h * w, max(1, target.eu_bytes // p)) * p
     eu = target.eu_elems(dtype)
     return n * -(-c // target.lanes) * align(h * w, eu) * itemsize(dtype)
 
@@ -77,11 +102,21 @@ def tile_lane_bytes(target: Target, shape: Sequence[int], dtype: str, rows: bool
     return row_lane_bytes(target, shape, dtype) if rows else activation_lane_bytes(target, shape, dtype)
 
 
+def gdma_bytes(target: Target, shape: Sequence[int], dtype: str) -> int:
+    """Bytes a GDMA transfer of an activation slice of ``shape`` moves (batch axis first):
+    its elements, but in the 4N layout whole groups of four batch items."""
+    shape = tuple(shape)
+    if shape and packs_4n(target, dtype):
+        p = target.int8_batch_pack
+        return -(-shape[0] // p) * p * math.prod(shape[1:])
+    return math.prod(shape) * itemsize(dtype)
+
+
 def constant_lane_bytes(target: Target, shape: Sequence[int], dtype: str) -> int:
     """Per-lane bytes of a constant held whole in local memory."""
     shape = tuple(shape)
     if len(shape) == 4 and shape[0] == 1:
-        return activation_lane_bytes(target, shape, dtype)
+        return activation_lane_bytes(target, shape, dtype, packed=False)
     if not shape:
         shape = (1,)
     rest = math.prod(shape[1:])

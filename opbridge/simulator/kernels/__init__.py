@@ -14,6 +14,7 @@ from . import (  # noqa: F401
     matmul,
     norm,
     pool,
+    quant,
     softmax,
     tensor,
 )
@@ -27,8 +28,8 @@ from .registry import (
     window_rows,
 )
 
-FAMILIES = ("activation", "conv", "elementwise", "fused", "matmul", "norm", "pool", "softmax",
-            "tensor")
+FAMILIES = ("activation", "conv", "elementwise", "fused", "matmul", "norm", "pool", "quant",
+            "softmax", "tensor")
 
 __all__ = [
     "DEFAULT_KERNELS", "FAMILIES", "Kernel", "KernelRegistry", "register_kernel", "tile_pads",
