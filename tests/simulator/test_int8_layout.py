@@ -1,0 +1,180 @@
+"""Int8 sizes on the simulated BM1684: the 4N local-memory layout, GDMA bytes, how much a
+group holds, and the int8 peak in the cost model.
+
+The expected sizes follow TPU-MLIR's BM1684 backend (sophgo/tpu-mlir, commit
+015442ac4a6528730d57e9cdc36a7c6d85d76b3f): the BM1684 constructor sets ``ALIGN_4N = true``
+(``include/tpu_mlir/Backend/BM168x/BM1684.h``), under which ``Arch::get_tensor_lmem_bytes``
+gives an 8-bit activation ``ceil(n / 4) * ceil(c / NPU_NUM) * align(h * w, EU_BYTES / 4) * 4``
+bytes per lane and ``Arch::get_gmem_bytes`` ``ceil(n / 4) * 4 * c * h * w`` bytes, weights
+keeping their plain size (``lib/Backend/Arch.cpp``). The formulas are written out here, not
+taken from the simulator.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import opbridge as ob
+from opbridge.errors import SimulatorError
+from opbridge.ir.ops.quant import quantize_multiplier
+from opbridge.simulator import Compute, Load, Store
+from opbridge.simulator.layergroup import GroupCandidate
+from opbridge.simulator.lower import lower
+from opbridge.simulator.memory import activation_lane_bytes
+
+LMEM = 8192
+
+
+def _tpu_mlir_lmem_4n(n: int, c: int, h: int, w: int) -> int:
+    return math.ceil(n / 4) * math.ceil(c / 64) * (math.ceil(h * w / 32) * 32) * 4
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 8])
+def test_int8_tile_takes_the_4n_footprint(n: int) -> None:
+    t = ob.Target.preset("bm1684")
+    for c, h, w in ((3, 7, 5), (64, 16, 16), (130, 3, 33)):
+        assert activation_lane_bytes(t, (n, c, h, w), "i8") == _tpu_mlir_lmem_4n(n, c, h, w)
+        assert activation_lane_bytes(t, (n, c, h, w), "u8") == _tpu_mlir_lmem_4n(n, c, h, w)
+        # f32 keeps its layout: n items, EU of 32 elements
+        assert activation_lane_bytes(t, (n, c, h, w), "f32") == (
+            n * math.ceil(c / 64) * (math.ceil(h * w / 32) * 32) * 4)
+
+
+def test_without_4n_an_int8_tile_is_one_byte_an_element() -> None:
+    t = ob.Target.preset("bm1684", align_4n=False)
+    assert activation_lane_bytes(t, (3, 70, 5, 5), "i8") == 3 * 2 * 128
+
+
+def test_align_4n_must_be_a_bool() -> None:
+    with pytest.raises(SimulatorError, match="align_4n"):
+        ob.Target.from_dict({"align_4n": "yes"})
+    assert ob.Target.from_dict(ob.Target.preset("bm1684").to_dict()).align_4n is True
+
+
+# -- the same CNN in int8 and in f32 ------------------------------------------------------------
+def _int8_core(n: int, c: int, h: int, w: int) -> ob.Graph:
+    """i8 in -> ConvInteger + i32 bias -> Requantize -> Relu -> MaxPool -> i8 out."""
+    rng = np.random.default_rng(0)
+    b = ob.GraphBuilder("int8_core")
+    x = b.input("x", "i8", (n, c, h, w))
+    a = b.op("ConvInteger", [x, b.constant("w", rng.integers(-127, 128, (32, c, 3, 3)).astype(np.int8))],
+             pads=(1, 1, 1, 1))
+    a = b.op("Add", [a, b.constant("b", rng.integers(-999, 999, (1, 32, 1, 1)).astype(np.int32))])
+    m, s = quantize_multiplier(np.full(32, 1e-3))
+    y = b.op("Requantize", [a, b.constant("m", m), b.constant("s", s)], output_dtype="i8")
+    b.output(b.op("MaxPool", [b.op("Relu", [y])], kernel_shape=(2, 2), strides=(2, 2)))
+    return b.build()
+
+
+def _float_core(n: int, c: int, h: int, w: int) -> ob.Graph:
+    rng = np.random.default_rng(0)
+    b = ob.GraphBuilder("float_core")
+    x = b.input("x", "f32", (n, c, h, w))
+    y = b.op("Conv", [x, b.constant("w", rng.normal(size=(32, c, 3, 3)).astype(np.float32)),
+                      b.constant("b", rng.normal(size=32).astype(np.float32))], pads=(1, 1, 1, 1))
+    b.output(b.op("MaxPool", [b.op("Relu", [y])], kernel_shape=(2, 2), strides=(2, 2)))
+    return b.build()
+
+
+def _traffic(prog: ob.Program) -> tuple[int, int]:
+    """GDMA bytes of (activations, weights) over the program's loads and stores."""
+    act = wts = 0
+    for ins in prog.instrs:
+        if isinstance(ins, (Load, Store)):
+            if isinstance(ins, Load) and ins.const:
+                wts += ins.bytes
+            else:
+                act += ins.bytes
+    return act, wts
+
+
+def test_int8_gdma_moves_whole_groups_of_four_images() -> None:
+    """Every load and store of an int8 activation moves ceil(n / 4) * 4 bytes per (c, h, w)
+    element of its slice, whatever its batch range."""
+    prog = ob.compile(_int8_core(3, 16, 40, 24), target=ob.Target.preset("bm1684", lmem_bytes_per_lane=LMEM))
+    moved = 0
+    for ins in prog.instrs:
+        if isinstance(ins, Load) and not ins.const:
+            n, h = ins.n[1] - ins.n[0], ins.h[1] - ins.h[0]
+            assert ins.bytes == math.ceil(n / 4) * 4 * 16 * h * 24, ins
+            moved += 1
+        elif isinstance(ins, Store):
+            n, h = ins.n[1] - ins.n[0], ins.h[1] - ins.h[0]
+            assert ins.bytes == math.ceil(n / 4) * 4 * 32 * h * 12, ins
+            moved += 1
+    assert moved > 2
+
+
+def _bytes_per_row(prog: ob.Program, tensor: str) -> float:
+    """GDMA bytes per row of ``tensor`` over its loads (or stores), halo rows included."""
+    moves = [i for i in prog.instrs if isinstance(i, (Load, Store)) and i.tensor == tensor]
+    assert moves, tensor
+    return sum(i.bytes for i in moves) / sum(i.h[1] - i.h[0] for i in moves)
+
+
+@pytest.mark.parametrize("batch", [1, 4], ids=["n=1", "n=4"])
+def test_int8_program_moves_fewer_bytes_than_float(batch: int) -> None:
+    """A row of an int8 activation moves a quarter of an f32 row's bytes at batch 4 and as
+    many at batch 1 (the 4N layout pads every element to four bytes); int8 weights are a
+    quarter of f32's either way, so the int8 program moves fewer bytes in all."""
+    t = ob.Target.preset("bm1684", lmem_bytes_per_lane=LMEM)
+    shape = (batch, 16, 40, 24)
+    pi, pf = ob.compile(_int8_core(*shape), target=t), ob.compile(_float_core(*shape), target=t)
+    ratio = 4 if batch == 4 else 1
+    assert _bytes_per_row(pi, "x") * ratio == _bytes_per_row(pf, "x") == batch * 16 * 24 * 4
+    out_i, out_f = pi.graph.outputs[0].name, pf.graph.outputs[0].name
+    assert _bytes_per_row(pi, out_i) * ratio == _bytes_per_row(pf, out_f) == batch * 32 * 12 * 4
+    conv_w = [ins.bytes for ins in pi.instrs if isinstance(ins, Load) and ins.tensor == "w"]
+    assert conv_w == [32 * 16 * 9]
+    assert [ins.bytes for ins in pf.instrs if isinstance(ins, Load) and ins.tensor == "w"] == [4 * 32 * 16 * 9]
+    (ai, wi), (af, wf) = _traffic(pi), _traffic(pf)
+    assert wi < wf and (ai < af if batch == 4 else ai >= af), (ai, af)
+    assert pi.profile().gdma_bytes < pf.profile().gdma_bytes
+
+
+@pytest.mark.parametrize("batch", [1, 4], ids=["n=1", "n=4"])
+def test_int8_group_holds_more_images_per_tile(batch: int) -> None:
+    """At batch 4 an int8 tile of four images takes one f32 image's local memory: the int8
+    tensors of the single-buffered group take a quarter of their f32 counterparts' bytes per
+    row, and the group needs no more row cuts than the float one (its i32 accumulator is as
+    big as the f32 convolution output, so that is where the two peak); at batch 1 the 4N
+    layout pads every int8 element to four bytes."""
+    t = ob.Target.preset("bm1684", lmem_bytes_per_lane=LMEM)
+    shape = (batch, 16, 40, 24)
+    plans = []
+    for g in (_int8_core(*shape), _float_core(*shape)):
+        p = GroupCandidate(lower(g), {v.name for v in g.outputs}).best(t)
+        assert p is not None and p.n_per == batch
+        plans.append(p)
+    pi, pf = plans
+    assert pi.k <= pf.k, (pi.k, pf.k)
+    ratio = 4 if batch == 4 else 1
+    for name_i, name_f in (("x", "x"), (pi.outputs[0].name, pf.outputs[0].name)):
+        rows_i = max(tile.rows[name_i][1] - tile.rows[name_i][0] for tile in pi.tiles)
+        rows_f = max(tile.rows[name_f][1] - tile.rows[name_f][0] for tile in pf.tiles)
+        per_row_i, per_row_f = pi.alloc[name_i][1] / rows_i, pf.alloc[name_f][1] / rows_f
+        assert per_row_i * ratio == pytest.approx(per_row_f, rel=0.15), (name_i, per_row_i, per_row_f)
+    rows = max(tile.rows["x"][1] - tile.rows["x"][0] for tile in pi.tiles)
+    assert pi.alloc["x"][1] == _tpu_mlir_lmem_4n(batch, 16, rows, 24)
+
+
+def test_int8_products_are_charged_at_the_int8_peak() -> None:
+    """The cost model charges a ConvInteger tile (8-bit operands, i32 result) and a Requantize
+    tile (i8 result) at the target's int8 peak, and the i32 bias add at the 32-bit one."""
+    t = ob.Target.preset("bm1684", lmem_bytes_per_lane=LMEM)
+    prog = ob.compile(_int8_core(4, 16, 40, 24), target=t)
+    p = prog.profile()
+    computes = [i for i in prog.instrs if isinstance(i, Compute)]
+    durs = [e["dur"] for e in p.events if e["cat"] == "compute"]
+    assert len(durs) == len(computes)
+    peaks = {"ConvInteger": t.peak_tops_i8, "Requantize": t.peak_tops_i8, "Add": t.peak_tflops_f32}
+    seen = set()
+    for ins, dur in zip(computes, durs):
+        op = prog.graph.node(ins.node).op
+        if op in peaks:
+            assert dur == pytest.approx(ins.flops / (peaks[op] * 1e12 * ins.eff) * 1e6, rel=1e-9), op
+            seen.add(op)
+    assert seen == set(peaks)
