@@ -27,7 +27,7 @@ from ..errors import SimulatorError
 from ..ir.graph import Value
 from .kernels.registry import static_shape
 from .lower import Lowered
-from .memory import Buffer, constant_lane_bytes, plan, tile_lane_bytes
+from .memory import Buffer, constant_lane_bytes, packs_4n, plan, tile_lane_bytes
 from .rows import Rows, clip, gshape, row_fn, row_layout, sliced_shape
 from .target import Target
 
@@ -479,8 +479,24 @@ class GroupCandidate:
                 lo = mid
         return found
 
+    def n_options(self, target: Target) -> list[int]:
+        """Batch items per tile to try, most first: all, then halves while the group may be
+        cut along N. A group holding a tensor in the 4N layout takes whole groups of four
+        items (a tile of items [3, 5) would split two 32-bit elements)."""
+        if not self.can_split_n:
+            return [self.n]
+        quads = any(packs_4n(target, v.dtype) for v in self._values.values())
+        unit = 4 if quads else 1
+        m = -(-self.n // unit)
+        out = [self.n]
+        while m > 1:
+            m = -(-m // 2)
+            out.append(min(self.n, m * unit))
+        return list(dict.fromkeys(out))
+
     def _best(self, target: Target, start: tuple[int, ...] | None) -> GroupPlan | None:
-        if start is not None:
+        n_options = self.n_options(target)
+        if start is not None and start[0] in n_options:
             n_per, k, kw = (*start, 1)[:3]
             if kw == 1 or self.can_split_w:
                 p = self.fit(target, n_per, k, kw=kw)
@@ -491,12 +507,6 @@ class GroupCandidate:
                 if p is not None:
                     return p
         href = gshape(self.anchor)[2]
-        n_options = [self.n]
-        if self.can_split_n:
-            m = self.n
-            while m > 1:
-                m = -(-m // 2)
-                n_options.append(m)
         best: GroupPlan | None = None
         for n_per in n_options:
             p = self._min_k(target, n_per, href)

@@ -13,7 +13,7 @@ from onnx.reference import ReferenceEvaluator
 
 import opbridge as ob
 from opbridge.ir.ops.quant import quantize_multiplier
-from opbridge.simulator import GlobalUnit, GroupUnit
+from opbridge.simulator import GlobalOp, GlobalUnit, GroupUnit, StreamUnit
 from opbridge.simulator.kernels.quant import conv_integer_into, requantize_into
 
 from .helpers import audit_local_memory
@@ -175,3 +175,61 @@ def test_int8_cnn_on_tiles_equals_interpreter(shape: str, batch: int) -> None:
         assert name in got, name
         np.testing.assert_array_equal(got[name], v, err_msg=name)
         assert got[name].dtype == v.dtype, name
+
+
+def _run_both(g: ob.Graph, feeds: dict[str, np.ndarray], lmem: int) -> ob.Program:
+    want = ob.interpret(g, feeds)
+    prog = ob.compile(g, target=ob.Target.preset("bm1684", lmem_bytes_per_lane=lmem))
+    got = prog.run(feeds)
+    for name, v in want.items():
+        np.testing.assert_array_equal(got[name], v, err_msg=name)
+    return prog
+
+
+@pytest.mark.parametrize("batch", [1, 4], ids=["n=1", "n=4"])
+def test_matmul_integer_rows_tiled_then_reshaped(batch: int) -> None:
+    """MatMulInteger (rank 4, constant B with per-column zero points) tiles along A's rows,
+    Requantize per tensor after it, and an int8 Reshape shares the bytes."""
+    rng = np.random.default_rng(5)
+    b = ob.GraphBuilder("mmi")
+    a = b.input("a", "u8", (batch, 1, 96, 40))
+    acc = b.op("MatMulInteger", [a, b.constant("b", _rand(rng, "i8", (40, 24))),
+                                 b.constant("za", np.array(128, np.uint8)),
+                                 b.constant("zb", _rand(rng, "i8", (24,)))])
+    m, s = quantize_multiplier(np.array([2e-3]))
+    y = b.op("Requantize", [acc, b.constant("m", m), b.constant("s", s)], output_dtype="i8")
+    b.output(b.op("Reshape", [y], shape=(batch, 96 * 24)))
+    g = b.build()
+    prog = _run_both(g, {"a": _rand(rng, "u8", (batch, 1, 96, 40))}, 2048)
+    (group,) = [u for u in prog.units if isinstance(u, GroupUnit)]
+    assert [g.node(n).op for n in group.nodes] == ["MatMulInteger", "Requantize"] and group.tiles > 1
+    (reshape,) = [i for i in prog.instrs if isinstance(i, GlobalOp)]
+    assert reshape.alias and reshape.bytes == 0
+
+
+def test_conv_integer_too_big_for_a_tile_streams_channel_chunks() -> None:
+    """A ConvInteger whose weights fit no tile streams in chunks of output channels, each with
+    its rows of the weights and of the per-channel weight zero point."""
+    rng = np.random.default_rng(9)
+    b = ob.GraphBuilder("stream")
+    x = b.input("x", "i8", (1, 64, 12, 12))
+    b.output(b.op("ConvInteger", [x, b.constant("w", _rand(rng, "i8", (256, 64, 3, 3))),
+                                  b.constant("zx", np.array(7, np.int8)),
+                                  b.constant("zw", _rand(rng, "i8", (256,)))], pads=(1, 1, 1, 1)))
+    prog = _run_both(b.build(), {"x": _rand(rng, "i8", (1, 64, 12, 12))}, 2048)
+    (stream,) = [u for u in prog.units if isinstance(u, StreamUnit)]
+    assert stream.chunks > 1
+
+
+def test_depthwise_conv_integer_on_tiles() -> None:
+    """A grouped (depthwise) ConvInteger runs the op's own compute on each tile, with the
+    tile's edge pads; its output equals the interpreter's."""
+    rng = np.random.default_rng(2)
+    b = ob.GraphBuilder("dw")
+    x = b.input("x", "u8", (4, 32, 30, 18))
+    b.output(b.op("ConvInteger", [x, b.constant("w", _rand(rng, "u8", (32, 1, 3, 3))),
+                                  b.constant("zx", np.array(100, np.uint8)),
+                                  b.constant("zw", np.array(120, np.uint8))],
+                  group=32, pads=(1, 1, 1, 1), strides=(2, 1)))
+    prog = _run_both(b.build(), {"x": _rand(rng, "u8", (4, 32, 30, 18))}, 2048)
+    assert prog.profile().num_tiles > 1 and prog.profile().num_global_layers == 0

@@ -178,3 +178,18 @@ def test_int8_products_are_charged_at_the_int8_peak() -> None:
             assert dur == pytest.approx(ins.flops / (peaks[op] * 1e12 * ins.eff) * 1e6, rel=1e-9), op
             seen.add(op)
     assert seen == set(peaks)
+
+
+@pytest.mark.parametrize("batch", [6, 8])
+def test_int8_tiles_take_whole_groups_of_four_images(batch: int) -> None:
+    """A tile of an int8 group starts at a multiple of four batch items (it never splits a
+    32-bit element of the 4N layout), where a float group may take one image a tile."""
+    t = ob.Target.preset("bm1684", lmem_bytes_per_lane=2048)
+    prog = ob.compile(_int8_core(batch, 16, 16, 24), target=t)
+    starts = {ins.n[0] for ins in prog.instrs if isinstance(ins, Load) and not ins.const}
+    assert starts == {0, 4}, starts
+    x = np.random.default_rng(0).integers(-128, 128, (batch, 16, 16, 24)).astype(np.int8)
+    name = prog.graph.outputs[0].name
+    np.testing.assert_array_equal(prog.run({"x": x})[name], ob.interpret(prog.graph, {"x": x})[name])
+    fprog = ob.compile(_float_core(batch, 16, 16, 24), target=t)
+    assert {ins.n[0] for ins in fprog.instrs if isinstance(ins, Load) and not ins.const} - {0, 4}
