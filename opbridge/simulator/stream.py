@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from ..ir.graph import Value
 from .kernels.registry import static_shape
 from .lower import Lowered
-from .memory import Buffer, activation_lane_bytes, constant_lane_bytes, plan
+from .memory import Buffer, activation_lane_bytes, constant_lane_bytes, packs_4n, plan
 from .rows import Rows, clip, row_fn, sliced_shape
 from .target import Target
 
@@ -122,6 +122,9 @@ def plan_stream(ln: Lowered, target: Target) -> StreamPlan | None:
         return None
     n, m, h, _ = static_shape(ln.node.outputs[0])
     n_opts = [n] if "N" not in ln.axes else sorted({n, max(1, n // 2), 1}, reverse=True)
+    if any(v is not None and not v.is_constant and packs_4n(target, v.dtype)
+           for v in (*ln.node.inputs, *ln.node.outputs)):
+        n_opts = [x for x in n_opts if x == n or x % 4 == 0]  # whole 4N groups of four items
     k_max = h if "H" in ln.axes else 1
     best: StreamPlan | None = None
     n_chunks = 1

@@ -13,7 +13,7 @@ from onnx.reference import ReferenceEvaluator
 
 import opbridge as ob
 from opbridge.ir.ops.quant import quantize_multiplier
-from opbridge.simulator import GlobalOp, GlobalUnit, GroupUnit, StreamUnit
+from opbridge.simulator import GlobalOp, GlobalUnit, GroupUnit, Load, StreamUnit
 from opbridge.simulator.kernels.quant import conv_integer_into, requantize_into
 
 from .helpers import audit_local_memory
@@ -207,18 +207,21 @@ def test_matmul_integer_rows_tiled_then_reshaped(batch: int) -> None:
     assert reshape.alias and reshape.bytes == 0
 
 
-def test_conv_integer_too_big_for_a_tile_streams_channel_chunks() -> None:
+@pytest.mark.parametrize("batch", [1, 8], ids=["n=1", "n=8"])
+def test_conv_integer_too_big_for_a_tile_streams_channel_chunks(batch: int) -> None:
     """A ConvInteger whose weights fit no tile streams in chunks of output channels, each with
-    its rows of the weights and of the per-channel weight zero point."""
+    its rows of the weights and of the per-channel weight zero point; batch items go in whole
+    groups of four (the 4N layout)."""
     rng = np.random.default_rng(9)
     b = ob.GraphBuilder("stream")
-    x = b.input("x", "i8", (1, 64, 12, 12))
+    x = b.input("x", "i8", (batch, 64, 12, 12))
     b.output(b.op("ConvInteger", [x, b.constant("w", _rand(rng, "i8", (256, 64, 3, 3))),
                                   b.constant("zx", np.array(7, np.int8)),
                                   b.constant("zw", _rand(rng, "i8", (256,)))], pads=(1, 1, 1, 1)))
-    prog = _run_both(b.build(), {"x": _rand(rng, "i8", (1, 64, 12, 12))}, 2048)
+    prog = _run_both(b.build(), {"x": _rand(rng, "i8", (batch, 64, 12, 12))}, 2048)
     (stream,) = [u for u in prog.units if isinstance(u, StreamUnit)]
     assert stream.chunks > 1
+    assert all(i.n[0] % 4 == 0 for i in prog.instrs if isinstance(i, Load) and i.tensor == "x")
 
 
 def test_depthwise_conv_integer_on_tiles() -> None:
