@@ -236,3 +236,37 @@ def test_depthwise_conv_integer_on_tiles() -> None:
                   group=32, pads=(1, 1, 1, 1), strides=(2, 1)))
     prog = _run_both(b.build(), {"x": _rand(rng, "u8", (4, 32, 30, 18))}, 2048)
     assert prog.profile().num_tiles > 1 and prog.profile().num_global_layers == 0
+
+
+def test_matmul_integer_with_a_zero_point_per_row_keeps_rows_whole() -> None:
+    """A per-row a_zero_point is held whole, so a tile takes every row of A (batch items may
+    still be split) and the result equals the interpreter's."""
+    rng = np.random.default_rng(6)
+    b = ob.GraphBuilder("mmi_rows")
+    a = b.input("a", "u8", (8, 1, 96, 40))
+    b.output(b.op("MatMulInteger", [a, b.constant("b", _rand(rng, "i8", (40, 24))),
+                                    b.constant("za", _rand(rng, "u8", (96,)))]))
+    prog = _run_both(b.build(), {"a": _rand(rng, "u8", (8, 1, 96, 40))}, 65536)
+    loads = [i for i in prog.instrs if isinstance(i, Load) and i.tensor == "a"]
+    assert len(loads) > 1 and all(i.h == (0, 96) for i in loads)
+    assert prog.profile().num_global_layers == 0
+
+
+@pytest.mark.parametrize("axis", [1, 2, 3], ids=["axis=C", "axis=H", "axis=W"])
+def test_per_axis_quantize_dequantize_on_tiles(axis: int) -> None:
+    """QuantizeLinear / DequantizeLinear with per-axis scales and zero points: a tile never
+    cuts the axis they run along (they are held whole), and the result is the interpreter's."""
+    rng = np.random.default_rng(axis)
+    shape = (4, 8, 24, 20)
+    b = ob.GraphBuilder("qdq_axis")
+    x = b.input("x", "f32", shape)
+    d = shape[axis]
+    q = b.op("QuantizeLinear", [x, b.constant("s", rng.uniform(0.01, 0.1, d).astype(np.float32)),
+                                b.constant("z", _rand(rng, "i8", (d,)))], axis=axis, output_dtype="i8")
+    b.output(b.op("DequantizeLinear", [q, b.constant("s2", rng.uniform(0.01, 0.1, d).astype(np.float32)),
+                                       b.constant("z2", _rand(rng, "i8", (d,)))], axis=axis))
+    prog = _run_both(b.build(), {"x": rng.normal(0, 2, shape).astype(np.float32)}, 2048)
+    loads = [i for i in prog.instrs if isinstance(i, Load) and i.tensor == "x"]
+    assert len(loads) > 1 and prog.profile().num_global_layers == 0
+    if axis == 2:
+        assert all(i.h == (0, 24) for i in loads)

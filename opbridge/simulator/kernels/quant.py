@@ -6,7 +6,8 @@ DequantizeLinear, tiled in layer groups like their float counterparts.
   with their zero points subtracted and accumulates in i32, as the chip's fix8b convolution
   does. The accumulation runs through an f64 matrix product: every partial sum is an integer
   below 2**53, so it is exact, and the i32 result is the same as an integer loop's.
-- MatMulInteger takes MatMul's hints (rows of A tile; B whole).
+- MatMulInteger takes MatMul's hints (rows of A tile; B whole), keeping A's rows whole when
+  its zero point is given per row.
 - Requantize is element by element with its multiplier, shift and zero point per channel (axis
   1, the axis tiles never cut) or per tensor; its kernel is the chip's fixed-point rescale,
   ``round_half_away_from_zero(acc * multiplier / 2**(31 + shift)) + y_zero_point`` saturated,
@@ -141,6 +142,16 @@ def per_axis_split(first_param: int) -> Callable[[Node], tuple[str, ...]]:
     return split
 
 
+def matmul_integer_split(node: Node) -> tuple[str, ...]:
+    """MatMul's axes, but rows of A stay whole when a_zero_point has one entry per row (it is
+    held whole and must line up with them)."""
+    axes = matmul_split(node)
+    zp = node.inputs[2] if len(node.inputs) > 2 else None
+    if zp is not None and int(np.prod(static_shape(zp))) > 1:
+        return tuple(a for a in axes if a != "H")
+    return axes
+
+
 def matmul_integer_cost(node: Node, out_shape: tuple[int, ...]) -> float:
     """Two operations (multiply, add) per multiply-accumulate, as for MatMul."""
     return matmul_cost(node, out_shape)
@@ -157,7 +168,7 @@ def matmul_integer_cost(node: Node, out_shape: tuple[int, ...]) -> float:
     .cost(conv_cost)
     .compute_into(conv_integer_into, dtype=("i8", "u8"))
 )
-register_kernel("MatMulInteger").split_when(matmul_split).input_slice(matmul_rows).cost(
+register_kernel("MatMulInteger").split_when(matmul_integer_split).input_slice(matmul_rows).cost(
     matmul_integer_cost)
 (
     register_kernel("Requantize")
