@@ -270,3 +270,18 @@ def test_per_axis_quantize_dequantize_on_tiles(axis: int) -> None:
     assert len(loads) > 1 and prog.profile().num_global_layers == 0
     if axis == 2:
         assert all(i.h == (0, 24) for i in loads)
+
+
+def test_int8_chain_cut_along_columns() -> None:
+    """Rows too long for a tile: the int8 chain is cut along W too (ConvInteger's column halo
+    and left / right pads at the tile edges) and still equals the interpreter."""
+    rng = np.random.default_rng(4)
+    b = ob.GraphBuilder("wide")
+    x = b.input("x", "i8", (1, 8, 3, 3000))
+    a = b.op("ConvInteger", [x, b.constant("w", _rand(rng, "i8", (8, 8, 3, 3))),
+                             b.constant("zx", np.array(-9, np.int8))], pads=(1, 1, 1, 1))
+    y = _requant(b, a, "r", rng.uniform(1e-3, 4e-3, 8), 1)
+    b.output(b.op("MaxPool", [y], kernel_shape=(1, 3), strides=(1, 2), pads=(0, 1, 0, 1)))
+    prog = _run_both(b.build(), {"x": _rand(rng, "i8", (1, 8, 3, 3000))}, 4096)
+    (group,) = [u for u in prog.units if isinstance(u, GroupUnit)]
+    assert group.kw > 1
