@@ -189,3 +189,78 @@ def test_int8_program_saved_and_loaded_runs_the_same(tmp_path) -> None:
     name = g.outputs[0].name
     np.testing.assert_array_equal(again.run({"x": x})[name], prog.run({"x": x})[name])
     assert again.profile().gdma_bytes == prog.profile().gdma_bytes
+
+
+# -- models quantized by onnxruntime's quantize_static ----------------------------------------
+def _float_onnx(n: int) -> onnx.ModelProto:
+    rng = np.random.default_rng(21)
+    inits = [numpy_helper.from_array(rng.normal(0, s, shape).astype(np.float32), name) for name, shape, s in (
+        ("w1", (16, 3, 3, 3), 0.3), ("b1", (16,), 0.1), ("w2", (8, 16, 3, 3), 0.1), ("b2", (8,), 0.1))]
+    mk = helper.make_node
+    nodes = [mk("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]), mk("Relu", ["c1"], ["r1"]),
+             mk("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+             mk("Conv", ["p1", "w2", "b2"], ["y"], pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(nodes, "float_cnn",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, 3, 32, 32])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, 8, 16, 16])],
+                              initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _quantize_static(tmp_path, n: int, fmt: str) -> tuple[str, float]:
+    """The float CNN quantized by onnxruntime (per channel, int8, MinMax on four samples);
+    returns the model's path and its output's dequantization scale."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            rng = np.random.default_rng(5)
+            self.feeds = iter([{"x": rng.normal(0, 1, (n, 3, 32, 32)).astype(np.float32)} for _ in range(4)])
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(self.feeds, None)
+
+    src, dst = tmp_path / "float.onnx", tmp_path / f"int8_{fmt}.onnx"
+    onnx.save(_float_onnx(n), src)
+    quantize_static(str(src), str(dst), Reader(), quant_format=getattr(QuantFormat, fmt), per_channel=True,
+                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
+    model = onnx.load(dst)
+    (last,) = [nd for nd in model.graph.node if nd.output[0] == "y"]
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    return str(dst), float(inits[last.input[1]])
+
+
+@pytest.mark.parametrize("fmt", ["QDQ", "QOperator"])
+@pytest.mark.parametrize("n", [1, 4], ids=["n=1", "n=4"])
+def test_onnxruntime_quantize_static_model_on_the_simulator(tmp_path, n: int, fmt: str) -> None:
+    """A model onnxruntime's quantize_static wrote converts, and its int8 ops run in tiled
+    layer groups: the simulator equals the interpreter bit for bit (QOperator's integer ops,
+    or QDQ folded by ``fold_qdq`` where it is registered) and onnxruntime within one step of
+    the output scale."""
+    path, scale = _quantize_static(tmp_path, n, fmt)
+    folded = fmt == "QOperator" or "fold_qdq" in PASSES
+    if fmt == "QDQ" and folded:
+        from opbridge.ir.passes import with_passes
+
+        g = ob.convert(path, passes=with_passes(["fold_qdq"]))
+    else:
+        g = ob.convert(path)
+    assert ("ConvInteger" in {nd.op for nd in g.nodes}) == folded
+    x = np.random.default_rng(9).normal(0, 1, (n, 3, 32, 32)).astype(np.float32)
+    prog = ob.compile(g, target=ob.Target.preset("bm1684", lmem_bytes_per_lane=2048))
+    assert prog.profile().num_global_layers == 0 and prog.profile().num_tiles > prog.profile().num_layer_groups
+    got, want = prog.run({"x": x})["y"], ob.interpret(g, {"x": x})["y"]
+    if folded:  # integer arithmetic: the same bits
+        np.testing.assert_array_equal(got, want)
+    else:  # float convolutions between Q/DQ: a tile's summation order may move one step
+        assert np.abs(got - want).max() <= scale * 1.001
+    ref = _ort_path(path, x)
+    assert np.abs(got - ref).max() <= scale * 1.001, np.abs(got - ref).max() / scale
+
+
+def _ort_path(path: str, x: np.ndarray) -> np.ndarray:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
