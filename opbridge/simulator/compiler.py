@@ -534,6 +534,8 @@ def _efficiency(target: Target, shape: tuple[int, ...], dtype: str, rows: bool =
     if rows:
         r = n * c * h
         return max((r / (-(-r // lanes) * lanes) if r else 1.0) * (w / align(w, eu) if w else 1.0), 1e-3)
+    if packs_4n(target, dtype):
+        eu = target.eu_elems("i32")  # 4N: 32-bit elements
     c_eff = c / (-(-c // lanes) * lanes)
     hw = h * w
     hw_eff = hw / align(hw, eu) if hw else 1.0
