@@ -142,10 +142,13 @@ def per_axis_split(first_param: int) -> Callable[[Node], tuple[str, ...]]:
     return split
 
 
-def matmul_integer_split(node: Node) -> tuple[str, ...]:
-    """MatMul's axes, but rows of A stay whole when a_zero_point has one entry per row (it is
-    held whole and must line up with them)."""
-    axes = matmul_split(node)
+def matmul_integer_split(node: Node) -> tuple[str, ...] | None:
+    """MatMul's axes on rank-4 operands (other ranks run as global layers: their zero points
+    would need chunking with the row layout's weight columns), but rows of A stay whole when
+    a_zero_point has one entry per row (it is held whole and must line up with them)."""
+    axes = matmul_split(node) if len(static_shape(node.inputs[0])) == 4 else None
+    if axes is None:
+        return None
     zp = node.inputs[2] if len(node.inputs) > 2 else None
     if zp is not None and int(np.prod(static_shape(zp))) > 1:
         return tuple(a for a in axes if a != "H")
