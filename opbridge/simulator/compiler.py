@@ -20,7 +20,6 @@ from .memory import (
     align,
     constant_lane_bytes,
     gdma_bytes,
-    packs_4n,
     plan,
     tile_lane_bytes,
 )
@@ -257,8 +256,7 @@ def _compute(ln: Lowered, target: Target, group: int | None, tile: int,
     return Compute(group=group, tile=tile, node=ln.node.name, ins=tuple(ins), out=out, attrs=attrs,
                    flops=_cost(ln, shape),
                    eff=_efficiency(target, shape, ln.node.outputs[0].dtype,
-                                   group is not None and row_layout(ln.node.outputs[0]),
-                                   _packed_input(ln.node, target)),
+                                   group is not None and row_layout(ln.node.outputs[0])),
                    scratch=scratch)
 
 
@@ -514,18 +512,9 @@ class _StreamEmitter:
             lane_bytes=lane))
 
 
-def _packed_input(node: Any, target: Target) -> bool:
-    """Whether the node reads its input 0 in the 4N layout (an 8-bit activation)."""
-    x = node.inputs[0] if node.inputs else None
-    return x is not None and not x.is_constant and packs_4n(target, x.dtype)
-
-
-def _efficiency(target: Target, shape: tuple[int, ...], dtype: str, rows: bool = False,
-                packed: bool = False) -> float:
+def _efficiency(target: Target, shape: tuple[int, ...], dtype: str, rows: bool = False) -> float:
     """Fraction of the lanes' EUs a tile of this shape keeps busy (channels over lanes, H*W
-    over the EU width; ``rows``: a row-layout tile, its rows over lanes, features over the EU;
-    ``packed``: an op on 4N data computes four images at once, so a tile of fewer leaves the
-    other slots idle)."""
+    over the EU width; ``rows``: a row-layout tile, its rows over lanes, features over the EU)."""
     if len(shape) != 4:
         return 1.0
     n, c, h, w = shape
@@ -534,13 +523,10 @@ def _efficiency(target: Target, shape: tuple[int, ...], dtype: str, rows: bool =
     if rows:
         r = n * c * h
         return max((r / (-(-r // lanes) * lanes) if r else 1.0) * (w / align(w, eu) if w else 1.0), 1e-3)
-    if packs_4n(target, dtype):
-        eu = target.eu_elems("i32")  # 4N: 32-bit elements
     c_eff = c / (-(-c // lanes) * lanes)
     hw = h * w
     hw_eff = hw / align(hw, eu) if hw else 1.0
-    n_eff = n / (-(-n // 4) * 4) if packed and n else 1.0
-    return max(c_eff * hw_eff * n_eff, 1e-3)
+    return max(c_eff * hw_eff, 1e-3)
 
 
 def _alloc(alloc: dict[str, tuple[int, int, int, int]]) -> dict[str, Alloc]:
@@ -578,7 +564,7 @@ def _emit_unit(u: PlannedUnit, gi: int, target: Target, instrs: list[Instruction
         _gdma_nbytes(v, target) for v in node.outputs)
     oshape = tuple(static_shape(node.outputs[0])) if node.outputs else ()
     flops = _cost(u, oshape)
-    eff = _efficiency(target, oshape, node.outputs[0].dtype, packed=_packed_input(node, target)) if oshape else 1.0
+    eff = _efficiency(target, oshape, node.outputs[0].dtype) if oshape else 1.0
     span = (start, start + 1)
     if u.placement == CPU:
         instrs.append(HostOp(node=node.name, bytes=nbytes, flops=flops, eff=eff))

@@ -481,12 +481,12 @@ class GroupCandidate:
 
     def n_options(self, target: Target) -> list[int]:
         """Batch items per tile to try, most first: all, then halves while the group may be
-        cut along N. A group holding a tensor in the 4N layout takes whole groups of four
-        items (a tile of items [3, 5) would split two 32-bit elements)."""
+        cut along N. A group holding a tensor in the 4N layout takes whole groups of
+        ``int8_batch_pack`` items (a tile of items [3, 5) would split two 32-bit elements)."""
         if not self.can_split_n:
             return [self.n]
         quads = any(packs_4n(target, v.dtype) for v in self._values.values())
-        unit = 4 if quads else 1
+        unit = target.int8_batch_pack if quads else 1
         m = -(-self.n // unit)
         out = [self.n]
         while m > 1:

@@ -124,7 +124,8 @@ def plan_stream(ln: Lowered, target: Target) -> StreamPlan | None:
     n_opts = [n] if "N" not in ln.axes else sorted({n, max(1, n // 2), 1}, reverse=True)
     if any(v is not None and not v.is_constant and packs_4n(target, v.dtype)
            for v in (*ln.node.inputs, *ln.node.outputs)):
-        n_opts = [x for x in n_opts if x == n or x % 4 == 0]  # whole 4N groups of four items
+        pack = target.int8_batch_pack  # whole 4N groups of batch items
+        n_opts = [x for x in n_opts if x == n or x % pack == 0]
     k_max = h if "H" in ln.axes else 1
     best: StreamPlan | None = None
     n_chunks = 1

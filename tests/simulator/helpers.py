@@ -39,9 +39,10 @@ def lane_bytes(target: ob.Target, shape, dtype: str, const: bool = False, rows: 
     tensor, laid out as TPU-MLIR lays out a local MatMul's operands (sophgo/tpu-mlir,
     lib/Dialect/Tpu/Interfaces/BM1684X/MatMul.cpp, getBufferSize_bm1684x:
     ``ceiling_func(rows, NPU_NUM) * align_up(K, eu_num)``): rows over the lanes, features
-    along the EU. An 8-bit integer activation on a target with ``align_4n`` takes
-    TPU-MLIR's BM1684 4N layout (``Arch::get_tensor_lmem_bytes`` under ``ALIGN_4N``):
-    ``ceil(N / 4)`` groups of four items, 4-byte elements, EU of 4 bytes."""
+    along the EU. An 8-bit integer activation on a target that packs batch items
+    (``int8_batch_pack``, 4 on the BM1684) takes TPU-MLIR's 4N layout
+    (``Arch::get_tensor_lmem_bytes`` under ``ALIGN_4N``): ``ceil(N / 4)`` groups of four
+    items, 4-byte elements, EU of 4 bytes."""
     size = ITEMSIZE[dtype]
     eu = target.eu_bytes // size
     shape = tuple(int(d) for d in shape)
@@ -51,9 +52,10 @@ def lane_bytes(target: ob.Target, shape, dtype: str, const: bool = False, rows: 
     n, c, h, w = shape
     if rows:
         return math.ceil(n * c * h / target.lanes) * (math.ceil(w / eu) * eu) * size
-    if not const and size == 1 and dtype in ("i8", "u8") and getattr(target, "align_4n", False):
-        eu4 = target.eu_bytes // 4
-        return math.ceil(n / 4) * math.ceil(c / target.lanes) * (math.ceil(h * w / eu4) * eu4) * 4
+    pack = getattr(target, "int8_batch_pack", 1)
+    if not const and size == 1 and dtype in ("i8", "u8") and pack > 1:
+        eu_p = target.eu_bytes // pack
+        return math.ceil(n / pack) * math.ceil(c / target.lanes) * (math.ceil(h * w / eu_p) * eu_p) * pack
     return n * math.ceil(c / target.lanes) * (math.ceil(h * w / eu) * eu) * size
 
 
