@@ -102,9 +102,8 @@ def _is_host_value(v: Value) -> bool:
 
 
 def _ddr_plan(graph: Graph, units: list[PlannedUnit], target: Target) -> DdrPlan:
-    """One DDR address space: weights first, then activations with lifetime-based reuse
-    (an 8-bit activation takes its 4N size, as the chip stores it); a reshape's or an in-place
-    layer's output shares its input's bytes (:func:`_ddr_aliases`)."""
+    """One DDR address space: weights first, then activations with lifetime-based reuse;
+    a reshape's or an in-place layer's output shares its input's bytes (:func:`_ddr_aliases`)."""
     unit_of: dict[str, int] = {}
     for ui, u in enumerate(units):
         for ln in (u.nodes if isinstance(u, (GroupPlan, StreamPlan)) else [u]):
@@ -139,7 +138,7 @@ def _ddr_plan(graph: Graph, units: list[PlannedUnit], target: Target) -> DdrPlan
     alias = _ddr_aliases(units, in_ddr, last, outputs)
     for name, root in alias.items():
         last[root] = max(last[root], last[name])
-    buffers = [Buffer(name, _gdma_nbytes(v, target), first[name], last[name]) for name, v in in_ddr.items()
+    buffers = [Buffer(name, _nbytes(v), first[name], last[name]) for name, v in in_ddr.items()
                if name not in alias]
     buffers += _scratch_buffers(units, target)
     peak = plan(buffers, target.ddr_align_bytes)
