@@ -60,11 +60,12 @@ def add_calibrate_parser(sub: Any) -> None:
         description="Run MODEL in the reference interpreter over the samples of --data and "
         "write, for every float tensor, the range seen and the threshold symmetric int8 maps to "
         "127 (JSON, the input of 'opbridge quantize'). Methods: minmax (largest |x|), percentile "
-        "(--percentile of |x|), kl (TensorRT's entropy calibration: clips outliers).",
+        "(--percentile of |x|), kl (TensorRT's entropy calibration: clips outliers), mse (the "
+        "threshold of least squared quantization error).",
     )
     _model_options(p)
     _data_options(p, required=True)
-    p.add_argument("--method", choices=("minmax", "percentile", "kl"), default="minmax",
+    p.add_argument("--method", choices=("minmax", "percentile", "kl", "mse"), default="minmax",
                    help="how the threshold is chosen (default minmax)")
     p.add_argument("--percentile", type=float, default=99.99, metavar="P",
                    help="the percentile of --method percentile (default 99.99)")

@@ -15,6 +15,13 @@ Methods:
   TensorRT tries every one), empty bins left empty when expanding the candidate back, both
   distributions smoothed (MXNet's ``_smooth_distribution``) before comparing.
 
+- ``mse``: the threshold that minimises the expected squared error of quantizing the tensor:
+  clipping error of the values above it plus the uniform rounding noise ``step**2 / 12`` of
+  those below (``step = threshold / 255`` for a never-negative tensor, which is quantized
+  unsigned, else ``threshold / 127``), over the same 2048-bin histogram of |x|. It is the
+  per-tensor search TPU-MLIR's and PPQ's calibrators run (there by trying thresholds and
+  measuring the error; here in closed form per candidate, every bin edge).
+
 Histogram methods run the samples twice: first for each tensor's range, then to fill
 histograms over that fixed range (the range of a tensor is known only after every sample).
 """
@@ -74,8 +81,8 @@ def calibrate(
             thresholds = {k: max(abs(lo[k]), abs(hi[k])) for k in lo}
         else:
             hists = _histograms(g, feeds, {k: max(abs(lo[k]), abs(hi[k])) for k in lo}, bins, step)
-            choose = kl_threshold if method == "kl" else (lambda h, top: percentile_threshold(h, top, percentile))
-            thresholds = {k: choose(h, max(abs(lo[k]), abs(hi[k]))) for k, h in hists.items()}
+            thresholds = {k: _choose(method, h, max(abs(lo[k]), abs(hi[k])), lo[k] >= 0, percentile)
+                          for k, h in hists.items()}
     tensors = {k: TensorRange(lo[k], hi[k], float(thresholds[k])) for k in lo}
     return CalibrationTable(g.name, method, len(feeds), tensors)
 
@@ -139,6 +146,31 @@ def _histograms(graph: Graph, feeds: Sequence[dict[str, np.ndarray]], top: dict[
             h, _ = np.histogram(np.abs(a[np.isfinite(a)]), bins=bins, range=(0.0, top[k] or 1.0))
             hists[k] = hists.get(k, 0) + h
     return hists
+
+
+def _choose(method: str, hist: np.ndarray, top: float, unsigned: bool, percentile: float) -> float:
+    if method == "kl":
+        return kl_threshold(hist, top)
+    if method == "mse":
+        return mse_threshold(hist, top, 255 if unsigned else 127)
+    return percentile_threshold(hist, top, percentile)
+
+
+def mse_threshold(hist: np.ndarray, top: float, levels: int = 127) -> float:
+    """The bin edge ``t`` of a histogram of |x| (``hist.size`` bins over ``[0, top]``) that
+    minimises ``sum_{c > t} n_c (c - t)**2 + sum_{c <= t} n_c (t / levels)**2 / 12`` over the
+    bin centres ``c`` with counts ``n_c``: clipping plus rounding error of ``levels`` steps."""
+    if top == 0 or hist.sum() == 0:
+        return 0.0
+    h = hist.astype(np.float64)
+    width = top / h.size
+    c = (np.arange(h.size) + 0.5) * width
+    # suffix sums over the bins above edge k (k = 1..size): sum n, sum n c, sum n c^2
+    s0, s1, s2 = (np.concatenate([np.cumsum(a[::-1])[::-1][1:], [0.0]]) for a in (h, h * c, h * c * c))
+    t = np.arange(1, h.size + 1) * width
+    below = np.cumsum(h)
+    err = s2 - 2 * t * s1 + t * t * s0 + below * (t / levels) ** 2 / 12.0
+    return float(t[int(np.argmin(err))])
 
 
 def percentile_threshold(hist: np.ndarray, top: float, percentile: float) -> float:

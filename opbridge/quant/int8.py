@@ -22,12 +22,13 @@ integer ops (ConvInteger / MatMulInteger + Requantize).
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..ir.graph import Graph, GraphBuilder, Node, Value
 from ..ir.quantparams import QuantParams
-from .table import CalibrationTable, QuantError
+from .table import CalibrationTable, QuantError, TensorRange
 
 #: Ops the target runs as int8 x int8 -> int32.
 INT8_OPS = ("Conv", "MatMul", "Gemm")
@@ -100,14 +101,16 @@ def check_table(graph: Graph, table: CalibrationTable, names: Collection[str]) -
 
 
 def to_int8(graph: Graph, table: CalibrationTable, *, per_channel: bool = True,
-            keep_float: Collection[str] = (), fold_integer: bool = True) -> Graph:
+            keep_float: Collection[str] = (), fold_integer: bool = True,
+            asymmetric: bool = False) -> Graph:
     """``graph`` in QDQ int8 (see the module); nodes named in ``keep_float`` stay float;
-    ``fold_integer=False`` leaves the QDQ form as it is (no ``fold_qdq``)."""
+    ``fold_integer=False`` leaves the QDQ form as it is (no ``fold_qdq``); ``asymmetric``
+    quantizes signed activations as asymmetric u8 (see :func:`activation_params`)."""
     chosen = [n.name for n in graph.nodes if quantizable(n) and n.name not in keep_float
               and n.origin.name not in keep_float]
     points = quant_points(graph, set(chosen))
     check_table(graph, table, set(points.values()))
-    b = _QdqBuilder(graph, table, per_channel, points)
+    b = _QdqBuilder(graph, table, per_channel, points, asymmetric)
     for v in graph.inputs:
         b.env[v.name] = b.b.input(v.name, v.dtype, v.shape)
         if v.name in points:
@@ -140,26 +143,33 @@ class _QdqBuilder:
     """Copies a float graph node by node into a GraphBuilder, adding the Q/DQ pairs."""
 
     def __init__(self, graph: Graph, table: CalibrationTable, per_channel: bool,
-                 points: dict[str, str]) -> None:
+                 points: dict[str, str], asymmetric: bool = False) -> None:
         self.b = GraphBuilder(graph.name, registry=graph.registry)
+        self.asymmetric = asymmetric
         self.table = table
         self.per_channel = per_channel
         self.points = points
         self.env: dict[str, Value] = {}
 
+    def params(self, name: str) -> ActParams:
+        """The activation quantization of point ``name``."""
+        return activation_params(self.table[self.points[name]], self.asymmetric)
+
     def scale(self, name: str) -> float:
         """The activation scale of quantization point ``name``."""
-        return self.table[self.points[name]].scale
+        return self.params(name).scale
 
     def qdq(self, x: Value, name: str, out: str) -> Value:
-        """QuantizeLinear -> DequantizeLinear of ``x`` at point ``name``'s scale; the
+        """QuantizeLinear -> DequantizeLinear of ``x`` at point ``name``'s parameters; the
         dequantized value is called ``out``."""
-        scale = self.b.constant(f"{name}/scale", np.float32(self.scale(name)))
-        zp = self.b.constant(f"{name}/zero_point", np.int8(0))
+        p = self.params(name)
+        zp_data = np.asarray(p.zero_point, np.uint8 if p.dtype == "u8" else np.int8)
+        scale = self.b.constant(f"{name}/scale", np.float32(p.scale))
+        zp = self.b.constant(f"{name}/zero_point", zp_data)
         q = self.b.op("QuantizeLinear", [x, scale, zp], name=self.b.unique_name(f"{name}/quantize"),
-                      outputs=[self.b.unique_name(f"{name}/i8")], axis=1, block_size=0, saturate=1,
-                      output_dtype="i8")
-        q.quant = QuantParams(np.float32(self.scale(name)), np.int8(0))
+                      outputs=[self.b.unique_name(f"{name}/{p.dtype}")], axis=1, block_size=0,
+                      saturate=1, output_dtype=p.dtype)
+        q.quant = QuantParams(np.float32(p.scale), zp_data)
         return self.b.op("DequantizeLinear", [q, scale, zp], name=self.b.unique_name(f"{name}/dequantize"),
                          outputs=[out], axis=1, block_size=0)
 
@@ -211,6 +221,37 @@ class _QdqBuilder:
         zp = self.b.constant(f"{name}/zero_point", np.zeros(scale.shape, data.dtype))
         return self.b.op("DequantizeLinear", [q, s, zp], name=self.b.unique_name(f"{name}/dequantize"),
                          outputs=[self.b.unique_name(f"{name}/dq")], axis=axis, block_size=0)
+
+
+@dataclass(frozen=True)
+class ActParams:
+    """How one activation tensor is quantized: ``q = saturate(rint(x / scale) + zero_point)``."""
+
+    scale: float
+    zero_point: int
+    dtype: str  # "i8" or "u8"
+
+
+def activation_params(r: TensorRange, asymmetric: bool = False) -> ActParams:
+    """The quantization of a tensor with calibrated range ``r``.
+
+    A tensor never negative (after Relu, Clip(0, 6), HardSigmoid, Sigmoid) is unsigned: u8 with
+    zero point 0, ``scale = threshold / 255`` (TPU-MLIR's UINT8 for such tensors: the symmetric
+    scheme with the sign bit spent on one more bit of resolution). Otherwise symmetric i8,
+    ``scale = threshold / 127``; or, with ``asymmetric``, u8 over ``[max(min, -threshold),
+    min(max, threshold)]`` with the zero point that maps 0 exactly (onnxruntime's and
+    TPU-MLIR's asymmetric scheme): a tensor such as a hardswish output, in [-0.375, 6], then
+    gets 255 levels over its own span instead of 127 over [-6, 6].
+    """
+    if r.threshold <= 0:
+        return ActParams(1.0, 0, "i8")
+    if r.min >= 0:
+        return ActParams(r.threshold / 255.0, 0, "u8")
+    lo, hi = max(r.min, -r.threshold), min(r.max, r.threshold)
+    if not asymmetric or hi <= 0:
+        return ActParams(r.threshold / 127.0, 0, "i8")
+    scale = (hi - lo) / 255.0
+    return ActParams(scale, int(np.clip(np.rint(-lo / scale), 0, 255)), "u8")
 
 
 def weight_scale(w: np.ndarray, axis: int | None) -> np.ndarray:

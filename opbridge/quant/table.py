@@ -20,7 +20,7 @@ from ..errors import OpbridgeError
 
 TABLE_FORMAT = "opbridge-calibration"
 TABLE_VERSION = 1
-METHODS = ("minmax", "percentile", "kl")
+METHODS = ("minmax", "percentile", "kl", "mse")
 
 
 class QuantError(OpbridgeError, ValueError):

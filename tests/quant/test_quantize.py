@@ -32,7 +32,9 @@ def cnn():
 
 def _qdq_reference(model: onnx.ModelProto, table: CalibrationTable) -> bytes:
     """``model`` with ONNX QuantizeLinear/DequantizeLinear written here from the scheme's
-    definition (symmetric int8, per-channel weights max|W|/127, int32 bias at s_x*s_w)."""
+    definition (symmetric int8 at threshold/127, or uint8 with zero point 0 at threshold/255
+    for a tensor whose calibrated minimum is >= 0; per-channel weights max|W|/127, int32 bias
+    at s_x*s_w)."""
     m = onnx.ModelProto()
     m.CopyFrom(model)
     g = m.graph
@@ -40,10 +42,14 @@ def _qdq_reference(model: onnx.ModelProto, table: CalibrationTable) -> bytes:
     new_inits, nodes = [], []
     rename = {p: f"{p}__dq" for p in CNN_POINTS}
 
+    def act_scale(name: str) -> np.float32:
+        r = table[SCALE_OF.get(name, name)]
+        return np.float32(r.threshold / (255 if r.min >= 0 else 127))
+
     def qdq(name: str) -> list[onnx.NodeProto]:
-        s = np.float32(table[SCALE_OF.get(name, name)].threshold / 127)
-        new_inits.extend([numpy_helper.from_array(s, f"{name}__s"),
-                          numpy_helper.from_array(np.int8(0), f"{name}__z")])
+        zero = np.uint8(0) if table[SCALE_OF.get(name, name)].min >= 0 else np.int8(0)
+        new_inits.extend([numpy_helper.from_array(act_scale(name), f"{name}__s"),
+                          numpy_helper.from_array(zero, f"{name}__z")])
         return [helper.make_node("QuantizeLinear", [name, f"{name}__s", f"{name}__z"], [f"{name}__q"]),
                 helper.make_node("DequantizeLinear", [f"{name}__q", f"{name}__s", f"{name}__z"], [rename[name]])]
 
@@ -55,7 +61,7 @@ def _qdq_reference(model: onnx.ModelProto, table: CalibrationTable) -> bytes:
             w = inits[w_name]
             ws = (np.abs(w).reshape(w.shape[0], -1).max(axis=1) / 127).astype(np.float32)
             wq = np.clip(np.round(w / ws.reshape(-1, *([1] * (w.ndim - 1)))), -127, 127).astype(np.int8)
-            bs = (np.float32(table[node.input[0]].threshold / 127) * ws).astype(np.float32)
+            bs = (act_scale(node.input[0]) * ws).astype(np.float32)
             bq = np.round(inits[b_name] / bs).astype(np.int32)
             new_inits += [numpy_helper.from_array(wq, f"{w_name}__q"), numpy_helper.from_array(ws, f"{w_name}__s"),
                           numpy_helper.from_array(bq, f"{b_name}__q"), numpy_helper.from_array(bs, f"{b_name}__s")]
@@ -101,7 +107,7 @@ def test_int8_folds_into_integer_ops(cnn):
                        "fc": "MatMulInteger"}
     assert not any(n.op in ("Conv", "Gemm", "MatMul") for n in q.nodes)
     relu = next(n for n in q.nodes if n.origin.name == "relu2a")
-    assert relu.outputs[0].dtype == "i8"  # the Relu after conv2a runs on the integers
+    assert relu.outputs[0].dtype == "u8"  # the Relu after conv2a runs on the (unsigned) integers
 
 
 def test_int8_weights_and_biases(cnn):
@@ -119,7 +125,7 @@ def test_int8_weights_and_biases(cnn):
     bias = consts["conv2b.b/int32"]
     assert bias.dtype == "i32"
     np.testing.assert_allclose(consts["conv2b.b/int32/scale"].data,
-                               scale * table["relu2a_out"].threshold / 127, rtol=1e-6)
+                               scale * table["relu2a_out"].threshold / 255, rtol=1e-6)
     per_tensor = to_int8(g, table, per_channel=False, fold_integer=False)
     assert per_tensor.constants["conv2b.w/int8/scale"].data.shape == ()
 
