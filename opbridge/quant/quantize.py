@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from ..ir.graph import Graph
-from ..ir.interpret import interpret
+from ..ir.graph import Graph, Node
+from ..ir.interpret import interpret, run_node
 from ..validate.progress import Stages
 from .calibrate import prepared
 from .data import Preprocess, load_samples
-from .int8 import quantizable, to_int8
+from .int8 import ActParams, activation_params, quant_points, quantizable, to_int8, weight_axis, weight_scale
 from .lowp import LOWP, to_half
 from .table import CalibrationTable, QuantError, as_table
 
@@ -110,41 +110,118 @@ def output_cosine(graph: Graph, quantized: Graph, feeds: Sequence[Mapping[str, n
     return worst
 
 
-def sensitivities(graph: Graph, table: CalibrationTable, feeds: Sequence[Mapping[str, np.ndarray]],
-                  reference: Sequence[Mapping[str, np.ndarray]], per_channel: bool,
-                  base: float, stages: Stages) -> dict[str, float]:
-    """Per int8 layer, how much the output cosine over ``feeds`` rises when that layer alone
-    stays float (TPU-MLIR's sensitive-layer search measures layers one by one the same way)."""
-    gains: dict[str, float] = {}
-    for node in graph.nodes:
-        if quantizable(node):
-            with stages.stage(f"sensitivity of {node.name}"):
-                q = to_int8(graph, table, per_channel=per_channel, keep_float=[node.name])
-                gains[node.name] = output_cosine(graph, q, feeds, reference) - base
-    return gains
+def fake_quant(x: np.ndarray, p: ActParams) -> np.ndarray:
+    """``x`` quantized with ``p`` and dequantized (numpy, round half to even, saturating)."""
+    lo, hi = (0, 255) if p.dtype == "u8" else (-128, 127)
+    q = np.clip(np.rint(np.asarray(x, np.float64) / p.scale) + p.zero_point, lo, hi)
+    return ((q - p.zero_point) * p.scale).astype(np.float32)
+
+
+def layer_errors(graph: Graph, table: CalibrationTable, acts: Sequence[Mapping[str, np.ndarray]],
+                 per_channel: bool) -> dict[str, float]:
+    """Per int8-capable layer, ``1 -`` the lowest output cosine (over the samples whose float
+    activations ``acts`` holds, every named tensor) when that layer alone runs in int8: its
+    int8 output (int8 input and weights, the op run on the cached float input, the output
+    quantized at its point, through a fused Relu/Clip) replaces the float one, and only the
+    nodes downstream of it run again. One partial model run per layer and sample, where
+    keeping each layer float in the whole int8 model costs a whole model run and a new graph."""
+    chosen = [n for n in graph.nodes if quantizable(n)]
+    points = quant_points(graph, {n.name for n in chosen})
+    readers = {v.name: n for n in graph.nodes for v in n.inputs if v is not None}
+    index = {n.name: i for i, n in enumerate(graph.nodes)}
+    errors: dict[str, float] = {}
+    for node in chosen:
+        layer = _Int8Layer(graph, table, node, points, readers, per_channel)
+        done = {node.name} | ({layer.act.name} if layer.act is not None else set())
+        start = min(index[n.name] for n in graph.nodes if any(v is not None and v.name == layer.x for v in n.inputs))
+        worst = 1.0
+        for a in acts:
+            env = dict(a)
+            # the quantized input is what every reader of it sees, as in the int8 model
+            env[layer.x], y = layer.output(a)
+            env[layer.entry] = env[layer.out] = y
+            _run_downstream(graph, start, env, {layer.x, layer.entry, layer.out}, done)
+            worst = min([worst, *(cosine(a[v.name], env[v.name]) for v in graph.outputs)])
+        errors[node.name] = 1.0 - worst
+    return errors
+
+
+class _Int8Layer:
+    """One int8-capable node run alone in int8 on cached float activations."""
+
+    def __init__(self, graph: Graph, table: CalibrationTable, node: Node, points: Mapping[str, str],
+                 readers: Mapping[str, Node], per_channel: bool) -> None:
+        x, w = node.inputs[0], node.inputs[1]
+        assert x is not None and w is not None and w.data is not None
+        axis = weight_axis(node)
+        ws = weight_scale(w.data, axis if per_channel else None)
+        shaped = ws if ws.ndim == 0 else ws.reshape([-1 if i == axis else 1 for i in range(w.rank)])
+        self.w = (np.clip(np.rint(w.data / shaped), -127, 127) * shaped).astype(np.float32)
+        self.graph, self.node, self.x = graph, node, x.name
+        self.x_params = activation_params(table[points[x.name]])
+        self.out = node.outputs[0].name
+        self.entry = points[self.out]
+        self.y_params = activation_params(table[self.entry])
+        self.act = readers.get(self.out) if self.entry != self.out else None
+
+    def output(self, a: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """The quantized input and the node's (and its fused activation's) quantized output, on
+        the activations ``a``."""
+        rest = [None if v is None else (v.data if v.is_constant else a[v.name]) for v in self.node.inputs[2:]]
+        x = fake_quant(a[self.x], self.x_params)
+        y = run_node(self.graph, self.node, [x, self.w, *rest])[0]
+        if self.act is not None:
+            y = run_node(self.graph, self.act, [y, *[None if v is None else v.data for v in self.act.inputs[1:]]])[0]
+        return x, fake_quant(y, self.y_params)
+
+
+def _run_downstream(graph: Graph, start: int, env: dict[str, np.ndarray], dirty: set[str],
+                    done: set[str]) -> None:
+    """Run again, from ``graph.nodes[start]`` on, the nodes not ``done`` that read a ``dirty``
+    tensor."""
+    for node in graph.nodes[start:]:
+        if node.name in done or not any(v is not None and v.name in dirty for v in node.inputs):
+            continue
+        args = [None if v is None else (v.data if v.is_constant else env[v.name]) for v in node.inputs]
+        for v, r in zip(node.outputs, run_node(graph, node, args)):
+            env[v.name] = r
+            dirty.add(v.name)
 
 
 def auto_mixed(graph: Graph, table: CalibrationTable, feeds: Sequence[Mapping[str, np.ndarray]],
                target_cos: float, per_channel: bool, stages: Stages | None = None) -> Graph:
-    """The int8 graph with layers kept float, most sensitive first, until its outputs reach
-    ``target_cos``; see the module docstring."""
+    """The int8 graph with the fewest layers kept float, most damaging first (by
+    :func:`layer_errors` on up to SENSITIVITY_SAMPLES feeds), for its outputs to reach
+    ``target_cos`` on every feed: 1, 2, 4, ... layers float until the target is met, then a
+    bisection between the last two counts; see the module docstring."""
     stages = stages or Stages(False, 0)
+    acts = [interpret(graph, f, keep_intermediates=True) for f in feeds[:SENSITIVITY_SAMPLES]]
     reference = [interpret(graph, f) for f in feeds]
-    probe = list(feeds[:SENSITIVITY_SAMPLES])
-    keep: list[str] = []
     q = to_int8(graph, table, per_channel=per_channel)
     cos = output_cosine(graph, q, feeds, reference)
+    keep: list[str] = []
     if cos < target_cos:
-        base = output_cosine(graph, q, probe, reference)
-        stages.add(2 * sum(quantizable(n) for n in graph.nodes))
-        gains = sensitivities(graph, table, probe, reference, per_channel, base, stages)
-        for name in sorted(gains, key=lambda n: -gains[n]):
-            keep.append(name)
-            with stages.stage(f"{len(keep)} layer(s) float: cosine {cos:.5f}"):
-                q = to_int8(graph, table, per_channel=per_channel, keep_float=keep)
-                cos = output_cosine(graph, q, feeds, reference)
-            if cos >= target_cos:
-                break
+        with stages.stage("sensitivity of every layer"):
+            errors = layer_errors(graph, table, acts, per_channel)
+        order = sorted(errors, key=lambda n: -errors[n])
+        tried: dict[int, tuple[Graph, float]] = {0: (q, cos)}
+
+        def attempt(k: int) -> float:
+            with stages.stage(f"{k} layer(s) float"):
+                g = to_int8(graph, table, per_channel=per_channel, keep_float=order[:k])
+                tried[k] = (g, output_cosine(graph, g, feeds, reference))
+            return tried[k][1]
+
+        lo, hi = 0, 1
+        while hi < len(order) and attempt(hi) < target_cos:
+            lo, hi = hi, min(2 * hi, len(order))
+        if hi not in tried:
+            attempt(hi)
+        while hi - lo > 1 and tried[hi][1] >= target_cos:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if attempt(mid) >= target_cos else (mid, hi)
+        keep = order[:hi]
+        q, cos = tried[hi]
     q.metadata["quant.mixed_precision"] = "auto"
     q.metadata["quant.target_cos"] = f"{target_cos}"
     q.metadata["quant.cosine"] = f"{cos:.6f}"
