@@ -91,7 +91,8 @@ def add_quantize_parser(sub: Any) -> None:
         "quantize",
         help="quantize a float model to int8 (with a calibration table), f16 or bf16",
         description="Write MODEL quantized as an .obir graph. int8: symmetric per-channel int8 "
-        "weights, per-tensor int8 activations from the --table thresholds and int32 biases for "
+        "weights, per-tensor activations from the --table thresholds (int8, or uint8 for tensors "
+        "never negative) and int32 biases for "
         "Conv/MatMul/Gemm, as QuantizeLinear/DequantizeLinear pairs (other ops stay float "
         "between them). f16/bf16: every op that has such a kernel runs in it, the others in f32 "
         "with Casts at the boundary. --mixed-precision auto keeps the int8 layers that hurt the "

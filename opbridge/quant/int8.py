@@ -4,8 +4,9 @@ The scheme (TPU-MLIR's symmetric int8, the one the BM1684 runs):
 
 - weights of Conv, MatMul and Gemm: symmetric int8, per output channel (``per_channel``) or per
   tensor, ``scale = max|W| / 127``, values ``rint(W / scale)`` in [-127, 127];
-- activations feeding or leaving those ops: symmetric int8 per tensor, ``scale = threshold / 127``
-  from the calibration table, zero point 0;
+- activations feeding or leaving those ops: per tensor, zero point 0, from the calibration
+  table: symmetric int8, ``scale = threshold / 127``, or, for a tensor never negative (after
+  Relu, Clip, HardSigmoid), uint8 at ``threshold / 255`` (see :func:`activation_params`);
 - biases: int32 with ``scale = scale_x * scale_w`` (per channel), so the int32 accumulator
   takes them as they are.
 

@@ -2,11 +2,15 @@
 
 With ``mixed_precision="auto"`` the int8 graph is scored against the float one (the lowest
 output cosine over the evaluation samples); while it is under ``target_cos``, layers are kept
-in float one at a time, most sensitive first: a layer's sensitivity is how much the output
-cosine rises when it alone stays float, measured layer by layer as TPU-MLIR's sensitive-layer
-search does (``run_sensitive_layer``). The layers it kept float, and the
-cosine reached, are in ``graph.metadata`` (``quant.auto_float_layers``, ``quant.cosine``;
-``quant.float_layers`` lists every int8-capable layer left float, for whatever reason).
+in float, most sensitive first. A layer's sensitivity is the output error when it alone runs in
+int8 (TPU-MLIR's sensitive-layer search ranks layers by the same kind of single-layer score,
+``run_sensitive_layer``), computed on the cached float activations of a few samples by running
+that layer in int8 and only the nodes downstream of it again (:func:`layer_errors`). Then 1, 2,
+4, ... of the most sensitive layers are kept float until the target is met, and a bisection
+finds the fewest that meet it: a handful of whole int8 runs, not one per layer. The layers it
+kept float, and the cosine reached, are in ``graph.metadata`` (``quant.auto_float_layers``,
+``quant.cosine``; ``quant.float_layers`` lists every int8-capable layer left float, for
+whatever reason).
 """
 
 from __future__ import annotations
