@@ -205,12 +205,14 @@ def auto_mixed(graph: Graph, table: CalibrationTable, feeds: Sequence[Mapping[st
     cos = output_cosine(graph, q, feeds, reference)
     keep: list[str] = []
     if cos < target_cos:
+        stages.add(2)
         with stages.stage("sensitivity of every layer"):
             errors = layer_errors(graph, table, acts, per_channel)
         order = sorted(errors, key=lambda n: -errors[n])
         tried: dict[int, tuple[Graph, float]] = {0: (q, cos)}
 
         def attempt(k: int) -> float:
+            stages.add()
             with stages.stage(f"{k} layer(s) float"):
                 g = to_int8(graph, table, per_channel=per_channel, keep_float=order[:k])
                 tried[k] = (g, output_cosine(graph, g, feeds, reference))

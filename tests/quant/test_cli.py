@@ -28,7 +28,7 @@ def _err(capsys) -> list[str]:
     return [line for line in capsys.readouterr().err.splitlines() if line.strip()]
 
 
-@pytest.mark.parametrize("method", ["minmax", "kl"])
+@pytest.mark.parametrize("method", ["minmax", "kl", "mse"])
 def test_calibrate_quantize_validate(work, capsys, method):
     table, out = work / f"{method}.json", work / f"{method}.obir"
     assert main(["calibrate", str(work / "cnn.onnx"), "--data", str(work / "data"), "--method", method,
