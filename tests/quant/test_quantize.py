@@ -259,3 +259,12 @@ def test_mixed_precision_auto_finds_the_fewest_layers(cnn):
     for drop in kept:  # with either one int8 again the target is missed
         q = to_int8(g, damaged, keep_float=[k for k in kept if k != drop])
         assert min(cos(ob.interpret(g, f)["prob"], ob.interpret(q, f)["prob"]) for f in samples) < 0.9999
+
+
+def test_unsigned_activations_run_on_the_simulator_bit_for_bit(cnn):
+    _, g, table = cnn
+    q = ob.quantize(g, table)
+    assert any(v.dtype == "u8" for n in q.nodes for v in n.outputs)  # the Relu branch is unsigned
+    prog = ob.compile(q, target="bm1684")
+    for f in feeds(2, seed=3):
+        np.testing.assert_array_equal(prog.run(f)["prob"], ob.interpret(q, f)["prob"])
