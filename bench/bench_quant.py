@@ -155,6 +155,21 @@ def run_opbridge(model: Path, case: Case, method: str, cal: Path, ev: list[dict]
     return spent, [cosine(ob.interpret(g, f)[out], ob.interpret(q, f)[out]) for f in ev], note
 
 
+def noise_floor(model: Path, case: Case, ev: list[dict]) -> list[float]:
+    """Cosine per evaluation feed of the float model's output against the float model's on the
+    same image with uniform noise of +-0.5 grey level added (seed 0): how far the model itself
+    moves under less than the 8-bit rounding of its input image."""
+    g = ob.convert(str(model), input_shapes={"x": case.shape})
+    out = g.outputs[0].name
+    std = np.asarray(case.preprocess.std, np.float32).reshape(1, -1, 1, 1)
+    rng = np.random.default_rng(0)
+    cos = []
+    for f in ev:
+        noisy = f["x"] + (rng.uniform(-0.5, 0.5, f["x"].shape) / std).astype(np.float32)
+        cos.append(cosine(ob.interpret(g, f)[out], ob.interpret(g, {"x": noisy})[out]))
+    return cos
+
+
 def run_ort(model: Path, method: str, cal: list[dict], ev: list[dict], work: Path) -> tuple[float, list[float]]:
     import onnxruntime as ort
     from onnxruntime.quantization import (
@@ -207,6 +222,9 @@ def main() -> None:
             g = ob.convert(str(args.models / case.file), input_shapes={"x": case.shape})
             ev = load_samples(g, str(ev_dir), preprocess=case.preprocess)
             cal_feeds = load_samples(g, str(cal), preprocess=case.preprocess)
+            rows.append((case.name, "float, input +-0.5 grey level", "(noise floor)", 0.0,
+                         noise_floor(args.models / case.file, case, ev), len(cal_feeds)))
+            print(_row(rows[-1]), flush=True)
             for method in args.methods:
                 t, cos, note = run_opbridge(args.models / case.file, case, method, cal, ev)
                 rows.append((case.name, method, f"opbridge ({note})", t, cos, len(cal_feeds)))
