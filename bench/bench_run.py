@@ -21,6 +21,11 @@ GEMM were free.
 
     .venv/bin/python bench/bench_run.py [--model resnet50 bert] [--threads 1 2] [--repeat 5]
     .venv/bin/python bench/bench_run.py --model resnet50 --profile
+    .venv/bin/python bench/bench_run.py --model resnet50 --shapes
+
+``--shapes`` prints, per convolution shape of the fused graph, our whole convolution's CPU
+time in the run, OpenBLAS's GEMM of its im2col shape alone, and onnxruntime running a model of
+that one Conv (with bias and Relu), each with the GFLOP/s of the direct convolution.
 """
 
 from __future__ import annotations
@@ -122,35 +127,50 @@ def _conv_kind(node, args) -> str:
     return f"{node.op} {k[0]}x{k[1]}/{st[0]} {path}"
 
 
+def _node_times(g, feeds, repeat: int) -> dict[str, float]:
+    """Best CPU time of each node over ``repeat`` runs of the interpreter's loop (one BLAS
+    thread, after a warm-up run), tensors dropped after their last reader as ``interpret``
+    drops them, so each node sees the caches and allocator of a real run."""
+    from opbridge.ir.interpret import _last_uses, check_feeds, run_node
+    from opbridge.threads import blas_threads
+
+    last = _last_uses(g)
+    best: dict[str, float] = {}
+    with blas_threads(1):
+        for rnd in range(repeat + 1):
+            env = {id(v): a for v, a in zip(g.inputs, check_feeds(g, feeds).values())}
+            env.update({id(c): c.data for c in g.constants.values()})
+            for i, node in enumerate(g.nodes):
+                ins = [None if v is None else env[id(v)] for v in node.inputs]
+                t0 = time.process_time()
+                outs = run_node(g, node, ins)
+                t = time.process_time() - t0
+                env.update((id(v), o) for v, o in zip(node.outputs, outs))
+                for v in node.inputs:
+                    if v is not None and last.get(id(v)) == i:
+                        env.pop(id(v), None)
+                if rnd:  # the first round warms up (filter transforms, allocator)
+                    best[node.name] = min(best.get(node.name, 1e9), t)
+    return best
+
+
 def profile(name: str, args: argparse.Namespace) -> None:
     """Per-op CPU time of the interpreter on the fused graph, and the convolutions' GEMM floor."""
     import opbridge as ob
-    from opbridge.ir.interpret import check_feeds, run_node
-    from opbridge.threads import blas_threads
 
     model, feeds = load_model(name, args)
     g = ob.convert(model, passes=("default", "fusions"))
+    times = _node_times(g, feeds, args.repeat)
     per: dict[str, float] = {}
     count: dict[str, int] = {}
     gemm: dict[str, float] = {}
-    with blas_threads(1):
-        for rnd in range(args.repeat + 1):
-            env = {v.name: a for v, a in zip(g.inputs, check_feeds(g, feeds).values())}
-            env.update({c.name: c.data for c in g.constants.values()})
-            times: dict[str, float] = {}
-            for node in g.nodes:
-                ins = [None if v is None else env[v.name] for v in node.inputs]
-                key = _conv_kind(node, ins) if node.op in ("Conv", "FusedConv") else node.op
-                t0 = time.process_time()
-                outs = run_node(g, node, ins)
-                times[key] = times.get(key, 0.0) + time.process_time() - t0
-                env.update((v.name, o) for v, o in zip(node.outputs, outs))
-                if rnd == 0:
-                    count[key] = count.get(key, 0) + 1
-                    if node.op in ("Conv", "FusedConv"):
-                        gemm[key] = gemm.get(key, 0.0) + _gemm_time(ins[1], node.outputs[0].shape)
-            if rnd:  # the first round warms up (filter transforms, allocator)
-                per = {k: min(per.get(k, 1e9), t) for k, t in times.items()}
+    for node in g.nodes:
+        ins = [None if v is None else getattr(g.constants.get(v.name), "data", None) for v in node.inputs]
+        key = _conv_kind(node, ins) if node.op in ("Conv", "FusedConv") else node.op
+        per[key] = per.get(key, 0.0) + times[node.name]
+        count[key] = count.get(key, 0) + 1
+        if node.op in ("Conv", "FusedConv"):
+            gemm[key] = gemm.get(key, 0.0) + _gemm_time(ins[1], node.outputs[0].shape)
     total = sum(per.values())
     print(f"{name}: interpreter (fusions), best CPU ms per op kind over {args.repeat} runs")
     print("| op | nodes | CPU ms | share | GEMM floor ms |\n|---|---|---|---|---|")
@@ -158,6 +178,69 @@ def profile(name: str, args: argparse.Namespace) -> None:
         floor = f"{gemm[k] * 1e3:.1f}" if k in gemm else ""
         print(f"| {k} | {count[k]} | {t * 1e3:.1f} | {t / total:.0%} | {floor} |")
     print(f"| all | {sum(count.values())} | {total * 1e3:.1f} | | {sum(gemm.values()) * 1e3:.1f} |")
+
+
+def shapes(name: str, args: argparse.Namespace) -> None:
+    """Per convolution shape: our whole convolution in the run (``_node_times``), OpenBLAS's
+    GEMM of its im2col shape alone, and onnxruntime running a model of that one Conv (+ Relu,
+    which it fuses) -- ms per node and GFLOP/s of the direct convolution's multiply-adds."""
+    import opbridge as ob
+
+    model, feeds = load_model(name, args)
+    g = ob.convert(model, passes=("default", "fusions"))
+    times = _node_times(g, feeds, args.repeat)
+    groups: dict[tuple, list] = {}
+    for node in g.nodes:
+        if node.op in ("Conv", "FusedConv"):
+            w = g.constants[node.inputs[1].name].data
+            key = (_conv_kind(node, [None, w]), node.inputs[0].shape, tuple(w.shape),
+                   tuple(node.attrs["pads"]))
+            groups.setdefault(key, []).append(node)
+    print(f"{name}: per convolution shape, best CPU ms per node (one thread), GFLOP/s in brackets")
+    print("| conv | C->M | in->out | nodes | GFLOP | ours, in the run | OpenBLAS GEMM (im2col shape) "
+          "| onnxruntime Conv |\n|---|---|---|---|---|---|---|---|")
+    tot = [0.0, 0.0, 0.0]
+    for (kind, xs, ws, pads), nodes in sorted(groups.items(), key=lambda kv: -kv[0][1][2]):
+        ys = nodes[0].outputs[0].shape
+        flop = 2.0 * ws[0] * int(np.prod(ws[1:])) * int(np.prod(ys[2:])) * ys[0]
+        ours = min(times[n.name] for n in nodes)
+        gemm = _gemm_time(g.constants[nodes[0].inputs[1].name].data, ys)
+        ort_t = _ort_conv_time(xs, ws, nodes[0].attrs, pads)
+        for i, t in enumerate((ours, gemm, ort_t)):
+            tot[i] += t * len(nodes)
+        cells = " | ".join(f"{t * 1e3:.2f} ({flop / t / 1e9:.0f})" for t in (ours, gemm, ort_t))
+        print(f"| {kind} | {ws[1]}->{ws[0]} | {xs[2]}->{ys[2]} | {len(nodes)} | {flop / 1e9:.3f} | {cells} |")
+    print(f"| all | | | {sum(len(n) for n in groups.values())} | | "
+          + " | ".join(f"{t * 1e3:.1f} ms" for t in tot) + " |")
+
+
+def _ort_conv_time(xs, ws, attrs, pads) -> float:
+    """Best CPU time of onnxruntime (one thread) running one Conv with bias, then Relu."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal(ws) / np.sqrt(np.prod(ws[1:]))).astype(np.float32)
+    conv = helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=list(ws[2:]), pads=list(pads),
+                            strides=list(attrs["strides"]), group=attrs["group"])
+    graph = helper.make_graph(
+        [conv, helper.make_node("Relu", ["y"], ["r"])], "conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(xs))],
+        [helper.make_tensor_value_info("r", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w, "w"),
+         numpy_helper.from_array(rng.standard_normal(ws[0]).astype(np.float32), "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = so.inter_op_num_threads = 1
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    feed = {"x": rng.standard_normal(xs).astype(np.float32)}
+    sess.run(None, feed)
+    best = 1e9
+    for _ in range(7):
+        t0 = time.process_time()
+        sess.run(None, feed)
+        best = min(best, time.process_time() - t0)
+    return best
 
 
 def _gemm_time(w: np.ndarray, out_shape) -> float:
@@ -184,10 +267,12 @@ def main() -> None:
     ap.add_argument("--bert-layers", type=int, default=12)
     ap.add_argument("--profile", action="store_true",
                     help="per-op CPU time of the interpreter (fused graph) and the GEMM floor")
+    ap.add_argument("--shapes", action="store_true",
+                    help="per convolution shape: ours in the run, OpenBLAS's GEMM, onnxruntime's Conv")
     args = ap.parse_args()
-    if args.profile:
+    if args.profile or args.shapes:
         for name in args.model:
-            profile(name, args)
+            (shapes if args.shapes else profile)(name, args)
         return
     lines = ["| model | threads | runner | best ms | median ms | best / onnxruntime | CPU ms | "
              "CPU / onnxruntime |", "|---|---|---|---|---|---|---|---|"]

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..opdef import ShapeContext, define_op
 from ..types import to_numpy_dtype
+from ..vecops import relu
 from .common import FLOATS, INTS, NUMERIC, same_shape
 
 _PRELU_TYPES = FLOATS + ("i32", "i64", "u32", "u64")
@@ -221,7 +222,7 @@ def _gelu(x: np.ndarray, approximate: str) -> np.ndarray:
     .input("x", "T").output("y", "T")
     .type_param("T", NUMERIC)
     .shape_fn(same_shape)
-    .compute(lambda x: np.maximum(x, np.zeros((), x.dtype)))
+    .compute(lambda x: relu(x))
 )
 
 (

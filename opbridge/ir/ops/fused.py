@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..opdef import DEFAULT_OPS, ShapeContext, define_op, per_spatial_axis, spatial_shape_of
+from ..vecops import relu
 from .common import FLOATS
 from .conv import _SPATIAL_DOC, _conv_shape, conv_nd
 from .matmul import _matmul_shape
@@ -54,7 +55,7 @@ def apply_activation(y: np.ndarray, activation: str, params: tuple[float, ...]) 
     if activation == "none":
         return y
     if activation == "Relu":
-        return np.maximum(y, np.zeros((), y.dtype), out=y)
+        return relu(y, out=y)
     if activation == "Clip":
         return np.clip(y, y.dtype.type(params[0]), y.dtype.type(params[1]), out=y)
     op, names, fixed = ACTIVATIONS[activation]
