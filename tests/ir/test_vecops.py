@@ -1,6 +1,6 @@
 """``opbridge.ir.vecops.relu`` (max(x, 0) against a shared read-only zero buffer) against the
 onnx reference's Relu and onnxruntime's, value for value: NaN, infinities, signed zeros,
-denormals, every dtype the IR's Relu takes, and the buffer's growth and its size limit."""
+denormals, every dtype the IR's Relu takes, and tensors larger than the buffer (in chunks)."""
 
 from __future__ import annotations
 
@@ -54,18 +54,22 @@ def test_relu_in_place_and_buffer_untouched() -> None:
     out = vecops.relu(x, out=x)
     assert out is x
     _same_bits(x, want)
-    zeros = vecops.zeros_like(x)
-    assert not zeros.flags.writeable and not zeros.any() and zeros.shape == x.shape
+    zeros = vecops._zero_buffer(x.dtype)
+    assert not zeros.flags.writeable and not zeros.any()
     with pytest.raises(ValueError):
-        zeros[...] = 1  # the shared buffer is read-only: no caller can spoil it
+        zeros[:3] = 1  # the shared buffer is read-only: no caller can spoil it
 
 
-def test_buffer_grows_and_stops_at_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    small = _input(np.float32, (3, 5))
-    big = _input(np.float32, (300, 700))  # past the initial 64k elements: the buffer grows
-    _same_bits(vecops.relu(small), run_onnx_reference("Relu", [small], opset=14)[0])
-    _same_bits(vecops.relu(big), run_onnx_reference("Relu", [big], opset=14)[0])
-    assert vecops.zeros_like(big).base.size >= big.size
-    monkeypatch.setattr(vecops, "ZEROS_MAX_BYTES", 1024)
-    assert vecops.zeros_like(big).shape == ()  # over the limit: the scalar zero, no new buffer
-    _same_bits(vecops.relu(big), run_onnx_reference("Relu", [big], opset=14)[0])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tensors_larger_than_the_buffer_go_in_chunks(monkeypatch: pytest.MonkeyPatch,
+                                                     dtype: type) -> None:
+    monkeypatch.setattr(vecops, "CHUNK", 1000)
+    x = _input(dtype, (3, 37, 41))  # 4551 elements: four whole chunks and a part
+    want = run_onnx_reference("Relu", [x], opset=14)[0]
+    _same_bits(vecops.relu(x), want)
+    assert vecops._zero_buffer(x.dtype).size == 1000
+    y = x.copy()
+    assert vecops.relu(y, out=y) is y
+    _same_bits(y, want)
+    xt = x.transpose(2, 0, 1)  # not contiguous: the whole tensor in one call
+    _same_bits(vecops.relu(xt), np.ascontiguousarray(want.transpose(2, 0, 1)))
