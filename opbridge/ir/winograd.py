@@ -143,7 +143,7 @@ def winograd_conv2d(x: np.ndarray, u: np.ndarray, r: int, pads: tuple[int, ...],
                     out: np.ndarray | None = None, bias: np.ndarray | None = None) -> np.ndarray:
     """3x3 stride-1 convolution of float32 ``x`` (N, C, H, W) with transformed filters ``u``
     (from :func:`transformed_weights`), zero ``pads`` (top, left, bottom, right), plus
-    ``bias`` (M) if given; written into ``out`` (N, M, OH, OW, C-contiguous) when given, else
+    ``bias`` (M) if given; written into ``out`` (N, M, OH, OW, any strides) when given, else
     into a new array."""
     n, c, h, wd = x.shape
     a = r + 2
@@ -162,18 +162,17 @@ def winograd_conv2d(x: np.ndarray, u: np.ndarray, r: int, pads: tuple[int, ...],
     v = _transform(bt, d.reshape(a, a, -1)).reshape(a * a, c, -1)
     prod = np.matmul(u, v)  # (a*a, M, N*tiles): the multiplies, as a*a GEMMs
     yt = _transform(at, prod.reshape(a, a, -1)).reshape(r, r, m, n, th, tw)
-    tiles = yt.transpose(3, 2, 4, 0, 5, 1)  # (N, M, th, r, tw, r)
-    whole = (oh, ow) == (r * th, r * tw)
-    dst = (out if out is not None and whole and out.flags.c_contiguous
-           else np.empty((n, m, r * th, r * tw), np.float32))
-    # the tiles' one copy into place also adds the bias
-    if bias is None:
-        dst.reshape(n, m, th, r, tw, r)[...] = tiles
-    else:
-        np.add(tiles, bias.reshape(1, m, 1, 1, 1, 1), out=dst.reshape(n, m, th, r, tw, r))
-    if dst is out:
-        return out
-    if out is None:
-        return dst if whole else np.ascontiguousarray(dst[:, :, :oh, :ow])
-    out[...] = dst[:, :, :oh, :ow]
-    return out
+    dst = np.empty((n, m, oh, ow), np.float32) if out is None else out
+    # one copy per position (p, q) in the tile, into every r-th row and column: contiguous
+    # reads, and ~2x faster than one copy through the (N, M, th, r, tw, r) view of all tiles;
+    # the last tiles' rows and columns past the output are left out, and the bias goes in
+    b4 = None if bias is None else bias.reshape(1, m, 1, 1)
+    for p in range(r):
+        for q in range(r):
+            place = dst[:, :, p::r, q::r]
+            src = yt[p, q, :, :, :place.shape[2], :place.shape[3]].transpose(1, 0, 2, 3)
+            if b4 is None:
+                place[...] = src
+            else:
+                np.add(src, b4, out=place)
+    return dst
