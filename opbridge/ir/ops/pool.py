@@ -14,6 +14,7 @@ The kernels loop over kernel taps (at most a few dozen), never over channels or 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -69,17 +70,29 @@ def _maxpool_shape(ctx: ShapeContext) -> Any:
     return res
 
 
+def _separable_max(xp: np.ndarray, k: Ints, s: Ints, d: Ints, out_sp: Sequence[int]) -> np.ndarray:
+    """The window maximum of the padded ``xp``, one spatial axis at a time (the maximum over a
+    box is the maximum over each axis in turn): k1 + k2 + ... passes instead of k1 * k2 * ...,
+    the first ones over whole contiguous rows (ResNet's 3x3/2 MaxPool: 1.1 -> 0.6 ms)."""
+    y = xp
+    for ax in range(len(k)):
+        def tap(t: int, ax: int = ax) -> tuple[slice, ...]:
+            lo = t * d[ax]
+            return (slice(None),) * (2 + ax) + (slice(lo, lo + (out_sp[ax] - 1) * s[ax] + 1, s[ax]),)
+        acc = np.array(y[tap(0)])  # our own buffer: the maximum goes in place
+        for t in range(1, k[ax]):
+            np.maximum(acc, y[tap(t)], out=acc)
+        y = acc
+    return y
+
+
 def _maxpool(x: np.ndarray, *, kernel_shape: Ints, strides: Ints, dilations: Ints,
              pads: Ints, ceil_mode: int, storage_order: int, output_indices: bool) -> Any:
     k, s, d, p, out_sp, extra = _geometry(x, kernel_shape, strides, dilations, pads, ceil_mode)
     nsp = len(k)
     xw = x.astype(_work_dtype(x.dtype), copy=False)
     xp = pad_spatial(xw, p, -np.inf, extra)
-    y: np.ndarray | None = None
-    for _, view in taps(xp, k, s, d, out_sp):
-        y = view.copy() if y is None else np.maximum(y, view, out=y)  # y is our own buffer
-    assert y is not None
-    y = y.astype(x.dtype, copy=False)
+    y = _separable_max(xp, k, s, d, out_sp).astype(x.dtype, copy=False)
     if not output_indices:
         return y
     win = windows(xp, k, s, d, out_sp)
