@@ -35,6 +35,11 @@ CASES: dict[str, tuple[tuple[int, ...], tuple[int, ...], dict[str, Any]]] = {
     "im2col-small": ((1, 16, 7, 7), (16, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
     "im2col-few-channels": ((1, 4, 24, 24), (8, 4, 3, 3), {"pads": [1, 1, 1, 1]}),
     "stride2-3x3": ((1, 8, 24, 24), (8, 8, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    # strided im2col: a stem-like 7x7, unequal strides with asymmetric pads, groups
+    "stem-7x7-stride2": ((2, 3, 31, 30), (8, 3, 7, 7), {"strides": [2, 2], "pads": [3, 3, 3, 3]}),
+    "5x5-stride3x2-asym": ((1, 4, 23, 19), (6, 4, 5, 5), {"strides": [3, 2], "pads": [2, 1, 0, 2]}),
+    "3x3-stride2-many-ch": ((1, 40, 13, 13), (8, 40, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    "stride2-grouped-poly": ((1, 8, 17, 17), (8, 4, 5, 5), {"strides": [2, 2], "group": 2}),
     "dilated-3x3": ((1, 8, 24, 24), (8, 8, 3, 3), {"dilations": [2, 2], "pads": [2, 2, 2, 2]}),
     "grouped-3x3": ((1, 16, 24, 24), (16, 8, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}),
     "1x1-stride2": ((2, 16, 15, 14), (8, 16, 1, 1), {"strides": [2, 2]}),
