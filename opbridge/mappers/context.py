@@ -10,13 +10,14 @@ mappings that need them as attributes. :meth:`MapContext.map_subgraph` maps a ne
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import AttrError, MappingError, OpbridgeError, UnsupportedOpError
 from ..ir.graph import Graph, Value
+from ..ir.types import is_static, to_numpy_dtype
 from ..parsers.origin import Framework, OriginGraph, OriginNode
 from .weights import check_kind, current_provider, fit_weight, make_request, missing_weight
 
@@ -195,6 +196,27 @@ class MapContext:
         are taken first whether read or not (so two branches can take the same inputs)."""
         prefix = prefix if prefix is not None else f"{self.node.name or self.node.op_type.lower()}/"
         return self._conv.map_to_graph(self, body, types, prefix, captures)
+
+    def build_graph(self, types: Sequence[tuple[Any, ...]], body: Callable[..., Sequence[Value]], *,
+                    prefix: str | None = None) -> tuple[Graph, list[Value]]:
+        """An IR graph of its own (a loop body this mapping writes with IR ops rather than
+        maps from the model): its inputs are typed ``types`` ((dtype, shape) each) and it
+        returns what ``body(*inputs)`` returns; the ``g.op``/``g.constant`` calls ``body``
+        makes go into it. Values of the enclosing graph it reads become extra inputs: returns
+        the graph and the enclosing Values to pass for them, as :meth:`map_to_graph` does."""
+        prefix = prefix if prefix is not None else f"{self.node.name or self.node.op_type.lower()}/"
+        return self._conv.build_graph(self, types, body, prefix)
+
+    def full_like(self, v: Value, fill: Any, dtype: str | None = None) -> Value:
+        """A tensor of ``v``'s shape filled with ``fill`` (of ``dtype``, default ``v``'s): a
+        constant when the shape is static, else made at run time from ``Shape(v)`` with
+        ``v``'s symbolic dims declared, so that mappings need not read dims as ints."""
+        dtype = dtype or v.dtype
+        arr = np.asarray(fill, dtype=to_numpy_dtype(dtype))
+        if is_static(v.shape):
+            return self.constant(np.full(tuple(int(d) for d in v.shape), arr), dtype=dtype)
+        return self.op("DynamicConstantOfShape", [self.op("Shape", [v])], value=arr.reshape(1),
+                       hint=tuple(str(d) for d in v.shape))
 
     def peek(self, name: str) -> Value | None:
         """The Value that tensor ``name`` of the enclosing graphs has so far (None if none yet),

@@ -9,7 +9,7 @@ they have in the user's model.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -150,16 +150,26 @@ class Conversion:
         if len(types) != len(body.inputs):
             raise ctx.error(f"its subgraph '{body.name}' takes {len(body.inputs)} inputs, "
                             f"{len(types)} given")
+        return self.build_graph(ctx, types, lambda *bound: self.map_subgraph(ctx, body, list(bound), prefix),
+                                prefix, captures, [t.name for t in body.inputs])
+
+    def build_graph(self, ctx: MapContext, types: Sequence[tuple[Any, ...]],
+                    body: Callable[..., Sequence[Value]], prefix: str, captures: Sequence[Value] = (),
+                    names: Sequence[str] = ()) -> tuple[Graph, list[Value]]:
+        """An IR graph of its own whose inputs are typed ``types`` and whose outputs are what
+        ``body(*inputs)`` returns; the ops it emits meanwhile go into that graph, and enclosing
+        values they read become capture inputs (returned, in order, after the graph)."""
         sub = GraphBuilder(self.fresh(prefix.rstrip("/")), registry=self.ops)
         frame = _Frame(sub, prefix)
-        bound = [sub.input(self.fresh(prefix + t.name), *typ) for t, typ in zip(body.inputs, types)]
+        bound = [sub.input(self.fresh(prefix + (names[i] if i < len(names) else f"in{i}")), *typ)
+                 for i, typ in enumerate(types)]
         outer = self.builder
         self.frames.append(frame)
         self.builder = sub
         try:
             for v in captures:  # captured first, in this order (another branch's captures)
                 self.visible(v)
-            outs = [self.visible(v) for v in self.map_subgraph(ctx, body, list(bound), prefix)]
+            outs = [self.visible(v) for v in body(*bound)]
         finally:
             self.frames.pop()
             self.builder = outer
@@ -194,7 +204,8 @@ class Conversion:
         label = node.name or node.op_type.lower()
         base = label if ctx.emitted == 1 else f"{label}/{op_type}"
         name = self.fresh(base, nodes=True)
-        ins = list(inputs)
+        # a sub-graph being built reads enclosing values through its captures
+        ins = [self.visible(v) if isinstance(v, Value) and self.frames else v for v in inputs]
         while ins and ins[-1] is None:
             ins.pop()
         for i, v in enumerate(ins):

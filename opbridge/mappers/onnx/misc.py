@@ -59,7 +59,7 @@ def _dropout_outputs(node: OriginNode, g: MapContext, x: Any) -> Any:
     y = g.op("Identity", [x])
     if len(node.outputs) > 1 and node.outputs[1]:
         # inference: nothing is dropped, the mask is all true
-        return y, g.constant(np.ones(x.shape, dtype=np.bool_))
+        return y, g.full_like(x, True, "bool")
     return y
 
 

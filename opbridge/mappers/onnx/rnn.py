@@ -165,8 +165,11 @@ def _inputs(node: OriginNode, g: MapContext, layout: int) -> _Inputs:
     ins = _Inputs(x, w, r, g.input(3), g.input(5), g.input(6) if lstm else None,
                   g.input(7) if lstm else None)
     if g.input(4) is not None:
-        lens = g.const(4)
-        if lens is None or not np.all(np.asarray(lens) == int(x.shape[1 if layout else 0])):
+        lens, seq = g.const(4), x.shape[1 if layout else 0]
+        if not isinstance(seq, int):
+            raise g.unsupported(f"sequence_lens with a sequence of symbolic length {seq!r} is not supported",
+                                hint="fix the sequence length with --input-shape (input_shapes=)")
+        if lens is None or not np.all(np.asarray(lens) == seq):
             raise g.unsupported("sequence_lens shorter than the sequence are not supported")
     if layout == 1:
         ins.x = g.op("Transpose", [x], perm=[1, 0, 2])
@@ -177,9 +180,9 @@ def _inputs(node: OriginNode, g: MapContext, layout: int) -> _Inputs:
 
 def _direction(node: OriginNode, g: MapContext, ins: _Inputs, d: int, reverse: bool,
                acts: list[Callable[[Value], Value]]) -> tuple[Value, Value, Value | None]:
-    """One direction unrolled over the sequence: (Y [S, 1, B, H], last h, last c or None)."""
+    """One direction over the sequence: (Y [S, 1, B, H], last h, last c or None); unrolled
+    when the sequence length is static, else a Scan node whose body is one step."""
     op, x = node.op_type, ins.x
-    seq, batch = int(x.shape[0]), int(x.shape[1])
     hidden = int(node.get_attr("hidden_size", ins.w.shape[1] // _GATES[op]))
     clip = node.get_attr("clip", None)
     lbr = op == "GRU" and bool(int(node.get_attr("linear_before_reset")))
@@ -196,9 +199,12 @@ def _direction(node: OriginNode, g: MapContext, ins: _Inputs, d: int, reverse: b
     cell = _Cell(g, hidden, x.dtype, acts, clip, lbr, input_forget,
                  g.op("Transpose", [_pick(g, ins.r, d)], perm=[1, 0]), rb_sep,
                  _pick(g, ins.peep, d) if ins.peep is not None else None)
-    zeros = g.constant(np.zeros((batch, hidden), _np(x.dtype)))
+    zeros = _zeros(g, xw, hidden)
     h = _pick(g, ins.h0, d) if ins.h0 is not None else zeros
     c = (_pick(g, ins.c0, d) if ins.c0 is not None else zeros) if op == "LSTM" else None
+    if not isinstance(x.shape[0], int):
+        return _scanned(node, g, cell, xw, h, c, reverse)
+    seq = x.shape[0]
     outs: list[Value | None] = [None] * seq
     for t in (range(seq - 1, -1, -1) if reverse else range(seq)):
         h, c = _STEPS[op](cell, _pick(g, xw, t), h, c)
@@ -206,6 +212,34 @@ def _direction(node: OriginNode, g: MapContext, ins: _Inputs, d: int, reverse: b
     steps = [g.op("Unsqueeze", [v], axes=[0, 1]) for v in outs if v is not None]
     y = steps[0] if len(steps) == 1 else g.op("Concat", steps, axis=0)
     return y, h, c
+
+
+def _zeros(g: MapContext, xw: Value, hidden: int) -> Value:
+    """The default initial state, [B, H] zeros (made at run time when the batch is symbolic)."""
+    batch = xw.shape[1]
+    if isinstance(batch, int):
+        return g.constant(np.zeros((batch, hidden), _np(xw.dtype)))
+    first = g.op("Gather", [xw, g.constant(np.array(0, np.int64))], axis=0)  # [B, G*H]
+    return g.full_like(_part(g, first, 0, hidden, 1), 0)
+
+
+def _scanned(node: OriginNode, g: MapContext, cell: _Cell, xw: Value, h: Value, c: Value | None,
+             reverse: bool) -> tuple[Value, Value, Value | None]:
+    """The time loop as a Scan over ``xw`` (a sequence of run-time length): the states are h
+    (and c), the scan output each step's h; the weights the step reads become captures."""
+    states = [h] if c is None else [h, c]
+
+    def step(*ins: Value) -> list[Value]:
+        h_t, c_t = _STEPS[node.op_type](cell, ins[-1], ins[0], ins[1] if c is not None else None)
+        return [h_t, h_t] if c_t is None else [h_t, c_t, h_t]
+
+    types = [(v.dtype, v.shape) for v in states] + [(xw.dtype, xw.shape[1:])]
+    body, caps = g.build_graph(types, step, prefix=f"{node.name or node.op_type.lower()}/step/")
+    outs = g.op("Scan", [*states, xw, *caps], body=body, num_scan_inputs=1, num_captures=len(caps),
+                scan_input_directions=[int(reverse)], scan_output_directions=[int(reverse)],
+                num_outputs=len(states) + 1)
+    y = g.op("Unsqueeze", [outs[-1]], axes=[1])
+    return y, outs[0], outs[1] if c is not None else None
 
 
 @versions("RNN", 7, 14, 22)
