@@ -62,3 +62,44 @@ def test_usage_error_exit_2():
 def test_help(cmd):
     r = run_cli(cmd, "--help")
     assert r.returncode == 0 and "usage: opbridge" in r.stdout
+
+
+def _relu_onnx(path):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="the_relu")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    return path
+
+
+def test_show_reads_a_model_file_as_compile_does(tmp_path):
+    model = _relu_onnx(tmp_path / "m.onnx")
+    r = run_cli("show", str(model))
+    assert r.returncode == 0, r.stderr
+    assert "the_relu" in r.stdout and "Relu" in r.stdout and "%x: f32[N,3]" in r.stdout
+    r = run_cli("show", str(model), "--input-shape", "x=2,3")
+    assert r.returncode == 0, r.stderr
+    assert "%x: f32[2,3]" in r.stdout
+
+
+@pytest.mark.parametrize("cmd", ["show", "compile"])
+def test_a_program_where_a_graph_is_wanted_is_clean_error(tmp_path, cmd):
+    prog = tmp_path / "m.obprog"
+    prog.write_bytes(b"not read")
+    r = run_cli(cmd, str(prog), *(["-o", str(tmp_path / "out.obprog")] if cmd == "compile" else []))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith(f"error: '{prog}' is a compiled program; {cmd} reads a graph (.obir)")
+    assert lines[1].startswith("hint: ") and "opbridge profile" in lines[1]
+
+
+@pytest.mark.parametrize("cmd", ["show", "convert", "compile"])
+def test_input_shape_given_twice_is_clean_error(tmp_path, cmd):
+    model = _relu_onnx(tmp_path / "m.onnx")
+    out = ["-o", str(tmp_path / ("o.obir" if cmd == "convert" else "o.obprog"))] if cmd != "show" else []
+    r = run_cli(cmd, str(model), "--input-shape", "x=1,3", "--input-shape", "x=2,3", *out)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.splitlines()[0] == "error: --input-shape gives 'x' twice"

@@ -79,6 +79,58 @@ def input_values_from_args(args: argparse.Namespace) -> dict[str, Any] | None:
     return out or None
 
 
+def add_model_options(p: Any, *, input_shape_help: str | None = None) -> None:
+    """The options of every command that reads a model file (converting it first): --weights,
+    --input-shape, --input-value and --plugin."""
+    p.add_argument("--weights", metavar="W", help="weights file (Caffe .caffemodel)")
+    if input_shape_help is None:
+        add_input_shape_option(p)
+    else:
+        add_input_shape_option(p, help=input_shape_help)
+    add_input_value_option(p)
+    add_plugin_option(p)
+
+
+def input_shapes_from_args(args: argparse.Namespace) -> dict[str, tuple[int, ...]] | None:
+    """The ``--input-shape`` dims by input name, or None when there are none."""
+    from ..errors import OpbridgeError
+
+    shapes: dict[str, tuple[int, ...]] = {}
+    for name, shape in getattr(args, "input_shape", []) or []:
+        if name in shapes:
+            raise OpbridgeError(f"--input-shape gives '{name}' twice", hint="give each input once")
+        shapes[name] = shape
+    return shapes or None
+
+
+def load_model(args: argparse.Namespace, *, input_shapes: bool = True) -> Any:
+    """The IR graph of ``args.model``: a .obir read (with the ``--pass`` passes run on it), any
+    other model file converted with the model options; None when ``--check-passes`` found a pass
+    that changed a result. ``input_shapes=False`` leaves the symbolic dims unfixed."""
+    from ..errors import OpbridgeError
+    from ..ir.io import load
+    from ..plugins_loader import load_plugins
+
+    path = str(args.model)
+    if path.lower().endswith(".obprog"):
+        raise OpbridgeError(f"'{path}' is a compiled program; {args.command} reads a graph (.obir) or "
+                            "a model file (.onnx, .prototxt, .ts.json)",
+                            hint="give the .obir or the model it was compiled from; "
+                            "'opbridge profile' and 'opbridge run' read programs")
+    if not path.lower().endswith(".obir"):
+        return convert_checked(path, args, weights=args.weights,
+                               input_shapes=input_shapes_from_args(args) if input_shapes else None,
+                               plugins=args.plugin, input_values=input_values_from_args(args))
+    if getattr(args, "input_value", None):
+        raise OpbridgeError(f"--input-value binds inputs while converting; '{path}' is already converted",
+                            hint=f"{args.command} the model file itself, or convert it again with "
+                            "--input-value")
+    load_plugins(args.plugin)
+    graph = load(path)
+    extra = getattr(args, "extra_passes", [])
+    return convert_checked(graph, args, passes=extra) if extra else graph
+
+
 def add_plugin_option(p: Any) -> None:
     p.add_argument("--plugin", action="append", default=[], metavar="FILE",
                    help="load a plugin first (repeatable); OPBRIDGE_PLUGIN_PATH is honoured too")

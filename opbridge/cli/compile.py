@@ -7,14 +7,7 @@ import sys
 import time
 from typing import Any
 
-from .common import (
-    add_input_shape_option,
-    add_input_value_option,
-    add_pass_option,
-    add_plugin_option,
-    convert_checked,
-    input_values_from_args,
-)
+from .common import add_model_options, add_pass_option, input_shapes_from_args, load_model
 
 
 def add_parser(sub: Any) -> None:
@@ -26,17 +19,14 @@ def add_parser(sub: Any) -> None:
         "memory, a DDR plan, and the instruction list; writes OUT.obprog.",
     )
     p.add_argument("model", help="a .obir graph or a model file (.onnx, .prototxt, .ts.json)")
-    p.add_argument("--weights", metavar="W", help="weights file (Caffe .caffemodel)")
-    add_input_shape_option(p, help="fix an input's dims (symbolic, or a Caffe net's declared batch), "
-                           "e.g. data=1,3,224,224; with --dynamic, the largest size of each symbolic "
-                           "dim (repeatable)")
+    add_model_options(p, input_shape_help="fix an input's dims (symbolic, or a Caffe net's declared "
+                      "batch), e.g. data=1,3,224,224; with --dynamic, the largest size of each "
+                      "symbolic dim (repeatable)")
     p.add_argument("--dynamic", action="store_true",
                    help="compile once for the largest shapes (--input-shape) and run any smaller "
                    "input along the model's symbolic dims, with the results of a program compiled "
                    "for that exact shape (each new shape is planned on its first run); a larger "
                    "input is an error naming the input, the dim and the compiled maximum")
-    add_input_value_option(p)
-    add_plugin_option(p)
     add_pass_option(p)
     p.add_argument("--target", default="bm1684",
                    help="target preset: bm1684 or bm1684x (default: bm1684)")
@@ -46,30 +36,6 @@ def add_parser(sub: Any) -> None:
     p.add_argument("-o", "--output", required=True, metavar="OUT.obprog",
                    help="where to write the program")
     p.set_defaults(func=run)
-
-
-def load_graph(args: argparse.Namespace) -> Any:
-    """The IR graph of ``args.model``: read a .obir (and run the ``--pass`` passes on it),
-    convert anything else; None when ``--check-passes`` found a pass that changed a result."""
-    from ..ir.io import load
-    from ..plugins_loader import load_plugins
-
-    if str(args.model).lower().endswith(".obir"):
-        if getattr(args, "input_value", None):
-            from ..errors import OpbridgeError
-
-            raise OpbridgeError(f"--input-value binds inputs while converting; '{args.model}' is "
-                                "already converted",
-                                hint="compile the model file itself, or convert it again with "
-                                "--input-value")
-        load_plugins(args.plugin)
-        graph = load(args.model)
-        extra = getattr(args, "extra_passes", [])
-        return convert_checked(graph, args, passes=extra) if extra else graph
-    # --dynamic keeps the symbolic dims: --input-shape gives their maxima to compile instead
-    shapes = None if getattr(args, "dynamic", False) else dict(args.input_shape) or None
-    return convert_checked(args.model, args, weights=args.weights, input_shapes=shapes,
-                           plugins=args.plugin, input_values=input_values_from_args(args))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -83,12 +49,13 @@ def run(args: argparse.Namespace) -> int:
     if args.lmem_kib is not None:
         target = Target.from_dict({**target.to_dict(), "lmem_bytes_per_lane": args.lmem_kib * 1024})
     t0 = time.perf_counter()
-    graph = load_graph(args)
+    # --dynamic keeps the symbolic dims: --input-shape gives their maxima to compile instead
+    graph = load_model(args, input_shapes=not args.dynamic)
     if graph is None:
         return EXIT_FAILED
     t1 = time.perf_counter()
     if args.dynamic:
-        dyn = compile(graph, target, dynamic=True, max_shapes=dict(args.input_shape))
+        dyn = compile(graph, target, dynamic=True, max_shapes=input_shapes_from_args(args) or {})
         prog = dyn.program
     else:
         dyn = prog = compile(graph, target)

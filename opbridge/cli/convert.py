@@ -8,11 +8,10 @@ import time
 from typing import Any
 
 from .common import (
-    add_input_shape_option,
-    add_input_value_option,
+    add_model_options,
     add_pass_option,
-    add_plugin_option,
     convert_checked,
+    input_shapes_from_args,
     input_values_from_args,
 )
 
@@ -28,10 +27,7 @@ def add_parser(sub: Any) -> None:
         "OUT.obir atomically.",
     )
     p.add_argument("model", help="the model file")
-    p.add_argument("--weights", metavar="W", help="weights file (Caffe .caffemodel)")
-    add_input_shape_option(p)
-    add_input_value_option(p)
-    add_plugin_option(p)
+    add_model_options(p)
     p.add_argument("--passes", metavar="P1,P2", default=None,
                    help="IR passes to run, comma-separated (default: fold_constants,dead_code; "
                    "'none' for none; fold_batchnorm folds BatchNormalization into Conv)")
@@ -41,17 +37,11 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..errors import OpbridgeError
     from ..ir.io import save
     from . import EXIT_FAILED
 
-    shapes: dict[str, tuple[int, ...]] = {}
-    for name, shape in args.input_shape:
-        if name in shapes:
-            raise OpbridgeError(f"--input-shape gives '{name}' twice", hint="give each input once")
-        shapes[name] = shape
     t0 = time.perf_counter()
-    graph = convert_checked(args.model, args, weights=args.weights, input_shapes=shapes or None,
+    graph = convert_checked(args.model, args, weights=args.weights, input_shapes=input_shapes_from_args(args),
                             plugins=args.plugin, input_values=input_values_from_args(args))
     if graph is None:  # --check-passes found a pass that changed a result; it said which
         return EXIT_FAILED

@@ -1,31 +1,30 @@
-"""``opbridge show``: print a readable listing of a .obir graph."""
+"""``opbridge show``: print a readable listing of a graph (a .obir, or any model file ``convert`` reads)."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from .common import add_plugin_option
+from .common import add_model_options, load_model
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "show",
-        help="print a readable listing of a .obir graph",
-        description="Print a .obir graph: its inputs, every node with op, attributes, input and "
-        "output names, shapes and dtypes, and the node's origin.",
+        help="print a readable listing of a graph (.obir or a model file)",
+        description="Print MODEL's IR graph: its inputs, every node with op, attributes, input "
+        "and output names, shapes and dtypes, and the node's origin. MODEL is a .obir graph, or "
+        "a model file that 'opbridge convert' reads (converted first, with the same options).",
     )
-    p.add_argument("model", help="a .obir file")
-    add_plugin_option(p)
+    p.add_argument("model", help="a .obir graph or a model file (.onnx, .prototxt, .ts.json)")
+    add_model_options(p)
     p.add_argument("--max-nodes", type=int, default=None, help="list at most this many nodes")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..ir import format_graph, load
-    from ..plugins_loader import load_plugins
+    from ..ir import format_graph
 
-    load_plugins(args.plugin)
-    g = load(args.model)
+    g = load_model(args)
     print(format_graph(g, max_nodes=args.max_nodes))
     return 0
