@@ -37,13 +37,13 @@ PARAM_TYPES = ("int", "float", "bool", "str", "ints", "floats", "strs", "dtype",
 PLACEMENTS = ("tpu", "cpu")
 
 
-def check_placement(where: Any, what: str, error: type[OpbridgeError] = RegistryError) -> str:
+def check_placement(where: Any, what: str, error: type[OpbridgeError] = RegistryError,
+                    hint: str = 'use "tpu" (the default) or "cpu" (runs on the host)') -> str:
     """``where`` ("tpu"/"cpu", or an enum whose value is one) as a plain string; anything else
     is an ``error`` naming ``what``."""
     value = getattr(where, "value", where)
     if not isinstance(value, str) or value.lower() not in PLACEMENTS:
-        raise error(f"{what}: placement {where!r} is not one of {', '.join(PLACEMENTS)}",
-                            hint='use "tpu" (the default) or "cpu" (runs on the host)')
+        raise error(f"{what}: placement {where!r} is not one of {', '.join(PLACEMENTS)}", hint=hint)
     return value.lower()
 
 

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 
 from ..errors import SimulatorError
 from ..ir.graph import Graph, Node
+from ..ir.opdef import PLACEMENTS, check_placement
 from .kernels import DEFAULT_KERNELS, Kernel, KernelRegistry
 from .memory import view4
 
-TPU, CPU = "tpu", "cpu"
+TPU, CPU = PLACEMENTS
 
 Placement = Callable[[Node], "str | None"]
 
@@ -27,11 +28,8 @@ def _placement_of(node: Node, placement: Placement | None) -> str:
     where = placement(node) if placement is not None else None
     if where is None:
         return node.placement
-    value = getattr(where, "value", where)
-    if not isinstance(value, str) or value.lower() not in (TPU, CPU):
-        raise SimulatorError(f"{node.where}: the placement callable returned {where!r}",
-                             hint=f'return "{TPU}", "{CPU}" or None (keep the node\'s own)')
-    return value.lower()
+    return check_placement(where, f"{node.where}: the placement callable", SimulatorError,
+                           hint=f'return "{TPU}", "{CPU}" or None (keep the node\'s own)')
 
 
 @dataclass

@@ -100,8 +100,12 @@ def test_placement_callable_overrides_and_is_checked():
     g = b.build()
     assert ob.compile(g, "bm1684", placement=lambda n: "cpu").profile().num_cpu_layers == 1
     assert ob.compile(g, "bm1684", placement=lambda n: None).profile().num_cpu_layers == 0
-    with pytest.raises(SimulatorError, match=r"'r' \(Relu\).*returned 'gpu'"):
+    assert ob.compile(g, "bm1684", placement=lambda n: ob.ImplyType.CPU).profile().num_cpu_layers == 1
+    # checked as every other placement is, with the same words
+    with pytest.raises(SimulatorError, match=r"'r' \(Relu\): the placement callable: placement 'gpu' "
+                       r"is not one of tpu, cpu") as err:
         ob.compile(g, "bm1684", placement=lambda n: "gpu")
+    assert "None (keep the node's own)" in (err.value.hint or "")
 
 
 # -- a mapping's imply_type places the nodes it emits -------------------------------------
