@@ -30,6 +30,8 @@ from ..ir.io import (
     read_json,
 )
 from ..ir.opdef import DEFAULT_OPS
+from .memory import constant_lane_bytes, packs_4n, tile_lane_bytes
+from .rows import row_layout
 from .schema import (
     INSTRUCTIONS,
     RECOMPILE_HINT,
@@ -224,7 +226,9 @@ def _check_program(prog: Program, where: str) -> None:
             raise ModelFormatError(f"{where}: instruction {i} names unknown node {ins.node!r}")
         if isinstance(ins, (Load, Store)) and ins.tensor not in tensors:
             raise ModelFormatError(f"{where}: instruction {i} names unknown tensor {ins.tensor!r}")
-        _check_costs(ins, prog.target.lmem_bytes_per_lane, f"{where}: instruction {i} ({ins.TAG})")
+        _check_costs(ins, prog.target.lmem_bytes_per_lane, prog.target.lmem_align_bytes,
+                     f"{where}: instruction {i} ({ins.TAG})")
+        _check_layout(prog, ins, f"{where}: instruction {i} ({ins.TAG})")
     end = 0
     for i, u in enumerate(prog.units):
         unknown = [n for n in u.nodes if n not in nodes]
@@ -239,7 +243,7 @@ def _check_program(prog: Program, where: str) -> None:
         raise ModelFormatError(f"{where}: the units cover {end} of {len(prog.instrs)} instructions")
 
 
-def _check_costs(ins: Instruction, lane: int, where: str) -> None:
+def _check_costs(ins: Instruction, lane: int, align_bytes: int, where: str) -> None:
     """The figures the cost model divides by and the local ranges it tracks are sane."""
     if isinstance(ins, (Compute, GlobalOp, HostOp)) and not (ins.flops >= 0 and 0 < ins.eff <= 1):
         raise ModelFormatError(f"{where}: flops {ins.flops} / efficiency {ins.eff} out of range")
@@ -249,9 +253,46 @@ def _check_costs(ins: Instruction, lane: int, where: str) -> None:
     if isinstance(ins, Compute):
         local = [ins.out, *(a for a in ins.ins if a is not None)]
     for a in local:
-        if a.lmem < 0 or a.lane_bytes < 0 or a.lmem + a.lane_bytes > lane:
+        if a.lmem < 0 or a.lane_bytes < 0:
             raise ModelFormatError(f"{where}: local range [{a.lmem}, {a.lmem + a.lane_bytes}) of "
-                                   f"'{a.tensor}' lies outside the lane's {lane} bytes")
+                                   f"'{a.tensor}' is negative")
+        if a.lmem % align_bytes:
+            raise ModelFormatError(f"{where}: local address {a.lmem} of '{a.tensor}' is not a multiple "
+                                   f"of the stored target's lmem_align_bytes ({align_bytes})",
+                                   hint=_TARGET_HINT)
+        if a.lmem + a.lane_bytes > lane:
+            raise ModelFormatError(f"{where}: local range [{a.lmem}, {a.lmem + a.lane_bytes}) of "
+                                   f"'{a.tensor}' lies outside the lane's {lane} bytes (the stored "
+                                   f"target's lmem_bytes_per_lane)", hint=_TARGET_HINT)
+
+
+_TARGET_HINT = ("the program's memory plan was made for another target than the one stored with "
+                "it: recompile the model for the target you want (opbridge compile --target/"
+                "--target-json/--lmem-kib)")
+
+
+def _check_layout(prog: Program, ins: Instruction, where: str) -> None:
+    """Each tile the plan places takes, under the stored target's layout (``lanes``, ``eu_bytes``,
+    ``int8_batch_pack``), no more bytes per lane than the plan reserves for it."""
+    target, values = prog.target, prog.graph.values()
+    tiles: list[tuple[str, tuple[int, ...], int, bool]] = []
+    if isinstance(ins, Compute):
+        tiles = [(a.tensor, tuple(a.shape), a.lane_bytes, a.const) for a in (ins.out, *ins.ins) if a is not None]
+    elif isinstance(ins, Store):
+        tiles = [(ins.tensor, tuple(ins.tile_shape), ins.lane_bytes, False)]
+    for name, shape, stored, const in tiles:
+        v = values.get(name)
+        if v is None or len(shape) != 4 and not const:
+            raise ModelFormatError(f"{where}: '{name}' is not a tile of a graph tensor")
+        need = (constant_lane_bytes(target, shape, v.dtype) if const
+                else tile_lane_bytes(target, shape, v.dtype, row_layout(v)))
+        if need > stored:
+            fields = f"lanes = {target.lanes}, eu_bytes = {target.eu_bytes}"
+            if packs_4n(target, v.dtype):
+                fields += f", int8_batch_pack = {target.int8_batch_pack}"
+            raise ModelFormatError(f"{where}: under the stored target's {fields}, the tile "
+                                   f"{v.dtype}{list(shape)} of '{name}' takes {need} bytes per lane; "
+                                   f"its plan reserves {stored}", hint=_TARGET_HINT)
 
 
 def _check_ddr(prog: Program, where: str) -> None:
@@ -272,6 +313,10 @@ def _check_ddr(prog: Program, where: str) -> None:
         if t.alias_of is not None and (t.alias_of not in tensors or tensors[t.alias_of].addr != t.addr):
             raise ModelFormatError(f"{where}: '{name}' shares the bytes of '{t.alias_of}', "
                                    "which the DDR plan does not place at the same address")
+        if t.addr % align_bytes:
+            raise ModelFormatError(f"{where}: tensor '{name}' at DDR address {t.addr} is not a multiple "
+                                   f"of the stored target's ddr_align_bytes ({align_bytes})",
+                                   hint=_TARGET_HINT)
         # the plan must describe the graph's own tensor: same shape, dtype and size
         v = values.get(name)
         if v is None:

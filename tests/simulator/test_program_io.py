@@ -264,3 +264,38 @@ def test_dict_spelling_is_deprecated(prog):
         assert load["g"] == load.group == 0
     with pytest.warns(DeprecationWarning, match=r"use isinstance\(x, Load\) instead of \['op'\]"):
         assert load["op"] == "load"
+
+
+@pytest.mark.parametrize("field,value,match", [
+    ("lmem_bytes_per_lane", 1024, r"outside the lane's 1024 bytes \(the stored target's lmem_bytes_per_lane\)"),
+    ("lanes", 2, r"under the stored target's lanes = 2, eu_bytes = \d+, the tile .* bytes per lane; "
+                 r"its plan reserves \d+"),
+    ("lmem_align_bytes", 1 << 20, r"not a multiple of the stored target's lmem_align_bytes \(1048576\)"),
+    ("ddr_align_bytes", 1 << 30, r"not a multiple of the stored target's ddr_align_bytes \(1073741824\)"),
+], ids=["lmem_bytes_per_lane", "lanes", "lmem_align_bytes", "ddr_align_bytes"])
+def test_stored_target_that_the_plan_does_not_fit_is_refused_on_load(prog, tmp_path, field, value, match):
+    good = tmp_path / "good.obprog"
+    prog.save(good)
+    doc = prog.to_json()
+    doc["target"][field] = value
+    bad = tmp_path / "bad.obprog"
+    _rewrite(good, bad, program=json.dumps(doc))
+    with pytest.raises(ob.ModelFormatError, match=r"bad\.obprog.*" + match) as err:
+        ob.load_program(bad)
+    assert "recompile" in (err.value.hint or "")
+
+
+def test_stored_target_with_room_to_spare_still_loads(prog, tmp_path):
+    """More lanes or local memory than the plan needs: the plan still fits, and runs the same."""
+    good = tmp_path / "good.obprog"
+    prog.save(good)
+    doc = prog.to_json()
+    doc["target"].update(lanes=128, lmem_bytes_per_lane=1 << 20)
+    roomy = tmp_path / "roomy.obprog"
+    _rewrite(good, roomy, program=json.dumps(doc))
+    feeds = {v.name: np.random.default_rng(0).standard_normal(v.shape).astype(np.float32)
+             for v in prog.graph.inputs}
+    want = prog.run(feeds)
+    got = ob.load_program(roomy).run(feeds)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])
