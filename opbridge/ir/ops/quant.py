@@ -23,7 +23,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from ..opdef import ShapeContext, define_op
+from ..opdef import OpDef, ShapeContext, define_op
 from ..types import from_numpy_dtype, to_numpy_dtype
 from .common import FLOATS, LOWP
 
@@ -130,14 +130,23 @@ def quantize_linear(x: np.ndarray, y_scale: np.ndarray, y_zero_point: np.ndarray
         return ratio.astype(to)
 
 
+def _scale_layout(op: OpDef) -> OpDef:
+    """The params that say how a scale and zero point lay over the tensor (per tensor, per
+    ``axis``, or per block of ``block_size`` along it), the same in QuantizeLinear and
+    DequantizeLinear (checked by :func:`check_params_shape`)."""
+    return (op.param("axis", "int", default=1, doc="the axis of a per-axis or blocked scale")
+            .param("block_size", "int", default=0, minimum=0,
+                   doc="block length along axis; 0 = not blocked"))
+
+
 (
-    define_op("QuantizeLinear")
-    .doc("y = saturate(round_half_even(x / y_scale) + y_zero_point), per tensor, per axis or per "
-         "block (ONNX QuantizeLinear); to float8 x / y_scale is cast, to float4 it adds y_zero_point")
-    .input("x", "T1").input("y_scale", "TS").input("y_zero_point", "T2", optional=True)
-    .output("y", "T2")
-    .param("axis", "int", default=1, doc="the axis of a per-axis or blocked scale")
-    .param("block_size", "int", default=0, minimum=0, doc="block length along axis; 0 = not blocked")
+    _scale_layout(
+        define_op("QuantizeLinear")
+        .doc("y = saturate(round_half_even(x / y_scale) + y_zero_point), per tensor, per axis or "
+             "per block (ONNX QuantizeLinear); to float8 x / y_scale is cast, to float4 it adds "
+             "y_zero_point")
+        .input("x", "T1").input("y_scale", "TS").input("y_zero_point", "T2", optional=True)
+        .output("y", "T2"))
     .param("saturate", "int", default=1, allowed=(0, 1),
            doc="to float8: clamp out-of-range values to +-max (1) or not (0)")
     .param("output_dtype", "dtype", default="u8", allowed=QUANT_TYPES,
@@ -177,13 +186,12 @@ def dequantize_linear(x: np.ndarray, x_scale: np.ndarray, x_zero_point: np.ndarr
 
 
 (
-    define_op("DequantizeLinear")
-    .doc("y = (x - x_zero_point) * x_scale, per tensor, per axis or per block (ONNX "
-         "DequantizeLinear); the output has x_scale's type")
-    .input("x", "T1").input("x_scale", "T2").input("x_zero_point", "T1", optional=True)
-    .output("y", "T2")
-    .param("axis", "int", default=1, doc="the axis of a per-axis or blocked scale")
-    .param("block_size", "int", default=0, minimum=0, doc="block length along axis; 0 = not blocked")
+    _scale_layout(
+        define_op("DequantizeLinear")
+        .doc("y = (x - x_zero_point) * x_scale, per tensor, per axis or per block (ONNX "
+             "DequantizeLinear); the output has x_scale's type")
+        .input("x", "T1").input("x_scale", "T2").input("x_zero_point", "T1", optional=True)
+        .output("y", "T2"))
     .type_param("T1", QUANT_TYPES + ("i32",) + tuple(d for d in LOWP if d not in QUANT_TYPES))
     .type_param("T2", FLOATS)
     .shape_fn(_dequantize_shape)
