@@ -31,6 +31,7 @@ from ...ir.types import from_numpy_dtype
 from ...parsers.origin import Framework, OriginNode
 from ..context import MapContext
 from ..registry import MapFn, mapping
+from .elementwise import required_input
 from .schema_defaults import declare_schema
 
 ONNX = Framework.ONNX
@@ -53,14 +54,6 @@ def _onnx_dtype(elem: int, g: MapContext, attr: str) -> str:
         return from_numpy_dtype(helper.tensor_dtype_to_np_dtype(elem))
     except Exception:
         raise g.unsupported(f"{attr}={elem}: not an IR dtype") from None
-
-
-def need_input(g: MapContext, i: int, what: str) -> Value:
-    v = g.input(i)
-    if v is None:
-        raise g.error(f"input {i} ({what}) is required but absent",
-                      hint="connect the input in the source model")
-    return v
 
 
 def as_f32(g: MapContext, v: Value) -> Value:
@@ -92,7 +85,7 @@ def _quant_target(node: OriginNode, g: MapContext, zp: Value | None) -> str:
 @mapping(ONNX, f"{MS}::QuantizeLinear", since_opset=1)
 def quantize_linear(node: OriginNode, g: MapContext) -> Any:
     """QuantizeLinear (ai.onnx 10-25, com.microsoft 1) onto the IR op, every attribute explicit."""
-    x, scale, zp = need_input(g, 0, "x"), need_input(g, 1, "y_scale"), g.input(2)
+    x, scale, zp = required_input(g, 0, "x"), required_input(g, 1, "y_scale"), g.input(2)
     precision = int(node.attrs.get("precision") or 0)
     layout = _layout_attrs(node)
     y = g.op("QuantizeLinear", [x, scale, zp], **layout,
@@ -128,7 +121,7 @@ def _float_zero_point(g: MapContext, x: Value, zp: Value) -> None:
 def dequantize_linear(node: OriginNode, g: MapContext) -> Any:
     """DequantizeLinear onto the IR op; a float8/float4 input's zero point (zero by the spec) is
     dropped, and output_dtype (23+) other than the scale's type is a Cast after it."""
-    x, scale, zp = need_input(g, 0, "x"), need_input(g, 1, "x_scale"), g.input(2)
+    x, scale, zp = required_input(g, 0, "x"), required_input(g, 1, "x_scale"), g.input(2)
     if zp is not None and x.dtype in FLOAT8 + FLOAT4 + ("f8e8m0",):
         _float_zero_point(g, x, zp)
         zp = None
@@ -185,9 +178,9 @@ def qlinear_conv(node: OriginNode, g: MapContext) -> Any:
     """ConvInteger + i32 bias, requantized with x_scale * w_scale / y_scale (per output channel)."""
     from .conv import conv_attrs, resolve_pads
 
-    x, w = need_input(g, 0, "x"), need_input(g, 3, "w")
-    xs, xz, ws, wz = need_input(g, 1, "x_scale"), g.input(2), need_input(g, 4, "w_scale"), g.input(5)
-    ys, yz, bias = need_input(g, 6, "y_scale"), g.input(7), g.input(8)
+    x, w = required_input(g, 0, "x"), required_input(g, 3, "w")
+    xs, xz, ws, wz = required_input(g, 1, "x_scale"), g.input(2), required_input(g, 4, "w_scale"), g.input(5)
+    ys, yz, bias = required_input(g, 6, "y_scale"), g.input(7), g.input(8)
     attrs = conv_attrs(node, g, x, w)
     attrs["pads"] = resolve_pads(node, g, x, attrs["kernel_shape"], attrs["strides"], attrs["dilations"])
     acc = g.op("ConvInteger", [x, w, _vector_or_scalar(g, xz) if xz is not None else None,
@@ -202,9 +195,9 @@ def qlinear_conv(node: OriginNode, g: MapContext) -> Any:
 @_versions("QLinearMatMul", 10, 21)
 def qlinear_matmul(node: OriginNode, g: MapContext) -> Any:
     """MatMulInteger, requantized with a_scale * b_scale / y_scale (per column of B)."""
-    a, b = need_input(g, 0, "a"), need_input(g, 3, "b")
-    a_s, a_z, b_s, b_z = need_input(g, 1, "a_scale"), g.input(2), need_input(g, 4, "b_scale"), g.input(5)
-    y_s, y_z = need_input(g, 6, "y_scale"), g.input(7)
+    a, b = required_input(g, 0, "a"), required_input(g, 3, "b")
+    a_s, a_z, b_s, b_z = required_input(g, 1, "a_scale"), g.input(2), required_input(g, 4, "b_scale"), g.input(5)
+    y_s, y_z = required_input(g, 6, "y_scale"), g.input(7)
     if a.dtype not in ("i8", "u8") or b.dtype not in ("i8", "u8"):
         raise g.unsupported(f"QLinearMatMul of {a.dtype} x {b.dtype} (only int8/uint8 operands)")
     acc = g.op("MatMulInteger", [a, b, _vector_or_scalar(g, a_z) if a_z is not None else None,
@@ -219,7 +212,7 @@ def qlinear_matmul(node: OriginNode, g: MapContext) -> Any:
 def dynamic_quantize_linear(node: OriginNode, g: MapContext) -> Any:
     """y_scale = (max(0, max x) - min(0, min x)) / 255; y_zero_point = saturate(round(-min / y_scale));
     y = QuantizeLinear(x, y_scale, y_zero_point) (u8), as the spec computes them."""
-    x = as_f32(g, need_input(g, 0, "x"))
+    x = as_f32(g, required_input(g, 0, "x"))
     zero = g.constant(np.array(0.0, np.float32))
     lo = g.op("Min", [g.op("ReduceMin", [x], axes=(), keepdims=0), zero])
     hi = g.op("Max", [g.op("ReduceMax", [x], axes=(), keepdims=0), zero])

@@ -31,7 +31,8 @@ from ...ir.graph import Value
 from ...parsers.origin import Framework, OriginNode
 from ..context import MapContext
 from ..registry import mapping
-from .quant import MS, as_f32, as_i32, need_input, out_type, output_scale, requantize_float, with_quant
+from .elementwise import required_input
+from .quant import MS, as_f32, as_i32, out_type, output_scale, requantize_float, with_quant
 from .schema_defaults import declare_schema
 
 ONNX = Framework.ONNX
@@ -60,11 +61,11 @@ def quantize(g: MapContext, y: Value, scale: Value, zp: Value | None, out: str) 
 
 
 def _binary(node: OriginNode, g: MapContext, op: str) -> Value:
-    a, b = need_input(g, 0, "A"), need_input(g, 3, "B")
+    a, b = required_input(g, 0, "A"), required_input(g, 3, "B")
     c_zp = g.input(7)
-    fa = dequantize(g, a, need_input(g, 1, "A_scale"), g.input(2))
-    fb = dequantize(g, b, need_input(g, 4, "B_scale"), g.input(5))
-    return quantize(g, g.op(op, [fa, fb]), need_input(g, 6, "C_scale"), c_zp, out_type(g, c_zp, a))
+    fa = dequantize(g, a, required_input(g, 1, "A_scale"), g.input(2))
+    fb = dequantize(g, b, required_input(g, 4, "B_scale"), g.input(5))
+    return quantize(g, g.op(op, [fa, fb]), required_input(g, 6, "C_scale"), c_zp, out_type(g, c_zp, a))
 
 
 @mapping(ONNX, f"{MS}::QLinearAdd", since_opset=1)
@@ -78,9 +79,9 @@ def qlinear_mul(node: OriginNode, g: MapContext) -> Any:
 
 
 def _unary(node: OriginNode, g: MapContext, op: str, **attrs: Any) -> Value:
-    x, y_zp = need_input(g, 0, "X"), g.input(4)
-    fx = dequantize(g, x, need_input(g, 1, "X_scale"), g.input(2))
-    return quantize(g, g.op(op, [fx], **attrs), need_input(g, 3, "Y_scale"), y_zp, out_type(g, y_zp, x))
+    x, y_zp = required_input(g, 0, "X"), g.input(4)
+    fx = dequantize(g, x, required_input(g, 1, "X_scale"), g.input(2))
+    return quantize(g, g.op(op, [fx], **attrs), required_input(g, 3, "Y_scale"), y_zp, out_type(g, y_zp, x))
 
 
 @mapping(ONNX, f"{MS}::QLinearSigmoid", since_opset=1)
@@ -96,11 +97,11 @@ def qlinear_leaky_relu(node: OriginNode, g: MapContext) -> Any:
 @mapping(ONNX, f"{MS}::QLinearConcat", since_opset=1)
 def qlinear_concat(node: OriginNode, g: MapContext) -> Any:
     """Inputs: Y_scale, Y_zero_point, then (X, X_scale, X_zero_point) per joined tensor."""
-    y_s, y_zp = need_input(g, 0, "Y_scale"), need_input(g, 1, "Y_zero_point")
+    y_s, y_zp = required_input(g, 0, "Y_scale"), required_input(g, 1, "Y_zero_point")
     if g.num_inputs < 5 or (g.num_inputs - 2) % 3:
         raise g.error(f"has {g.num_inputs} inputs; it takes Y_scale, Y_zero_point and then "
                       "(X, X_scale, X_zero_point) triples")
-    parts = [dequantize(g, need_input(g, i, f"X{i}"), need_input(g, i + 1, f"X{i}_scale"), g.input(i + 2))
+    parts = [dequantize(g, required_input(g, i, f"X{i}"), required_input(g, i + 1, f"X{i}_scale"), g.input(i + 2))
              for i in range(2, g.num_inputs, 3)]
     joined = g.op("Concat", parts, axis=int(node.get_attr("axis")))
     return quantize(g, joined, y_s, y_zp, out_type(g, y_zp, y_zp))
@@ -126,13 +127,13 @@ def qlinear_average_pool(node: OriginNode, g: MapContext) -> Any:
     from .pool import window_attrs
 
     last = bool(int(node.get_attr("channels_last")))
-    x, y_zp = need_input(g, 0, "X"), g.input(4)
-    fx = _to_channels_first(g, dequantize(g, x, need_input(g, 1, "x_scale"), g.input(2)), last)
+    x, y_zp = required_input(g, 0, "X"), g.input(4)
+    fx = _to_channels_first(g, dequantize(g, x, required_input(g, 1, "x_scale"), g.input(2)), last)
     _x, attrs = window_attrs(node, _Sub(g, {0: fx}))  # type: ignore[arg-type]
     pooled = g.op("AveragePool", [fx], count_include_pad=int(node.get_attr("count_include_pad")), **attrs)
     pooled = _to_channels_last(g, pooled, last)
     # onnxruntime's kernel rounds y / y_scale + y_zero_point (the zero point added in float32)
-    y_s = need_input(g, 3, "y_scale")
+    y_s = required_input(g, 3, "y_scale")
     shifted = g.op("Div", [pooled, as_f32(g, y_s)])
     if y_zp is not None:
         shifted = g.op("Add", [shifted, as_f32(g, y_zp)])
@@ -145,7 +146,7 @@ def qlinear_average_pool(node: OriginNode, g: MapContext) -> Any:
 @mapping(ONNX, f"{MS}::QLinearGlobalAveragePool", since_opset=1)
 def qlinear_global_average_pool(node: OriginNode, g: MapContext) -> Any:
     """round_half_even(f32(sum(x) - x_zp * N) * (x_scale / (y_scale * N))) + y_zp (MLAS)."""
-    x, x_zp, y_zp = need_input(g, 0, "X"), g.input(2), g.input(4)
+    x, x_zp, y_zp = required_input(g, 0, "X"), g.input(2), g.input(4)
     last = bool(int(node.get_attr("channels_last")))
     r = len(x.shape)
     axes = tuple(range(1, r - 1)) if last else tuple(range(2, r))
@@ -154,15 +155,15 @@ def qlinear_global_average_pool(node: OriginNode, g: MapContext) -> Any:
     if x_zp is not None:
         total = g.op("Sub", [total, g.op("Mul", [as_i32(g, x_zp), g.constant(np.array(n, np.int32))])])
     n_f = g.constant(np.array(float(n), np.float32))
-    scale = g.op("Div", [as_f32(g, need_input(g, 1, "x_scale")), g.op("Mul", [as_f32(g, need_input(g, 3, "y_scale")), n_f])])
+    scale = g.op("Div", [as_f32(g, required_input(g, 1, "x_scale")), g.op("Mul", [as_f32(g, required_input(g, 3, "y_scale")), n_f])])
     return with_quant(requantize_float(g, total, scale, 1, y_zp, out_type(g, y_zp, x)),
-                      need_input(g, 3, "y_scale"), y_zp)
+                      required_input(g, 3, "y_scale"), y_zp)
 
 
 @mapping(ONNX, f"{MS}::QGemm", since_opset=1)
 def qgemm(node: OriginNode, g: MapContext) -> Any:
     """Inputs A, a_scale, a_zp, B, b_scale, b_zp, C (i32), y_scale, y_zero_point."""
-    a, b = need_input(g, 0, "A"), need_input(g, 3, "B")
+    a, b = required_input(g, 0, "A"), required_input(g, 3, "B")
     if int(node.get_attr("transA")):
         a = g.op("Transpose", [a], perm=[1, 0])
     if int(node.get_attr("transB")):
@@ -170,15 +171,15 @@ def qgemm(node: OriginNode, g: MapContext) -> Any:
     a_zp, b_zp = g.input(2), g.input(5)
     acc = g.op("MatMulInteger", [a, b, _scalar(g, a_zp), _scalar(g, b_zp)])
     if g.input(6) is not None:
-        acc = g.op("Add", [acc, as_i32(g, need_input(g, 6, "C"))])
+        acc = g.op("Add", [acc, as_i32(g, required_input(g, 6, "C"))])
     alpha = g.constant(np.array(float(node.get_attr("alpha")), np.float32))
-    scale = output_scale(g, alpha, need_input(g, 1, "a_scale"), need_input(g, 4, "b_scale"), divisor=g.input(7))
+    scale = output_scale(g, alpha, required_input(g, 1, "a_scale"), required_input(g, 4, "b_scale"), divisor=g.input(7))
     scale = _scalar(g, scale)
     y_zp = g.input(8)
     if y_zp is None:
         return g.op("DequantizeLinear", [acc, scale], axis=1, block_size=0)
     return with_quant(requantize_float(g, acc, scale, 1, y_zp, out_type(g, y_zp, a)),
-                      need_input(g, 7, "y_scale"), y_zp)
+                      required_input(g, 7, "y_scale"), y_zp)
 
 
 def _scalar(g: MapContext, v: Value | None) -> Value | None:
@@ -226,7 +227,7 @@ def dynamic_quantize_lstm(node: OriginNode, g: MapContext) -> Any:
     """The ONNX LSTM (rnn.py) over the dequantized W and R; inputs 0-7 are LSTM's."""
     from .rnn import recurrent
 
-    w = _dequantized_weight(g, need_input(g, 1, "W"), need_input(g, 8, "W_scale"), g.input(9))
-    r = _dequantized_weight(g, need_input(g, 2, "R"), need_input(g, 10, "R_scale"), g.input(11))
+    w = _dequantized_weight(g, required_input(g, 1, "W"), required_input(g, 8, "W_scale"), g.input(9))
+    r = _dequantized_weight(g, required_input(g, 2, "R"), required_input(g, 10, "R_scale"), g.input(11))
     lstm = dataclasses.replace(node, op_type="LSTM", inputs=node.inputs[:8])
     return recurrent(lstm, _Sub(g, {1: w, 2: r}))  # type: ignore[arg-type]
