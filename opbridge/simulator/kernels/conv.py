@@ -15,7 +15,7 @@ import numpy as np
 from ...ir.graph import Node
 from ...ir.opdef import DEFAULT_OPS
 from ...ir.winograd import tile_size, transformed_weights, winograd_conv2d
-from .registry import register_kernel, static_shape, tile_pads, tile_pads_w, window_rows
+from .registry import Kernel, register_kernel, static_shape, tile_pads, tile_pads_w, window_rows
 
 
 def _conv2d_params(node: Node, axis: int = 0) -> tuple[int, int, int, tuple[int, ...]]:
@@ -156,14 +156,11 @@ def conv2d_into(out: np.ndarray, x: np.ndarray, w: np.ndarray, b: np.ndarray | N
         y += b.reshape(m, 1)
 
 
-(
-    register_kernel("Conv")
-    .split_when(lambda n: conv_split(n))
-    .input_slice(conv_rows)
-    .input_slice(conv_cols, axis="W")
-    .channel_slice(conv_channels)
-    .tile_attrs(conv_tile_attrs)
-    .tile_attrs(conv_tile_attrs_w, axis="W")
-    .cost(conv_cost)
-    .compute_into(conv2d_into)
-)
+def conv_tiling(k: Kernel) -> Kernel:
+    """The tiling a 2-D convolution's kernel has whatever its dtypes (Conv, ConvInteger): split
+    on N/H/W, input rows and columns with the window's halo, the tile's pads, the cost."""
+    return (k.split_when(conv_split).input_slice(conv_rows).input_slice(conv_cols, axis="W")
+            .tile_attrs(conv_tile_attrs).tile_attrs(conv_tile_attrs_w, axis="W").cost(conv_cost))
+
+
+conv_tiling(register_kernel("Conv")).channel_slice(conv_channels).compute_into(conv2d_into)

@@ -27,7 +27,7 @@ import numpy as np
 
 from ...ir.graph import Node
 from ...ir.opdef import DEFAULT_OPS
-from .conv import conv_cols, conv_cost, conv_rows, conv_split, conv_tile_attrs, conv_tile_attrs_w
+from .conv import conv_tiling
 from .matmul import matmul_cost, matmul_rows, matmul_split
 from .registry import register_kernel, static_shape
 
@@ -161,14 +161,8 @@ def matmul_integer_cost(node: Node, out_shape: tuple[int, ...]) -> float:
 
 
 (
-    register_kernel("ConvInteger")
-    .split_when(conv_split)
-    .input_slice(conv_rows)
-    .input_slice(conv_cols, axis="W")
+    conv_tiling(register_kernel("ConvInteger"))
     .channel_slice(conv_integer_channels)
-    .tile_attrs(conv_tile_attrs)
-    .tile_attrs(conv_tile_attrs_w, axis="W")
-    .cost(conv_cost)
     .compute_into(conv_integer_into, dtype=("i8", "u8"))
 )
 register_kernel("MatMulInteger").split_when(matmul_integer_split).input_slice(matmul_rows).cost(
