@@ -147,13 +147,19 @@ def test_int8_weights_and_biases(cnn):
     assert per_tensor.constants["conv2b.w/int8/scale"].data.shape == ()
 
 
+def _damaged(table: CalibrationTable, *names: str) -> CalibrationTable:
+    """``table`` with the outputs ``names`` (default conv2b's) clipped to a twentieth of their
+    range: int8 then ruins the residual branch."""
+    bad = dict(table.tensors)
+    for name in names or ("conv2b_out",):
+        r = bad[name]
+        bad[name] = TensorRange(r.min, r.max, r.threshold / 20)
+    return CalibrationTable(table.graph, table.method, table.samples, bad)
+
+
 def test_mixed_precision_auto_keeps_the_damaged_layer_float(cnn):
     _, g, table = cnn
-    # conv2b's output clipped to a twentieth of its range: int8 then ruins the residual branch
-    bad = dict(table.tensors)
-    r = bad["conv2b_out"]
-    bad["conv2b_out"] = TensorRange(r.min, r.max, r.threshold / 20)
-    damaged = CalibrationTable(table.graph, table.method, table.samples, bad)
+    damaged = _damaged(table)
     samples = feeds(3, seed=5)
     plain = ob.quantize(g, damaged)
     before = min(cos(ob.interpret(g, f)["prob"], ob.interpret(plain, f)["prob"]) for f in samples)
@@ -221,10 +227,7 @@ def test_layer_errors_equal_the_model_with_only_that_layer_in_int8(cnn):
     from opbridge.quant.quantize import layer_errors
 
     _, g, table = cnn
-    bad = dict(table.tensors)
-    r = bad["conv2b_out"]
-    bad["conv2b_out"] = TensorRange(r.min, r.max, r.threshold / 20)
-    damaged = CalibrationTable(table.graph, table.method, table.samples, bad)
+    damaged = _damaged(table)
     samples = feeds(2, seed=5)
     acts = [ob.interpret(g, f, keep_intermediates=True) for f in samples]
     errors = layer_errors(g, damaged, acts, per_channel=True)
@@ -245,11 +248,7 @@ def test_layer_errors_equal_the_model_with_only_that_layer_in_int8(cnn):
 def test_mixed_precision_auto_finds_the_fewest_layers(cnn):
     _, g, table = cnn
     # two layers' outputs clipped hard: both must stay float, and the search must stop there
-    bad = dict(table.tensors)
-    for name in ("conv2b_out", "conv1_out"):
-        r = bad[name]
-        bad[name] = TensorRange(r.min, r.max, r.threshold / 20)
-    damaged = CalibrationTable(table.graph, table.method, table.samples, bad)
+    damaged = _damaged(table, "conv2b_out", "conv1_out")
     samples = feeds(3, seed=5)
     mixed = ob.quantize(g, damaged, mixed_precision="auto", target_cos=0.9999, samples=samples)
     kept = mixed.metadata["quant.auto_float_layers"].split(",")
