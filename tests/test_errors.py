@@ -171,3 +171,94 @@ def test_cli_prints_the_message_once_with_its_hint(tmp_path, capsys):
     assert lines[0] == ("error: [onnx] node 'branch' (If) param 'else_branch': output 0 is tensor f32 in "
                         "then_branch but tensor i32 in else_branch"), err
     assert len(lines) == 1 or (len(lines) == 2 and lines[1].startswith("hint: ")), err
+
+
+# -- the CLI on malformed input of every kind: exit 2, one `error:` line, one `hint:` line ------
+@pytest.fixture(scope="module")
+def bad_inputs(tmp_path_factory):
+    """A small model in each form, the same files truncated, and the odd ones out."""
+    d = tmp_path_factory.mktemp("bad")
+    w = onnx.numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")
+    conv = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+                              helper.make_node("Relu", ["c"], ["y"], name="relu")], "m",
+                             [helper.make_tensor_value_info("x", F, [1, 3, 8, 8])],
+                             [helper.make_tensor_value_info("y", F, None)], [w])
+    onnx.save(helper.make_model(conv, opset_imports=[helper.make_opsetid("", 13)]), d / "m.onnx")
+    sym = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "s",
+                            [helper.make_tensor_value_info("x", F, ["N", 3, "H", "W"])],
+                            [helper.make_tensor_value_info("y", F, None)])
+    onnx.save(helper.make_model(sym, opset_imports=[helper.make_opsetid("", 13)]), d / "sym.onnx")
+    cycle = helper.make_graph([helper.make_node("Add", ["x", "b"], ["a"], name="n1"),
+                               helper.make_node("Relu", ["a"], ["b"], name="n2")], "cyc",
+                              [helper.make_tensor_value_info("x", F, [1, 3])],
+                              [helper.make_tensor_value_info("b", F, None)])
+    (d / "cycle.onnx").write_bytes(helper.make_model(cycle, opset_imports=[helper.make_opsetid("", 13)])
+                                   .SerializeToString())
+    unsorted = helper.make_graph([helper.make_node("Relu", ["a"], ["y"], name="n2"),
+                                  helper.make_node("Neg", ["x"], ["a"], name="n1")], "uns",
+                                 [helper.make_tensor_value_info("x", F, [1, 3])],
+                                 [helper.make_tensor_value_info("y", F, None)])
+    (d / "unsorted.onnx").write_bytes(helper.make_model(unsorted, opset_imports=[helper.make_opsetid("", 13)])
+                                      .SerializeToString())
+    (d / "net.prototxt").write_text('name: "n"\ninput: "data"\ninput_shape { dim: 1 dim: 3 dim: 8 dim: 8 }\n'
+                                    'layer { name: "conv" type: "Convolution" bottom: "data" top: "conv" '
+                                    'convolution_param { num_output: 4 kernel_size: 3 } }\n')
+    assert main(["random-weights", str(d / "net.prototxt"), "-o", str(d / "net.caffemodel")]) == 0
+    assert main(["convert", str(d / "m.onnx"), "-o", str(d / "m.obir")]) == 0
+    assert main(["compile", str(d / "m.obir"), "-o", str(d / "m.obprog")]) == 0
+    for name in ("m.onnx", "m.obir", "m.obprog", "net.caffemodel"):
+        data = (d / name).read_bytes()
+        (d / f"trunc_{name}").write_bytes(data[: len(data) // 2])
+    other = helper.make_graph([helper.make_node("Sigmoid", ["a"], ["b"], name="sig")], "other",
+                              [helper.make_tensor_value_info("a", F, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("b", F, None)])
+    onnx.save(helper.make_model(other, opset_imports=[helper.make_opsetid("", 13)]), d / "other.onnx")
+    (d / "samples").mkdir()
+    np.save(d / "samples" / "s0.npy", np.ones((1, 3, 8, 8), np.float32))
+    assert main(["calibrate", str(d / "other.onnx"), "--data", str(d / "samples"),
+                 "-o", str(d / "other_table.json")]) == 0
+    (d / "empty").mkdir()
+    return d
+
+
+HUGE = "x=1,3,100000000,100000"
+CLI_CASES = {
+    "truncated-onnx": (["convert", "trunc_m.onnx", "-o", "o.obir"], "is not a valid ONNX model"),
+    "truncated-obir": (["show", "trunc_m.obir"], "is not a valid .obir file"),
+    "truncated-obprog": (["run", "trunc_m.obprog", "--random-input"], "is not a valid .obprog file"),
+    "truncated-caffemodel": (["convert", "net.prototxt", "--weights", "trunc_net.caffemodel", "-o", "o.obir"],
+                             "is malformed or truncated"),
+    "cycle": (["convert", "cycle.onnx", "-o", "o.obir"], "the nodes form a cycle: 'n1' -> 'n2' -> 'n1'"),
+    "unsorted": (["convert", "unsorted.onnx", "-o", "o.obir"], "the model's nodes are not in topological order"),
+    "absurd-shape": (["compile", "sym.onnx", "--input-shape", HUGE, "-o", "o.obprog"], "above the limit"),
+    "unknown-target": (["compile", "m.obir", "--target", "bm9999", "-o", "o.obprog"],
+                       "unknown target preset 'bm9999'"),
+    "missing-target-json": (["compile", "m.obir", "--target-json", "none.json", "-o", "o.obprog"],
+                            "target file 'none.json' cannot be read"),
+    "lmem-kib-0": (["compile", "m.obir", "--lmem-kib", "0", "-o", "o.obprog"], "--lmem-kib 0"),
+    "input-value-unknown": (["convert", "m.onnx", "--input-value", "nosuch=1", "-o", "o.obir"],
+                            "names 'nosuch', which is not an input"),
+    "calibrate-empty": (["calibrate", "m.onnx", "--data", "empty", "-o", "t.json"], "has no readable samples"),
+    "table-of-another-model": (["quantize", "m.onnx", "--table", "other_table.json", "-o", "q.obir"],
+                               "(of graph 'other') has no range"),
+    "table-not-json": (["quantize", "m.onnx", "--table", "trunc_m.onnx", "-o", "q.obir"], "is not valid JSON"),
+    "run-input-missing": (["run", "m.obprog", "--input", "x=none.npy"], "cannot read 'none.npy'"),
+    "bad-input-shape": (["convert", "m.onnx", "--input-shape", "x=-1,3", "-o", "o.obir"], "NAME=DIMS"),
+    "unknown-command": (["frobnicate"], "invalid choice: 'frobnicate'"),
+}
+
+
+@pytest.mark.parametrize("case", list(CLI_CASES))
+def test_cli_on_malformed_input_prints_one_error_and_a_hint(bad_inputs, case, capsys, monkeypatch):
+    argv, expect = CLI_CASES[case]
+    monkeypatch.chdir(bad_inputs)
+    capsys.readouterr()
+    try:
+        code = main(argv)
+    except SystemExit as exit_:  # argparse's usage errors
+        code = exit_.code
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    assert code == 2, err
+    assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: "), err
+    assert expect in lines[0], err

@@ -22,9 +22,9 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # usage errors: one line, exit 2
-        self.print_usage(sys.stderr)
-        sys.stderr.write(f"{self.prog}: error: {message}\n")
+    def error(self, message: str) -> None:  # usage errors: as every other error, exit 2
+        sys.stderr.write(f"error: {self.prog}: {message}\n")
+        sys.stderr.write(f"hint: '{self.prog} --help' lists the arguments and options\n")
         sys.exit(EXIT_USAGE)
 
 

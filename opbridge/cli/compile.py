@@ -44,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
     from . import EXIT_FAILED
 
     if args.lmem_kib is not None and args.lmem_kib < 1:
-        raise OpbridgeError(f"--lmem-kib {args.lmem_kib}: must be at least 1")
+        raise OpbridgeError(f"--lmem-kib {args.lmem_kib}: must be at least 1",
+                            hint="give the local memory per lane in KiB, e.g. --lmem-kib 512 (bm1684's)")
     target = Target.load(args.target_json) if args.target_json else Target.preset(args.target)
     if args.lmem_kib is not None:
         target = Target.from_dict({**target.to_dict(), "lmem_bytes_per_lane": args.lmem_kib * 1024})

@@ -57,13 +57,16 @@ def file_feeds(specs: list[str]) -> dict[str, Any]:
     for spec in specs:
         name, sep, path = spec.rpartition("=")
         if not sep or not name or not path:
-            raise OpbridgeError(f"--input '{spec}': write NAME=FILE.npy")
+            raise OpbridgeError(f"--input '{spec}': write NAME=FILE.npy",
+                                hint="one --input per graph input, e.g. --input data=x.npy")
         try:
             feeds[name] = np.load(path, allow_pickle=False)
         except OSError as err:
-            raise OpbridgeError(f"--input '{spec}': cannot read '{path}': {err}") from None
+            raise OpbridgeError(f"--input '{spec}': cannot read '{path}': {err.strerror or err}",
+                                hint="give a .npy file written by numpy.save") from None
         except ValueError as err:
-            raise ModelFormatError(f"--input '{spec}': '{path}' is not a .npy array: {err}") from None
+            raise ModelFormatError(f"--input '{spec}': '{path}' is not a .npy array: {err}",
+                                   hint="give a .npy file written by numpy.save") from None
     return feeds
 
 

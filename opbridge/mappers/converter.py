@@ -109,6 +109,15 @@ class Conversion:
             return self.visible(v)
         what = "" if node is not None else "graph output "
         where = error_context(node) if node is not None else {"framework": self.origin.framework}
+        later = next((n for n in self.origin.nodes if name in n.outputs), None)
+        if later is not None:
+            cycle = _origin_cycle(self.origin.nodes)
+            why = ("the nodes form a cycle: " + " -> ".join(f"'{x}'" for x in cycle) if cycle else
+                   "the model's nodes are not in topological order")
+            raise GraphError(
+                f"{what}'{name}' is read before {_label(later)} produces it: {why}",
+                hint="every node input must be produced by an earlier node: re-export the model"
+                + ("" if cycle else " (or sort its nodes, as the ONNX checker requires)"), **where)
         raise GraphError(
             f"{what}'{name}' is not produced by any node, graph input or initializer",
             hint="check the model: every node input must be defined before it is used", **where,
@@ -371,6 +380,37 @@ class Conversion:
                     hint="return the Value(s) given by g.op(...) or g.input(i)", **error_context(node),
                 )
         return outs + [None] * (len(node.outputs) - len(outs))
+
+
+def _label(n: OriginNode) -> str:
+    return f"node '{n.name}' ({n.op_type})" if n.name else f"a {n.op_type} node"
+
+
+def _origin_cycle(nodes: Sequence[OriginNode]) -> list[str]:
+    """The names of nodes that form a cycle through their tensors (the first one again at the
+    end), or [] when there is none."""
+    producer = {t: i for i, n in enumerate(nodes) for t in n.outputs if t}
+    deps = [{producer[t] for t in n.inputs if t in producer} for n in nodes]
+    users: dict[int, list[int]] = {}
+    for i, ds in enumerate(deps):
+        for d in ds:
+            users.setdefault(d, []).append(i)
+    waiting = [len(ds) for ds in deps]
+    ready = [i for i, w in enumerate(waiting) if w == 0]
+    while ready:  # Kahn: what is left after it waits on itself, so following deps loops
+        for u in users.get(ready.pop(), []):
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                ready.append(u)
+    left = {i for i, w in enumerate(waiting) if w > 0}
+    if not left:
+        return []
+    path, i = [], min(left)
+    while i not in path:
+        path.append(i)
+        i = min(d for d in deps[i] if d in left)
+    loop = path[path.index(i):] + [i]  # each reads the next: reversed, in the data's direction
+    return [nodes[j].name or nodes[j].op_type for j in reversed(loop)]
 
 
 class _Frame:

@@ -101,7 +101,9 @@ class CalibrationTable:
             raise QuantError(f"calibration table '{p}' does not exist",
                              hint="make one with 'opbridge calibrate MODEL --data PATH -o table.json'") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise QuantError(f"calibration table '{p}' is not valid JSON: {err}") from None
+            raise QuantError(f"calibration table '{p}' is not valid JSON: {err}",
+                             hint="give the table.json that 'opbridge calibrate MODEL --data PATH -o "
+                             "table.json' wrote") from None
         return cls.from_dict(data, p)
 
 

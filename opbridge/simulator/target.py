@@ -255,9 +255,11 @@ class Target:
             with open(path, encoding="utf-8") as f:
                 d = json.load(f)
         except OSError as err:
-            raise ModelFormatError(f"target file '{path}' cannot be read: {err.strerror}") from None
-        except json.JSONDecodeError as err:
-            raise ModelFormatError(f"target file '{path}' is not valid JSON: {err}") from None
+            raise ModelFormatError(f"target file '{path}' cannot be read: {err.strerror}",
+                                   hint="give the path of a target JSON file, or --target PRESET") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ModelFormatError(f"target file '{path}' is not valid JSON: {err}",
+                                   hint="write one with opbridge.Target.save (a JSON object of the target's fields)") from None
         return cls.from_dict(d, where=f"target file '{path}'")
 
     @classmethod
