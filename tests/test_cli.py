@@ -103,3 +103,14 @@ def test_input_shape_given_twice_is_clean_error(tmp_path, cmd):
     r = run_cli(cmd, str(model), "--input-shape", "x=1,3", "--input-shape", "x=2,3", *out)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.splitlines()[0] == "error: --input-shape gives 'x' twice"
+
+
+def test_run_random_input_on_a_dynamic_program_uses_its_largest_shapes(tmp_path):
+    model = _relu_onnx(tmp_path / "m.onnx")
+    prog = tmp_path / "m.obprog"
+    r = run_cli("compile", str(model), "--dynamic", "--input-shape", "x=4,3", "-o", str(prog))
+    assert r.returncode == 0, r.stderr
+    assert "dynamic, any input up to x=4,3" in r.stdout and "DynamicProgram object" not in r.stdout
+    r = run_cli("run", str(prog), "--random-input")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("y: float32[4, 3] min 0 ")  # a Relu of standard-normal inputs

@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     dyn.save(args.output)
     ddr = prog.ddr
     sys.stdout.write(
-        f"wrote {args.output}: {dyn if args.dynamic else prog}\n"
+        f"wrote {args.output}: {prog}{_dynamic_note(dyn) if args.dynamic else ''}\n"
         f"  target {target.name}: {target.lanes} lanes x {target.lmem_bytes_per_lane // 1024} KiB "
         f"local memory\n"
         f"  DDR: weights {ddr.weights_bytes / 2**20:.1f} MiB, activations peak "
@@ -73,3 +73,8 @@ def run(args: argparse.Namespace) -> int:
         f"  load {t1 - t0:.2f} s, compile {t2 - t1:.2f} s\n"
     )
     return 0
+
+
+def _dynamic_note(dyn: Any) -> str:
+    shapes = ", ".join(f"{k}={','.join(map(str, v))}" for k, v in dyn.max_shapes.items())
+    return f"; dynamic, any input up to {shapes}"

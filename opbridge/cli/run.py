@@ -80,7 +80,9 @@ def run(args: argparse.Namespace) -> int:
 
     load_plugins(args.plugin)
     prog = load_program(args.program)
-    feeds = random_feeds(prog.graph, args.seed) if args.random_input else file_feeds(args.input)
+    # a program compiled with --dynamic gets random inputs of the largest shapes it was compiled for
+    shapes_of = getattr(prog, "program", prog).graph
+    feeds = random_feeds(shapes_of, args.seed) if args.random_input else file_feeds(args.input)
     t0 = time.perf_counter()
     outs = prog.run(feeds)
     dt = time.perf_counter() - t0

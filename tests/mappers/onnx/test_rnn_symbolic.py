@@ -94,3 +94,15 @@ def test_dropout_mask_with_a_symbolic_batch() -> None:
         for a, b in zip(got.values(), ref.run(None, {"x": x})):
             np.testing.assert_array_equal(a, b)
             assert a.shape == b.shape
+
+
+def test_symbolic_sequence_compiles_once_and_runs_on_the_simulator_at_two_lengths() -> None:
+    model = _model("LSTM", "bidirectional", ["seq", "batch", FEATURES], bias=True)
+    g = ob.convert(onnx.load_from_string(model))
+    prog = ob.compile(g, "bm1684", dynamic=True, max_shapes={"x": (6, 3, FEATURES)})
+    sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(1)
+    for shape in [(6, 3, FEATURES), (2, 1, FEATURES)]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        for got, want in zip(prog.run({"x": x}).values(), sess.run(None, {"x": x})):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
