@@ -106,3 +106,15 @@ def test_symbolic_sequence_compiles_once_and_runs_on_the_simulator_at_two_length
         x = rng.standard_normal(shape).astype(np.float32)
         for got, want in zip(prog.run({"x": x}).values(), sess.run(None, {"x": x})):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_sequence_lens_with_a_symbolic_sequence_is_a_clean_error_naming_the_node() -> None:
+    m = onnx.load_from_string(_model("GRU", "forward", ["seq", 2, FEATURES], bias=True))
+    m.graph.initializer.append(numpy_helper.from_array(np.array([3, 3], np.int32), "lens"))
+    m.graph.node[0].input.extend(["lens"])
+    m.graph.node[0].name = "the_gru"
+    with pytest.raises(ob.UnsupportedOpError, match=r"node 'the_gru' \(GRU\).*symbolic length 'seq'") as err:
+        ob.convert(m)
+    assert "--input-shape" in (err.value.hint or "")
+    fixed = ob.convert(m, input_shapes={"x": (3, 2, FEATURES)})  # the fix the hint gives
+    assert [tuple(v.shape) for v in fixed.outputs] == [(3, 1, 2, HIDDEN), (1, 2, HIDDEN)]
