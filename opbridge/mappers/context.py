@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import AttrError, MappingError, OpbridgeError, UnsupportedOpError
+from ..errors import AttrError, MappingError, OpbridgeError, ShapeError, UnsupportedOpError
 from ..ir.graph import Graph, Value
 from ..ir.types import is_static, to_numpy_dtype
 from ..parsers.origin import Framework, OriginGraph, OriginNode
@@ -206,6 +206,16 @@ class MapContext:
         the graph and the enclosing Values to pass for them, as :meth:`map_to_graph` does."""
         prefix = prefix if prefix is not None else f"{self.node.name or self.node.op_type.lower()}/"
         return self._conv.build_graph(self, types, body, prefix)
+
+    def static_dim(self, v: Value, axis: int, what: str = "this mapping") -> int:
+        """Dim ``axis`` of ``v`` as an int; a symbolic one is an error naming the node that says
+        how to fix it (for mappings that unroll along a dim or build constants of its size)."""
+        d = v.shape[axis]
+        if not isinstance(d, int):
+            raise ShapeError(f"{what} needs dim {axis} of '{v.name}' {list(v.shape)} static; it is "
+                             f"symbolic ({d!r})", hint="fix the input dims with --input-shape "
+                             "(input_shapes= in Python)", **self.error_context())
+        return d
 
     def full_like(self, v: Value, fill: Any, dtype: str | None = None) -> Value:
         """A tensor of ``v``'s shape filled with ``fill`` (of ``dtype``, default ``v``'s): a

@@ -1,5 +1,5 @@
-"""Every model of the ONNX node suite, with its first input's dim 0 made symbolic (as
-``ob.convert`` keeps a ``dim_param``): it converts, or fails with an OpbridgeError of its own
+"""Every model of the ONNX node suite, with its first input's dim 0 (and, separately, every dim
+of it) made symbolic (as ``ob.convert`` keeps a ``dim_param``): it converts, or fails with an OpbridgeError of its own
 (an unsupported case, a shape that cannot be proved to broadcast) — never another exception,
 and never a mapping's internal error wrapped as "a bug in that mapping function"."""
 
@@ -26,25 +26,29 @@ def _cases() -> dict[str, Any]:
         return {c.name: c.model for c in node.collect_testcases(None) if c.model is not None}
 
 
-def _symbolic(model: Any) -> Any | None:
-    """A copy of ``model`` with dim 0 of its first graph input named "N" (None: no such dim);
-    output shapes are cleared, since they would pin the dim again."""
+def _symbolic(model: Any, every_dim: bool) -> Any | None:
+    """A copy of ``model`` with dim 0 of its first graph input named "N" (``every_dim``: each
+    dim k named "Dk"); None when it has no dim. Output shapes are cleared, since they would
+    pin the dims again."""
     m = onnx.ModelProto()
     m.CopyFrom(model)
     inits = {t.name for t in m.graph.initializer}
     ins = [i for i in m.graph.input if i.name not in inits]
     if not ins or not ins[0].type.HasField("tensor_type") or not ins[0].type.tensor_type.shape.dim:
         return None
-    ins[0].type.tensor_type.shape.dim[0].dim_param = "N"
+    dims = ins[0].type.tensor_type.shape.dim
+    for k, d in enumerate(dims if every_dim else dims[:1]):
+        d.dim_param = f"D{k}" if every_dim else "N"
     for o in m.graph.output:
         if o.type.HasField("tensor_type"):
             o.type.tensor_type.ClearField("shape")
     return m
 
 
+@pytest.mark.parametrize("every_dim", [False, True], ids=["dim0", "all-dims"])
 @pytest.mark.parametrize("name", sorted(_cases()))
-def test_symbolic_first_dim_converts_or_fails_cleanly(name: str) -> None:
-    model = _symbolic(_cases()[name])
+def test_symbolic_first_input_converts_or_fails_cleanly(name: str, every_dim: bool) -> None:
+    model = _symbolic(_cases()[name], every_dim)
     if model is None:
         pytest.skip("the first input has no dim 0 to make symbolic (a scalar, sequence or optional)")
     try:

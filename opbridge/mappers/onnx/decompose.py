@@ -45,7 +45,7 @@ def cumprod(node: OriginNode, g: MapContext) -> Any:
     if not -rank <= axis < rank:
         raise g.error(f"axis {axis} is out of range for rank {rank}")
     axis %= rank
-    n = int(x.shape[axis])
+    n = g.static_dim(x, axis, "CumProd, unrolled along its axis,")
     if n == 0:
         return g.op("Identity", [x])
     exclusive, reverse = int(node.get_attr("exclusive", 0)), int(node.get_attr("reverse", 0))
@@ -103,7 +103,7 @@ def dft(node: OriginNode, g: MapContext) -> Any:
         raise g.error(f"axis {axis} is out of range (the last axis holds real/imaginary parts)", attr="axis")
     axis %= rank
     inverse, onesided = bool(node.get_attr("inverse", 0)), bool(node.get_attr("onesided", 0))
-    n_in = int(x.shape[axis])
+    n_in = g.static_dim(x, axis, "DFT, a product with constant cos/sin matrices,")
     length_c = g.const(1) if g.has_input(1) else None
     if g.has_input(1) and length_c is None:
         raise g.unsupported("dft_length is computed at run time")

@@ -150,7 +150,7 @@ def qlinear_global_average_pool(node: OriginNode, g: MapContext) -> Any:
     last = bool(int(node.get_attr("channels_last")))
     r = len(x.shape)
     axes = tuple(range(1, r - 1)) if last else tuple(range(2, r))
-    n = int(np.prod([int(x.shape[a]) for a in axes]))
+    n = int(np.prod([g.static_dim(x, a, "the averaged count") for a in axes]))
     total = g.op("ReduceSum", [as_i32(g, x)], axes=axes, keepdims=1)
     if x_zp is not None:
         total = g.op("Sub", [total, g.op("Mul", [as_i32(g, x_zp), g.constant(np.array(n, np.int32))])])
