@@ -1,4 +1,5 @@
-"""RNN, GRU and LSTM (ONNX opset 7/14/22), unrolled over the static sequence into IR primitives.
+"""RNN, GRU and LSTM (ONNX opset 7/14/22): unrolled over a static sequence into IR primitives;
+over a sequence of symbolic length, one step of IR primitives is the body of a Scan node.
 
 Ordinary versioned mappings (like decompose.py's), one per ONNX version whose semantics they
 implement; opset 1 (GRU-3 too) had an ``output_sequence`` attribute and is not mapped.
@@ -6,7 +7,8 @@ Follows https://onnx.ai/onnx/operators/onnx__LSTM.html (and GRU, RNN): gate orde
 ``[i o f c]`` (LSTM), ``[z r h]`` (GRU); ``B`` is ``[Wb, Rb]``; peepholes ``[Pi Po Pf]``;
 ``activations`` per direction (f, g, h); ``clip`` bounds gate pre-activations;
 ``linear_before_reset`` (GRU); ``input_forget`` (LSTM); ``layout`` 0 (seq first) or 1.
-``sequence_lens`` is supported when it is constant and every length is the full sequence.
+``sequence_lens`` is supported when it is constant and every length is the full (static) sequence.
+A symbolic batch needs no special case: the zero initial states are made at run time.
 """
 
 from __future__ import annotations
