@@ -218,6 +218,8 @@ def bad_inputs(tmp_path_factory):
     assert main(["calibrate", str(d / "other.onnx"), "--data", str(d / "samples"),
                  "-o", str(d / "other_table.json")]) == 0
     (d / "empty").mkdir()
+    (d / "trunc.ts.json").write_text('{"nodes": [')
+    (d / "huge.prototxt").write_text((d / "net.prototxt").read_text().replace("dim: 8 dim: 8", "dim: 100000000 dim: 100000"))
     return d
 
 
@@ -228,6 +230,8 @@ CLI_CASES = {
     "truncated-obprog": (["run", "trunc_m.obprog", "--random-input"], "is not a valid .obprog file"),
     "truncated-caffemodel": (["convert", "net.prototxt", "--weights", "trunc_net.caffemodel", "-o", "o.obir"],
                              "is malformed or truncated"),
+    "truncated-ts-json": (["convert", "trunc.ts.json", "-o", "o.obir"], "not valid JSON"),
+    "absurd-caffe-shape": (["convert", "huge.prototxt", "-o", "o.obir"], "above the limit"),
     "cycle": (["convert", "cycle.onnx", "-o", "o.obir"], "the nodes form a cycle: 'n1' -> 'n2' -> 'n1'"),
     "unsorted": (["convert", "unsorted.onnx", "-o", "o.obir"], "the model's nodes are not in topological order"),
     "absurd-shape": (["compile", "sym.onnx", "--input-shape", HUGE, "-o", "o.obprog"], "above the limit"),
