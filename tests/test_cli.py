@@ -114,3 +114,13 @@ def test_run_random_input_on_a_dynamic_program_uses_its_largest_shapes(tmp_path)
     r = run_cli("run", str(prog), "--random-input")
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("y: float32[4, 3] min 0 ")  # a Relu of standard-normal inputs
+
+
+def test_profile_of_a_dynamic_program_is_its_largest_shapes(tmp_path):
+    model = _relu_onnx(tmp_path / "m.onnx")
+    prog = tmp_path / "m.obprog"
+    assert run_cli("compile", str(model), "--dynamic", "--input-shape", "x=4,3", "-o", str(prog)).returncode == 0
+    r = run_cli("profile", str(prog), "--html", str(tmp_path / "p.html"))
+    assert r.returncode == 0, r.stderr
+    assert "g (dynamic: its largest shapes) on bm1684" in " ".join(r.stdout.split())
+    assert (tmp_path / "p.html").stat().st_size > 0

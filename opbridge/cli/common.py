@@ -131,6 +131,13 @@ def load_model(args: argparse.Namespace, *, input_shapes: bool = True) -> Any:
     return convert_checked(graph, args, passes=extra) if extra else graph
 
 
+def static_program(prog: Any) -> Any:
+    """The program of fixed shapes behind what ``load_program`` gave: itself, or for a program
+    compiled with ``--dynamic`` the one for its largest shapes (what random inputs and the
+    profile use)."""
+    return getattr(prog, "program", prog)
+
+
 def add_plugin_option(p: Any) -> None:
     p.add_argument("--plugin", action="append", default=[], metavar="FILE",
                    help="load a plugin first (repeatable); OPBRIDGE_PLUGIN_PATH is honoured too")

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from .common import add_plugin_option
+from .common import add_plugin_option, static_program
 
 
 def add_parser(sub: Any) -> None:
@@ -44,7 +44,9 @@ def run(args: argparse.Namespace) -> int:
     from ..simulator import load_program
 
     load_plugins(args.plugin)
-    prog = load_program(args.program)
+    loaded = load_program(args.program)
+    prog = static_program(loaded)  # compiled with --dynamic: the program for its largest shapes
+    dynamic = " (dynamic: its largest shapes)" if prog is not loaded else ""
     p = prog.profile()
     if args.trace:
         p.write_trace(args.trace)
@@ -58,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..validate.html import op_summary
 
-    t = Table(title=f"{prog.graph.name} on {prog.target.name} "
+    t = Table(title=f"{prog.graph.name}{dynamic} on {prog.target.name} "
                     f"({prog.target.lmem_bytes_per_lane // 1024} KiB local memory per lane)")
     for col in ("#", "kind", "ops", "tiles", "lmem KiB", "GDMA KiB", "est ms", "bound"):
         t.add_column(col, justify="right" if col not in ("kind", "ops", "bound") else "left")

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from .common import add_plugin_option, add_threads_option, with_threads
+from .common import add_plugin_option, add_threads_option, static_program, with_threads
 
 
 def add_parser(sub: Any) -> None:
@@ -81,8 +81,8 @@ def run(args: argparse.Namespace) -> int:
     load_plugins(args.plugin)
     prog = load_program(args.program)
     # a program compiled with --dynamic gets random inputs of the largest shapes it was compiled for
-    shapes_of = getattr(prog, "program", prog).graph
-    feeds = random_feeds(shapes_of, args.seed) if args.random_input else file_feeds(args.input)
+    graph = static_program(prog).graph
+    feeds = random_feeds(graph, args.seed) if args.random_input else file_feeds(args.input)
     t0 = time.perf_counter()
     outs = prog.run(feeds)
     dt = time.perf_counter() - t0
