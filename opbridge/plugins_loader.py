@@ -28,11 +28,13 @@ def _load_file(path: Path) -> None:
     if key in _loaded:
         return
     if not path.is_file():
-        raise PluginError(f"plugin '{path}' does not exist or is not a file")
+        raise PluginError(f"plugin '{path}' does not exist or is not a file",
+                          hint="give the path of a plugin .py file (opbridge plugin new NAME writes one)")
     modname = "opbridge_plugin_" + hashlib.sha1(key.encode()).hexdigest()[:12]
     spec = importlib.util.spec_from_file_location(modname, path)
     if spec is None or spec.loader is None:
-        raise PluginError(f"plugin '{path}' cannot be imported (is it a .py file?)")
+        raise PluginError(f"plugin '{path}' cannot be imported (is it a .py file?)",
+                          hint="a plugin is a Python file (opbridge plugin new NAME writes one)")
     module = importlib.util.module_from_spec(spec)
     sys.modules[modname] = module
     try:
@@ -79,7 +81,8 @@ def load_entry_points() -> None:
         except Exception as err:
             raise PluginError(
                 f"installed plugin '{ep.name}' ({ep.value}) failed to import: "
-                f"{type(err).__name__}: {err}"
+                f"{type(err).__name__}: {err}",
+                hint=f"fix or uninstall the package that provides it (entry point {ep.value})",
             ) from err
         _loaded[ep.value] = ep
 

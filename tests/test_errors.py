@@ -248,6 +248,8 @@ CLI_CASES = {
     "table-not-json": (["quantize", "m.onnx", "--table", "trunc_m.onnx", "-o", "q.obir"], "is not valid JSON"),
     "run-input-missing": (["run", "m.obprog", "--input", "x=none.npy"], "cannot read 'none.npy'"),
     "bad-input-shape": (["convert", "m.onnx", "--input-shape", "x=-1,3", "-o", "o.obir"], "NAME=DIMS"),
+    "missing-plugin": (["convert", "m.onnx", "--plugin", "none.py", "-o", "o.obir"], "plugin 'none.py' does not exist"),
+    "plugin-new-not-py": (["plugin", "new", "Foo", "--framework", "onnx", "-o", "foo.txt"], "must end in .py"),
     "unknown-command": (["frobnicate"], "invalid choice: 'frobnicate'"),
 }
 

@@ -64,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
         dtypes[name] = dt
     path = Path(args.model)
     if not path.is_file():
-        raise ModelFormatError(f"'{path}' does not exist or is not a file")
+        raise ModelFormatError(f"'{path}' does not exist or is not a file",
+                               hint="give the .pt file torch.jit.save wrote")
     torch = import_torch()
     try:
         module = torch.jit.load(str(path), map_location="cpu")

@@ -189,7 +189,8 @@ def run_new(args: argparse.Namespace) -> int:
     check_name(args.name)
     out = Path(args.output) if args.output else Path(f"{snake_case(args.name)}.py")
     if out.suffix != ".py":
-        raise PluginTemplateError(f"plugin file '{out}': must end in .py")
+        raise PluginTemplateError(f"plugin file '{out}': must end in .py",
+                                  hint="give -o NAME.py (plugins are Python files)")
     if out.name.startswith("test_"):
         raise PluginTemplateError(f"plugin file '{out}': a name starting with test_ is not loaded as "
                                   "a plugin (those are tests)", hint="name the file after the op")
