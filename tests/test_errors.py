@@ -268,3 +268,25 @@ def test_cli_on_malformed_input_prints_one_error_and_a_hint(bad_inputs, case, ca
     assert code == 2, err
     assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: "), err
     assert expect in lines[0], err
+
+
+def test_every_error_the_cli_layer_raises_has_a_hint():
+    """The CLI prints `hint:` after every error: its own errors (and the plugin loader's, which
+    every command runs first) each give one."""
+    import ast
+    import pathlib
+
+    import opbridge
+
+    root = pathlib.Path(opbridge.__file__).parent
+    errors = {name for name, obj in vars(__import__("opbridge.errors", fromlist=["x"])).items()
+              if isinstance(obj, type) and issubclass(obj, OpbridgeError)} | {"PluginTemplateError"}
+    missing = []
+    for path in [*sorted((root / "cli").glob("*.py")), root / "plugins_loader.py"]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
+                func = node.exc.func
+                name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+                if name in errors and not any(k.arg == "hint" for k in node.exc.keywords):
+                    missing.append(f"{path.name}:{node.lineno}")
+    assert not missing, missing
