@@ -44,11 +44,14 @@ class OpbridgeError(Exception):
     ir_node: str | None
     ir_op: str | None
 
+    #: the hint of an error of this class raised without one (every CLI error prints a hint)
+    default_hint: str | None = None
+
     def __init__(self, message: str, *, hint: str | None = None, located: bool = False,
                  **context: Any) -> None:
         super().__init__(message)
         self.detail = message
-        self.hint = hint
+        self.hint = hint if hint is not None else self.default_hint
         for name in CONTEXT_FIELDS:
             setattr(self, name, None)
         self._shown: set[str] = set()
@@ -125,6 +128,9 @@ class OpbridgeError(Exception):
 
 class ModelFormatError(OpbridgeError, ValueError):
     """A file is malformed, truncated, of an unknown version, or not what it claims to be."""
+
+    default_hint = ("the file is damaged or not of the kind expected here: check the path, or "
+                    "write it again (export, convert or compile)")
 
 
 class UnsupportedOpError(OpbridgeError, NotImplementedError):

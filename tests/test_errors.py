@@ -11,7 +11,7 @@ from onnx import TensorProto, helper
 
 import opbridge as ob
 from opbridge.cli import main
-from opbridge.errors import AttrError, MappingError, OpbridgeError, ShapeError
+from opbridge.errors import AttrError, MappingError, ModelFormatError, OpbridgeError, ShapeError
 from opbridge.mappers import DEFAULT_MAPPINGS, MappingRegistry
 
 F = TensorProto.FLOAT
@@ -52,6 +52,12 @@ def test_fields_survive_pickling():  # batch jobs send errors between processes
     err = AttrError("bad", hint="fix it", framework="onnx", node="n", op_type="Elu", attribute="alpha")
     back = pickle.loads(pickle.dumps(err))
     assert str(back) == str(err) and back.context == err.context
+
+
+def test_a_file_error_raised_without_a_hint_gets_the_class_default():
+    assert ModelFormatError("truncated").hint == ModelFormatError.default_hint
+    assert ModelFormatError("truncated", hint="re-export it").hint == "re-export it"
+    assert ShapeError("x").hint is None  # no default: the raiser must say what to do
 
 
 def test_mapping_error_lives_with_the_others():
@@ -219,6 +225,12 @@ def bad_inputs(tmp_path_factory):
                  "-o", str(d / "other_table.json")]) == 0
     (d / "empty").mkdir()
     (d / "trunc.ts.json").write_text('{"nodes": [')
+    from safetensors import safe_open
+    from safetensors.numpy import load_file, save_file
+
+    with safe_open(str(d / "m.obir"), framework="numpy") as f:
+        meta = dict(f.metadata(), format_version="x")
+    save_file(load_file(str(d / "m.obir")), str(d / "badversion.obir"), metadata=meta)
     (d / "huge.prototxt").write_text((d / "net.prototxt").read_text().replace("dim: 8 dim: 8", "dim: 100000000 dim: 100000"))
     return d
 
@@ -232,6 +244,7 @@ CLI_CASES = {
                              "is malformed or truncated"),
     "truncated-ts-json": (["convert", "trunc.ts.json", "-o", "o.obir"], "not valid JSON"),
     "absurd-caffe-shape": (["convert", "huge.prototxt", "-o", "o.obir"], "above the limit"),
+    "obir-version-not-a-number": (["show", "badversion.obir"], "format_version 'x' is not a number"),
     "cycle": (["convert", "cycle.onnx", "-o", "o.obir"], "the nodes form a cycle: 'n1' -> 'n2' -> 'n1'"),
     "unsorted": (["convert", "unsorted.onnx", "-o", "o.obir"], "the model's nodes are not in topological order"),
     "absurd-shape": (["compile", "sym.onnx", "--input-shape", HUGE, "-o", "o.obprog"], "above the limit"),

@@ -158,7 +158,8 @@ def atomic_write(path: str | os.PathLike[str], write: Any) -> None:
     path = Path(path)
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
-        raise OpbridgeError(f"cannot write '{path}': folder '{parent}' does not exist")
+        raise OpbridgeError(f"cannot write '{path}': folder '{parent}' does not exist",
+                            hint="create the folder first, or write somewhere else")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
     os.close(fd)
     try:
@@ -188,7 +189,8 @@ def read_safetensors(path: str | os.PathLike[str], kind: str) -> tuple[dict[str,
 
     p = Path(path)
     if not p.is_file():
-        raise ModelFormatError(f"{kind} file '{path}' does not exist or is not a file")
+        raise ModelFormatError(f"{kind} file '{path}' does not exist or is not a file",
+                               hint="check the path")
     try:
         f = safe_open(str(p), framework="numpy")
         meta = f.metadata() or {}
@@ -221,7 +223,8 @@ def open_stored(path: str | os.PathLike[str], kind: str, fmt: str, max_version: 
     ModelFormatErrors naming the file."""
     p = Path(path)
     if not p.is_file():
-        raise ModelFormatError(f"{kind} file '{path}' does not exist or is not a file")
+        raise ModelFormatError(f"{kind} file '{path}' does not exist or is not a file",
+                               hint=f"check the path ({make_hint})")
     try:
         meta, get = tensorfile.read(p)
     except (tensorfile.TensorFileError, OSError) as err:

@@ -122,7 +122,8 @@ MAX_PROTOTXT_BYTES = 64 << 20
 
 def _read_text(path: Path, what: str) -> str:
     if not path.is_file():
-        raise ModelFormatError(f"[caffe] {what} '{path}' does not exist or is not a file")
+        raise ModelFormatError(f"[caffe] {what} '{path}' does not exist or is not a file",
+                               hint="check the path")
     size = path.stat().st_size
     if size > MAX_PROTOTXT_BYTES:
         raise ModelFormatError(

@@ -58,7 +58,8 @@ def read_caffemodel(path: Path) -> dict[str, list[np.ndarray]]:
     from ..proto import caffe_pb2
 
     if not path.is_file():
-        raise ModelFormatError(f"[caffe] caffemodel '{path}' does not exist or is not a file")
+        raise ModelFormatError(f"[caffe] caffemodel '{path}' does not exist or is not a file",
+                               hint="check the path given to --weights (weights=)")
     size = path.stat().st_size
     if size > MAX_CAFFEMODEL_BYTES:
         raise ModelFormatError(

@@ -461,9 +461,9 @@ def load_model_proto(path: str | os.PathLike[str],
     try:
         st = p.stat()
     except OSError as err:
-        raise ModelFormatError(f"[onnx] cannot read '{p}': {err.strerror}") from None
+        raise ModelFormatError(f"[onnx] cannot read '{p}': {err.strerror}", hint="check the path") from None
     if not stat.S_ISREG(st.st_mode):
-        raise ModelFormatError(f"[onnx] '{p}' is not a regular file")
+        raise ModelFormatError(f"[onnx] '{p}' is not a regular file", hint="give the path of the .onnx file")
     if st.st_size > PROTOBUF_LIMIT:
         raise ModelFormatError(
             f"[onnx] '{p}' is {st.st_size} bytes, above the 2 GB protobuf limit",
