@@ -1,5 +1,6 @@
 """Load: 50 concurrent submissions to a real server all complete, none lost, and /api/health keeps
-answering within a second meanwhile."""
+answering meanwhile (each health request within the client's 5 s timeout; the figure is printed,
+not asserted: tests never assert timings, and this machine is shared)."""
 
 from __future__ import annotations
 
@@ -66,4 +67,3 @@ def test_fifty_concurrent_submissions_all_complete(small_onnx, tmp_path):
     assert not health_errors
     print(f"/api/health: {len(health_times)} requests meanwhile, slowest {max(health_times) * 1000:.0f} ms")
     assert len(health_times) >= 5, "the health loop barely ran"
-    assert max(health_times) < 1.0, sorted(health_times)[-5:]
