@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..ir.io import atomic_write
+from .memory import gdma_bytes
 from .schema import (
     Compute,
     GlobalOp,
@@ -52,6 +53,46 @@ ENGINES = ("gdma", "tpu", "host")
 MATMUL_OPS = frozenset({"MatMul", "FusedMatMul", "Gemm", "MatMulInteger", "ScaledDotProductAttention"})
 #: ops the lanes run as convolutions (output channels over lanes, output pixels over the EUs)
 CONV_OPS = frozenset({"Conv", "FusedConv", "ConvTranspose", "ConvInteger"})
+#: integer matrix ops whose i32 accumulator the chip rescales on the way out of the same
+#: instruction (the fix8b convolution's bias, per-channel multiplier and shift, and ReLU)
+INTEGER_MAC_OPS = frozenset({"ConvInteger", "MatMulInteger"})
+#: activations an int8 convolution instruction applies to its requantized output
+EPILOGUE_ACTIVATIONS = frozenset({"Max", "Relu", "Clip"})
+
+
+def fused_epilogues(nodes: list[Node], outputs: set[str]) -> dict[str, str]:
+    """The ops the chip runs inside an integer convolution or matrix product, as the name of
+    that op by the name of each: the bias Add on its i32 accumulator, the Requantize of it and
+    a ReLU (``Max`` with the zero point, ``Relu``, ``Clip``) of the 8-bit result, each the only
+    reader of the value before it (not a graph output) with constants for its other operands.
+    TPU-MLIR lowers exactly this chain into one instruction: BM1684's fix8b convolution takes
+    the bias, the right shift and ``if_relu`` (``BM1684::dl_nodechip_conv_forward_parallel_fix8b``),
+    BM1684X's quantized convolution the per-channel multiplier, shift and ReLU
+    (``lib/Dialect/Tpu/Interfaces/BM1684X/Conv2D.cpp``); the i32 accumulator never leaves the
+    lanes. The program keeps them as ops of their own (their tiles in local memory, their
+    global layers), but they take no time of their own."""
+    readers: dict[str, list[Node]] = {}
+    for n in nodes:
+        for v in n.inputs:
+            if v is not None:
+                readers.setdefault(v.name, []).append(n)
+    host: dict[str, str] = {}  # value name -> the integer op whose instruction produces it
+    fused: dict[str, str] = {}
+    for n in nodes:
+        if n.op in INTEGER_MAC_OPS:
+            host[n.outputs[0].name] = n.name
+            continue
+        x = n.inputs[0] if n.inputs else None
+        if x is None or x.name not in host or x.name in outputs or len(readers.get(x.name, [])) != 1:
+            continue
+        others_const = all(v is None or v.is_constant for v in n.inputs[1:])
+        stage = ("acc" if x.dtype == "i32" else "q")
+        ok = (n.op == "Add" and stage == "acc" and others_const and len(n.inputs) == 2
+              or n.op == "Requantize" and stage == "acc"
+              or n.op in EPILOGUE_ACTIVATIONS and stage == "q" and others_const)
+        if ok:
+            fused[n.name] = host[n.outputs[0].name] = host[x.name]
+    return fused
 
 
 def op_family(node: Node) -> str:
@@ -69,6 +110,11 @@ def op_family(node: Node) -> str:
     if node.op in MATMUL_OPS:
         return "matmul"
     return "vector"
+
+
+def static_dims(v: Any) -> tuple[int, ...]:
+    """A value's shape as integers (the program is compiled for static shapes)."""
+    return tuple(int(d) for d in v.shape)
 
 
 def _fill(used: int, unit: int) -> float:
@@ -237,6 +283,10 @@ class _Scheduler:
         self.dd = _Tracker(prog.ddr.total_bytes, DDR_CHUNK)
         self.free = dict.fromkeys(ENGINES, 0.0)
         self.nodes = {n.name: n for n in prog.graph.nodes}
+        #: epilogue op -> the integer op whose instruction runs it (see fused_epilogues)
+        self.fused = fused_epilogues(prog.graph.nodes, {v.name for v in prog.graph.outputs})
+        #: integer op -> the value its fused epilogue ends in (what its instruction writes)
+        self.epilogue_out = {self.fused[n]: self.nodes[n].outputs[0] for n in self.fused}
         self.events: list[dict[str, Any]] = []
         self.tid = {e: i + 1 for i, e in enumerate(ENGINES)}
         #: no instruction of the current unit starts before this (the unit's launch)
@@ -266,7 +316,8 @@ class _Scheduler:
     def _compute(self, ins: Compute) -> _Step:
         node = self.nodes[ins.node]
         t = self.target
-        dur = t.tiu_issue_us * 1e-6 + compute_seconds(t, node, ins.out.shape, ins.flops)
+        dur = (0.0 if node.name in self.fused
+               else t.tiu_issue_us * 1e-6 + compute_seconds(t, node, ins.out.shape, ins.flops))
         reads: Access = [(self.lm, self.lm.span(a.lmem, a.lmem + a.lane_bytes))
                          for v, a in zip(node.inputs, ins.ins) if a is not None and v is not None]
         o = ins.out
@@ -284,12 +335,27 @@ class _Scheduler:
         if isinstance(ins, HostOp):
             dur = ins.flops / (self.target.host_gflops * 1e9) + ins.bytes / self.bw
             return _Step(("host",), dur, reads, writes, f"{node.op} {node.name}")
-        dur = self.lat + max(ins.bytes / self.bw, self.compute_time(ins))
+        dur = 0.0 if node.name in self.fused else self.lat + max(self.global_bytes(ins) / self.bw,
+                                                                 self.compute_time(ins))
         return _Step(("gdma", "tpu"), dur, reads, writes, f"{node.op} {node.name}")
+
+    def global_bytes(self, ins: GlobalOp) -> int:
+        """DDR bytes a global layer moves: the program's count, but an integer op with a fused
+        epilogue writes the epilogue's 8-bit result, not its i32 accumulator, and an epilogue
+        op moves nothing of its own."""
+        node = self.nodes[ins.node]
+        if node.name in self.fused:
+            return 0
+        end = self.epilogue_out.get(node.name)
+        if end is None:
+            return ins.bytes
+        acc = node.outputs[0]
+        return (ins.bytes - gdma_bytes(self.target, static_dims(acc), acc.dtype)
+                + gdma_bytes(self.target, static_dims(end), end.dtype))
 
     def compute_time(self, ins: GlobalOp) -> float:
         node = self.nodes[ins.node]
-        if not node.outputs or ins.alias:
+        if not node.outputs or ins.alias or node.name in self.fused:
             return 0.0
         shape = tuple(int(d) for d in node.outputs[0].shape)
         return compute_seconds(self.target, node, shape, ins.flops)
@@ -326,7 +392,8 @@ class _Scheduler:
             start, end = self.issue(ins, ui, busy)
             first, last = min(first, start), max(last, end)
         t_start = first if first != float("inf") else last
-        gbytes = sum(i.bytes for i in unit_instrs if isinstance(i, (Load, Store, GlobalOp)))
+        gbytes = sum(self.global_bytes(i) if isinstance(i, GlobalOp) else i.bytes
+                     for i in unit_instrs if isinstance(i, (Load, Store, GlobalOp)))
         flops = sum(i.flops for i in unit_instrs if isinstance(i, (Compute, GlobalOp, HostOp)))
         return UnitProfile(
             index=ui, kind=u.CATEGORY, ops=[self.nodes[n].op for n in u.nodes],
@@ -342,7 +409,7 @@ class _Scheduler:
         if isinstance(u, GlobalUnit):
             (ins,) = unit_instrs
             assert isinstance(ins, GlobalOp)
-            return "gdma" if ins.bytes / self.bw >= self.compute_time(ins) else "compute"
+            return "gdma" if self.global_bytes(ins) / self.bw >= self.compute_time(ins) else "compute"
         return "gdma" if busy["gdma"] >= busy["tpu"] else "compute"
 
 

@@ -29,8 +29,11 @@ The ``bm1684`` preset (Sophgo BM1684):
   128-bit bus: we found no published bus width, so this is a fit, not a datasheet figure); ``launch_us = 500`` (LPRNet, whose 0.3 GFLOP take 1.14 ms; the ReID and LPRNet
   batch-4 rows show the same fixed ~0.5-1 ms per inference); ``sync_us = 10`` per unit and
   ``tiu_issue_us = 1`` per compute instruction (LPRNet's 26 small units).
+- int8 has no figure of its own beyond the product brief's 17.6 TOPS and the 4N packing: the
+  int8 rows (ResNet-50, YOLOv3, LPRNet calibration; ReID, C3D held out) are a check of those,
+  with the fp32 efficiencies per family.
 - Not calibrated (no buildable row exercises them): ``efficiency`` depthwise and vector (1.0:
-  the vector rate above), every int8 figure, ``gdma_latency_us = 0.5`` (a set-up cost per
+  the vector rate above), ``gdma_latency_us = 0.5`` (a set-up cost per
   transfer), ``host_gflops = 20`` (the 8-core Cortex-A53 host, NEON f32).
 
 The ``bm1684x`` preset (Sophgo BM1684X):
@@ -47,7 +50,10 @@ The ``bm1684x`` preset (Sophgo BM1684X):
 - Fitted: ``efficiency`` conv 0.50 / conv1x1 0.70 / matmul 0.28 for f32 (YOLOv3 / ResNet-50 /
   BERT b1), conv/f16 0.52, conv1x1/f16 0.90, matmul/f16 0.60 (the same rows in fp16);
   ``launch_us = 200`` (LPRNet); ``ddr_bandwidth_gbps``, ``sync_us``, ``tiu_issue_us`` as BM1684's
-  (the chips share the LPDDR4X-4266 memory system; no row separates them).
+  (the chips share the LPDDR4X-4266 memory system; no fp32/fp16 row separates them).
+  conv/i8 and conv1x1/i8 0.80 (u8 takes the i8 figure): ResNet-50 int8 batch 4, the int8
+  calibration row least dominated by per-inference costs (its batch-1 row and YOLOv3's stay
+  slow: see docs/simulator.md for why).
 """
 
 from __future__ import annotations
@@ -83,7 +89,8 @@ _BM1684_EFFICIENCY: dict[str, float] = {"conv": 0.70, "conv1x1": 0.90, "matmul":
 _BM1684X_EFFICIENCY: dict[str, float] = {"conv": 0.50, "conv1x1": 0.70, "matmul": 0.28,
                                          "conv/f16": 0.52, "conv1x1/f16": 0.90, "matmul/f16": 0.60,
                                          "conv/bf16": 0.52, "conv1x1/bf16": 0.90,
-                                         "matmul/bf16": 0.60, "depthwise": 1.0, "vector": 1.0}
+                                         "matmul/bf16": 0.60, "conv/i8": 0.80, "conv1x1/i8": 0.80,
+                                         "depthwise": 1.0, "vector": 1.0}
 
 _ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8, "i8": 1, "u8": 1, "i16": 2, "u16": 2,
              "i32": 4, "u32": 4, "i64": 8, "u64": 8, "bool": 1,
@@ -205,9 +212,10 @@ class Target:
 
     def family_efficiency(self, family: str, dtype: str) -> float:
         """The fraction of the peak a full tile of an op family reaches (``family/dtype``
-        first, then ``family``, else 1)."""
+        first, then ``family``, else 1); u8 takes the i8 figure (the same multipliers)."""
         eff = self.efficiency
-        return float(eff.get(f"{family}/{dtype}", eff.get(family, 1.0)))
+        key = "i8" if dtype == "u8" else dtype
+        return float(eff.get(f"{family}/{dtype}", eff.get(f"{family}/{key}", eff.get(family, 1.0))))
 
     def ic_parallel(self, dtype: str) -> int:
         """Input channels one convolution step reduces at once (1: one at a time)."""
