@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..ir.io import atomic_write
-from .memory import gdma_bytes
+from .memory import gdma_bytes, packs_4n
 from .schema import (
     Compute,
     GlobalOp,
@@ -132,7 +132,10 @@ def compute_seconds(target: Target, node: Node, shape: tuple[int, ...], flops: f
     x = node.inputs[0] if node.inputs and node.inputs[0] is not None else node.outputs[0]
     mac = fam in ("conv", "conv1x1", "matmul")
     dtype = x.dtype if mac else node.outputs[0].dtype
-    eu = target.eu_elems(dtype)
+    # a 4N tile's EU row holds eu_bytes / pack pixels, each a pack of 8-bit batch items (the
+    # pixels are aligned to that in local memory too: memory.activation_lane_bytes)
+    eu = (max(1, target.eu_bytes // target.int8_batch_pack) if packs_4n(target, dtype)
+          else target.eu_elems(dtype))
     rows = math.prod(shape[:-1]) if shape else 1
     if fam in ("conv", "conv1x1", "depthwise") and len(shape) >= 3:
         n, c, spatial = shape[0], shape[1], math.prod(shape[2:])
@@ -159,7 +162,7 @@ def compute_seconds(target: Target, node: Node, shape: tuple[int, ...], flops: f
         # fewer input channels than one step reduces: the kernel taps are folded into the
         # channels (a first layer's 3 channels x 7x7 taps fill the step as 147 channels)
         fill *= _fill(w[1] * (math.prod(w[2:]) if w[1] < icp else 1), icp)
-    if dtype in ("i8", "u8") and target.int8_batch_pack > 1 and fam != "vector":
+    if packs_4n(target, dtype):
         fill *= _fill(n, target.int8_batch_pack)
     if mac:
         rate = target.peak_flops(dtype)
