@@ -374,21 +374,25 @@ class _GroupEmitter:
         sc = self.g.alloc.get(f"scratch/{node.name}")
         attrs = _tile_attrs(ln, r, needs, rw, needs_w)
         scratch = None if sc is None else (sc[0], sc[0] + sc[1])
-        for f in self.g.streams.get(node.name, [None]):  # type: ignore[list-item]
+        chunks = self.g.streams.get(node.name, [None])
+        for ci, f in enumerate(chunks):  # type: ignore[arg-type]
             if f is not None:  # a chunk of output features, after loading its weight slices
-                ins = self.load_chunk(ln, ti, ins, f)
+                ins = self.load_chunk(ln, ti, ins, f, ti * len(chunks) + ci)
                 out = dataclasses.replace(out, w=f)
             self.instrs.append(_compute(ln, self.target, self.gi, ti, ins, out, attrs, scratch))
 
-    def load_chunk(self, ln: Lowered, ti: int, ins: list[Operand | None], f: Rows
+    def load_chunk(self, ln: Lowered, ti: int, ins: list[Operand | None], f: Rows, seq: int
                    ) -> list[Operand | None]:
         """Load the slices of a streamed node's weights that output features ``f`` need (again
-        for every tile: the GDMA streaming costs); ``ins`` with them in place."""
+        for every tile: the GDMA streaming costs) into the even or odd chunk buffer (``seq``:
+        the chunk's place in the node's sequence); ``ins`` with them in place."""
         node, k = ln.node, ln.kernel
         assert k is not None
         ins = list(ins)
         for i, v in enumerate(node.inputs):
-            key = self.g.streamed(node.name, i)
+            key = self.g.streamed(node.name, i, seq)
+            if key not in self.g.alloc:  # one chunk buffer (two did not fit)
+                key = self.g.streamed(node.name, i)
             if v is None or key not in self.g.alloc:
                 continue
             sl = k.hint("feature_slice", node, i, f[0], f[1])

@@ -98,13 +98,20 @@ class GroupPlan:
     #: loading its slice of the node's streamed weights (:data:`STREAM_SHARE`)
     streams: dict[str, list[Rows]] = field(default_factory=dict)
 
-    def streamed(self, node: str, i: int) -> str:
-        """The local buffer that holds the chunks of input ``i`` of a streamed node."""
-        return f"stream/{node}/{i}"
+    def streamed(self, node: str, i: int, parity: int = 0) -> str:
+        """The local buffer that holds the chunks of input ``i`` of a streamed node: two of
+        them, even and odd chunks, so a chunk loads while the one before it computes."""
+        return stream_buffer(node, i, parity)
 
     @property
     def node_names(self) -> list[str]:
         return [ln.node.name for ln in self.nodes]
+
+
+def stream_buffer(node: str, i: int, parity: int = 0) -> str:
+    """The local buffer of the even (``parity`` 0) or odd chunks of input ``i`` of a streamed
+    node."""
+    return f"stream/{node}/{i}" + ("/odd" if parity % 2 else "")
 
 
 def _merge(a: Rows | None, b: Rows) -> Rows:
@@ -267,16 +274,19 @@ class GroupCandidate:
         if kw == 1:  # a tile then holds whole rows, whatever columns its consumers read
             max_cols = self._full_cols
         for streams in self._stream_options(target):
-            p = self._place(target, n_per, k, kw, tiles, max_rows, max_cols, double, streams)
-            if p is not None:
-                return p
+            # streamed chunks double-buffered when that fits, else through one buffer
+            for two in ((True, False) if streams else (False,)):
+                p = self._place(target, n_per, k, kw, tiles, max_rows, max_cols, double, streams, two)
+                if p is not None:
+                    return p
         return None
 
     def _place(self, target: Target, n_per: int, k: int, kw: int, tiles: list[Tile],
                max_rows: dict[str, int], max_cols: dict[str, int], double: bool,
-               streams: dict[str, list[Rows]]) -> GroupPlan | None:
-        """The local allocation of a tiling with the weights of ``streams`` streamed, or None."""
-        buffers, aliases, saved = self._buffers(target, n_per, max_rows, max_cols, double, streams)
+               streams: dict[str, list[Rows]], two: bool = False) -> GroupPlan | None:
+        """The local allocation of a tiling with the weights of ``streams`` streamed (``two``:
+        through two chunk buffers), or None."""
+        buffers, aliases, saved = self._buffers(target, n_per, max_rows, max_cols, double, streams, two)
         budget = target.lmem_bytes_per_lane
         last = len(self.nodes) - 1
         if sum(b.size for b in buffers if b.first == 0 and b.last == last) > budget:
@@ -344,14 +354,14 @@ class GroupCandidate:
         return chunked - held
 
     def _buffers(self, target: Target, n_per: int, max_rows: dict[str, int],
-                 max_cols: dict[str, int], double: bool, streams: dict[str, list[Rows]]
-                 ) -> tuple[list[Buffer], dict[str, str], int]:
+                 max_cols: dict[str, int], double: bool, streams: dict[str, list[Rows]],
+                 two: bool = False) -> tuple[list[Buffer], dict[str, str], int]:
         """The local buffers of a tiling (constants, tiles, ping-pong pairs, scratch), the
         in-place outputs that share their input's buffer, and the per-lane bytes that saves."""
         values = self._values
         last = len(self.nodes) - 1
         aliases = self._aliases(max_rows, max_cols, double)
-        buffers: list[Buffer] = self._stream_buffers(target, streams)
+        buffers: list[Buffer] = self._stream_buffers(target, streams, two)
         gone = self._streamed_consts(streams)
         for c in self.consts:
             if c.name in gone:
@@ -391,8 +401,11 @@ class GroupCandidate:
                     buffers.append(Buffer(f"scratch/{ln.node.name}", size, j, j))
         return buffers, aliases, sum(sizes[o] for o in aliases)
 
-    def _stream_buffers(self, target: Target, streams: dict[str, list[Rows]]) -> list[Buffer]:
-        """One buffer per streamed weight input, for its widest chunk, live at its node."""
+    def _stream_buffers(self, target: Target, streams: dict[str, list[Rows]], two: bool
+                        ) -> list[Buffer]:
+        """One buffer per streamed weight input, for its widest chunk, live at its node; with
+        ``two`` a second one (even and odd chunks), so the next chunk's load overlaps this
+        chunk's compute, as a layer group's ping-pong buffers overlap its tiles."""
         out = []
         for j, ln in enumerate(self.nodes):
             chunks = streams.get(ln.node.name)
@@ -408,8 +421,9 @@ class GroupCandidate:
                     v = ln.node.inputs[i]
                     assert v is not None
                     shp = sliced_shape(static_shape(v), k.hint("feature_slice", ln.node, i, c0, c1))
-                    out.append(Buffer(f"stream/{ln.node.name}/{i}",
-                                      constant_lane_bytes(target, shp, v.dtype), j, j))
+                    size = constant_lane_bytes(target, shp, v.dtype)
+                    out += [Buffer(stream_buffer(ln.node.name, i, p), size, j, j)
+                            for p in ((0, 1) if two else (0,))]
         return out
 
     def _aliases(self, max_rows: dict[str, int], max_cols: dict[str, int], double: bool
