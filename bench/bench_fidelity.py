@@ -121,9 +121,37 @@ class Graphs:
         return self.cache[key]
 
 
-def estimate(graphs: Graphs, row: Row, targets: dict[str, Any]) -> tuple[float | None, str]:
+@dataclass
+class FloatShare:
+    """What the ops an int8 graph keeps in float cost in its program (per image)."""
+
+    tpu_ms: float
+    f32_gdma_mb: float
+    gdma_mb: float
+    global_ms: float
+
+
+def float_share(prog: Any, p: Any, batch: int) -> FloatShare:
+    """Lane time of the layer-group computes whose output is f32 (the dequantized residual
+    adds, Caffe's Scale, LeakyRelu, the quantize / dequantize pairs around them), the GDMA
+    bytes of f32 activations between groups, and the time of global layers, per image."""
+    from opbridge.simulator.schema import Load, Store
+
+    vals = prog.graph.values()
+    f32_nodes = {n.name for n in prog.graph.nodes if n.outputs and n.outputs[0].dtype == "f32"}
+    tpu = sum(e["dur"] for e in p.events if e["tid"] == 2 and e["cat"] == "compute"
+              and e["name"].split()[1] in f32_nodes)
+    f32 = sum(i.bytes for i in prog.instrs if isinstance(i, (Load, Store)) and not getattr(i, "const", False)
+              and vals[i.tensor].dtype == "f32")
+    glob = sum(u.est_ms for u in p.units if u.kind == "global")
+    return FloatShare(tpu / 1e3 / batch, f32 / 1e6 / batch, p.gdma_bytes / 1e6 / batch, glob / batch)
+
+
+def estimate(graphs: Graphs, row: Row, targets: dict[str, Any],
+             shares: dict[tuple[str, int, str], FloatShare] | None = None) -> tuple[float | None, str]:
     """(estimated ms per image, note) for one row; None with the reason when not built.
-    ``targets``: chip name (lower case) -> a Target used instead of the preset of that name."""
+    ``targets``: chip name (lower case) -> a Target used instead of the preset of that name;
+    ``shares``: where an int8 row's :class:`FloatShare` is recorded."""
     import opbridge as ob
 
     reason = why_not(row)
@@ -137,7 +165,24 @@ def estimate(graphs: Graphs, row: Row, targets: dict[str, Any]) -> tuple[float |
         return None, f"not buildable yet: {err.message.splitlines()[0]}"
     prog = ob.compile(g, target=targets.get(row.chip.lower(), row.chip.lower()))
     p = prog.profile()
+    if shares is not None and row.precision == "int8":
+        shares[(row.model, row.batch, row.chip)] = float_share(prog, p, row.batch)
     return p.est_latency_ms / row.batch, ""
+
+
+def print_float_shares(shares: dict[tuple[str, int, str], FloatShare], estimates: dict[Any, float]) -> None:
+    """The table of what the float ops of the int8 graphs cost (see :func:`float_share`)."""
+    if not shares:
+        return
+    print()
+    print("int8 rows: what the ops left in float and the global layers cost (per image):")
+    print()
+    print("| model | batch | chip | estimate ms | float ops on the lanes ms | f32 activation GDMA MB "
+          "(of all) | global layers ms |")
+    print("|---|---|---|---|---|---|---|")
+    for (model, batch, chip), s in shares.items():
+        print(f"| {model} | {batch} | {chip} | {estimates[(model, batch, chip)]:.3f} | {s.tpu_ms:.3f} | "
+              f"{s.f32_gdma_mb:.1f} ({s.gdma_mb:.1f}) | {s.global_ms:.3f} |")
 
 
 def main() -> None:
@@ -161,13 +206,17 @@ def main() -> None:
             and (not args.precision or r.precision in args.precision)]
     graphs = Graphs()
     worst: dict[tuple[str, str], tuple[float, str]] = {}
+    shares: dict[tuple[str, int, str], FloatShare] = {}
+    estimates: dict[Any, float] = {}
     if args.markdown:
         print("| model | precision | batch | chip | estimate ms | published ms | ratio |")
         print("|---|---|---|---|---|---|---|")
     for r in rows:
         t0 = time.perf_counter()
-        est, note = estimate(graphs, r, targets)
+        est, note = estimate(graphs, r, targets, shares)
         ratio = None if est is None else est / r.ms
+        if est is not None and r.precision == "int8":
+            estimates[(r.model, r.batch, r.chip)] = est
         if ratio is not None:
             k = (r.chip, r.precision)
             if k not in worst or abs(math.log(ratio)) > abs(math.log(worst[k][0])):
@@ -184,6 +233,7 @@ def main() -> None:
     print("worst ratio per chip and precision:")
     for (chip, prec), (ratio, where) in sorted(worst.items()):
         print(f"  {chip:<8} {prec:<5} {ratio:.3f} ({where})")
+    print_float_shares(shares, estimates)
 
 
 if __name__ == "__main__":
