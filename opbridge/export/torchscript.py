@@ -19,7 +19,11 @@ from ..errors import ModelFormatError, OpbridgeError
 from .torchscript_graph import TorchExportError, bind_absent_optionals, buffers_kept, frozen_graph, type_str
 
 FORMAT = "opbridge.torchscript-json"
+#: The version written when the file needs none of version 2's additions (so older readers
+#: still read it); version 2 adds node ``blocks`` (prim::If / prim::Loop) and non-tensor graph
+#: inputs (int, float, bool and lists of them).
 FORMAT_VERSION = 1
+FORMAT_VERSION_BLOCKS = 2
 
 #: torch dtype name (without "torch.") for the JSON file.
 _DTYPE_NAMES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "int32",
@@ -96,6 +100,8 @@ class _Writer:
         self.torch = torch
         self.tensors: dict[str, Any] = {}
         self.metadata: dict[str, str] = {}
+        #: whether the file needs version 2 (blocks or non-tensor graph inputs)
+        self.uses_blocks = False
 
     def tensor_ref(self, key: str, t: Any) -> dict[str, str]:
         torch = self.torch
@@ -227,13 +233,28 @@ class _GraphIO:
         return self.rename.get(debug_name, debug_name)
 
 
+def _is_scalar_arg(v: Any) -> bool:
+    """An int, float or bool, or a flat list of them (a forward() argument that is no tensor)."""
+    if isinstance(v, list):
+        return len(v) > 0 and all(isinstance(x, (bool, int, float)) for x in v)
+    return isinstance(v, (bool, int, float))
+
+
 def _example_tuple(torch: Any, example_inputs: Any) -> tuple[Any, ...]:
-    """``example_inputs`` as a tuple of tensors (a bare tensor is one input)."""
+    """``example_inputs`` as a tuple (a bare tensor is one input): tensors, or ints, floats,
+    bools and lists of them for forward() arguments typed so."""
     example = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
     for i, t in enumerate(example):
-        if not isinstance(t, torch.Tensor):
-            raise TorchExportError(f"example input {i} is a {type(t).__name__}, not a tensor")
+        if not isinstance(t, torch.Tensor) and not _is_scalar_arg(t):
+            raise TorchExportError(
+                f"example input {i} is a {type(t).__name__}, not a tensor, int, float, bool or "
+                "non-empty list of them")
     return example
+
+
+#: TorchScript type of a scalar forward() argument -> (dtype, rank) of its graph input.
+_SCALAR_INPUTS = {"int": ("int64", 0), "float": ("float64", 0), "bool": ("bool", 0),
+                  "List[int]": ("int64", 1), "List[float]": ("float64", 1), "List[bool]": ("bool", 1)}
 
 
 def _graph_io(torch: Any, graph: Any, scripted: Any, given: int,
@@ -267,19 +288,23 @@ def _input_renames(graph: Any, g_inputs: list[Any], input_names: Sequence[str] |
     taken = {v.debugName() for n in graph.nodes() for v in n.outputs()}
     taken |= {v.debugName() for v in g_inputs}  # another input may keep the name unrenamed
     for i, v in enumerate(g_inputs):
-        if type_str(v) != "Tensor":
-            raise TorchExportError(f"graph input {i} '{v.debugName()}' is a {type_str(v)}, not a Tensor")
+        if type_str(v) != "Tensor" and type_str(v) not in _SCALAR_INPUTS:
+            raise TorchExportError(
+                f"graph input {i} '{v.debugName()}' is a {type_str(v)}, not a Tensor",
+                hint=f"forward() arguments may be tensors or {', '.join(_SCALAR_INPUTS)}")
         want = input_names[i] if input_names is not None else re.sub(r"\.\d+$", "", v.debugName())
         if want != v.debugName() and want not in taken and want not in rename.values():
             rename[v.debugName()] = want
     return rename
 
 
-def _node_records(torch: Any, graph: Any, io: _GraphIO, writer: _Writer) -> list[dict[str, Any]]:
-    """The file's ``nodes`` list, in graph order (module-valued GetAttr nodes are resolved away)."""
-    nodes = list(graph.nodes())
+def _node_records(torch: Any, nodes_in: Any, io: _GraphIO, writer: _Writer,
+                  prefix: str = "") -> list[dict[str, Any]]:
+    """The ``nodes`` list of the file (or of a block, names under ``prefix``), in graph order
+    (module-valued GetAttr nodes are resolved away)."""
+    nodes = list(nodes_in)
     scopes = [_scope(n) for n in nodes]
-    names = _node_names(nodes, scopes)
+    names = [prefix + n for n in _node_names(nodes, scopes)]
     out_nodes: list[dict[str, Any]] = []
     for n, scope, name in zip(nodes, scopes, names):
         rec = _node_record(torch, n, scope, name, io, writer)
@@ -288,16 +313,32 @@ def _node_records(torch: Any, graph: Any, io: _GraphIO, writer: _Writer) -> list
     return out_nodes
 
 
+def _block_records(torch: Any, n: Any, name: str, io: _GraphIO, writer: _Writer) -> list[dict[str, Any]]:
+    """A prim::If's two branches or a prim::Loop's body: block inputs (a loop body's iteration
+    number and loop-carried values), their types, the block's nodes and its outputs."""
+    kind = n.kind()
+    if kind not in ("prim::If", "prim::Loop"):
+        raise TorchExportError(
+            f"[torchscript] node '{name}' ({kind}): only prim::If and prim::Loop blocks can be "
+            "written to TorchScript-json",
+            hint="trace the module (mode='trace') or rewrite that part without it")
+    blocks = []
+    for k, b in enumerate(n.blocks()):
+        blocks.append({
+            "inputs": [io.name_of(v) for v in b.inputs()],
+            "input_types": [type_str(v) for v in b.inputs()],
+            "nodes": _node_records(torch, b.nodes(), io, writer, prefix=f"{name}/block{k}/"),
+            "outputs": [io.name_of(v) for v in b.outputs()],
+        })
+    writer.uses_blocks = True
+    return blocks
+
+
 def _node_record(torch: Any, n: Any, scope: str, name: str, io: _GraphIO,
                  writer: _Writer) -> dict[str, Any] | None:
     """One node as written to the file, or None for a GetAttr that yields a submodule."""
     kind = n.kind()
     where = f"[torchscript] node '{name}' ({kind})"
-    if list(n.blocks()):
-        raise TorchExportError(
-            f"{where}: control flow cannot be written to TorchScript-json",
-            hint="trace the module (mode='trace') or make the condition a constant",
-        )
     rec: dict[str, Any] = {
         "name": name, "kind": kind,
         "inputs": [io.name_of(v) for v in n.inputs()],
@@ -309,6 +350,8 @@ def _node_record(torch: Any, n: Any, scope: str, name: str, io: _GraphIO,
     src = _source(n)
     if src:
         rec["source"] = src
+    if list(n.blocks()):
+        rec["blocks"] = _block_records(torch, n, name, io, writer)
     if kind == "prim::Constant":
         out = n.output()
         rec["value"] = writer.encode(out.toIValue(), out.debugName(), where)
@@ -355,11 +398,18 @@ def _boundary_entries(graph: Any, io: _GraphIO, example: tuple[Any, ...],
         raise TorchExportError(
             f"the graph returns {len(outputs)} values but the module returned {len(results)} tensors"
         )
-    inputs = [
-        {"name": io.name_of(v), "dtype": _dtype_name(t.dtype), "shape": list(t.shape)}
-        for v, t in zip(io.inputs, example)
-    ]
+    inputs = [_input_entry(io.name_of(v), type_str(v), t) for v, t in zip(io.inputs, example)]
     return inputs, outputs
+
+
+def _input_entry(name: str, ts_type: str, example: Any) -> dict[str, Any]:
+    """A graph input's entry: a tensor's dtype and shape, or for an int/float/bool (list)
+    argument its TorchScript ``type`` and the 0-d or 1-d tensor it is given as."""
+    if ts_type == "Tensor":
+        return {"name": name, "dtype": _dtype_name(example.dtype), "shape": list(example.shape)}
+    dtype, rank = _SCALAR_INPUTS[ts_type]
+    shape = [len(example)] if rank == 1 and isinstance(example, list) else []
+    return {"name": name, "dtype": dtype, "shape": shape, "type": ts_type}
 
 
 def _module_name(torch: Any, module: Any) -> str:
@@ -395,7 +445,9 @@ def export_torchscript(
     ``module`` is an ``nn.Module`` (traced on ``example_inputs``, or scripted with
     ``mode="script"``), a ``ScriptModule`` (e.g. from ``torch.jit.load``) or a scripted function.
     ``example_inputs`` is a tensor or a tuple of tensors; their dtypes and shapes become the
-    graph inputs'. ``optimize=True`` lets ``torch.jit.freeze`` fold BatchNorm into convolutions.
+    graph inputs'. A scripted ``forward()`` argument typed int, float, bool or a list of them
+    takes a Python value in that tuple and becomes a 0-d (1-d for a list) int64/float64/bool
+    graph input; ``prim::If`` / ``prim::Loop`` on run-time values are written with their blocks. ``optimize=True`` lets ``torch.jit.freeze`` fold BatchNorm into convolutions.
     Returns the path of the JSON file.
     """
     torch = import_torch()
@@ -410,11 +462,12 @@ def export_torchscript(
     results = _flatten(result, torch)
     io = _graph_io(torch, graph, scripted, len(example), input_names)
     writer = _Writer(torch)
-    out_nodes = _node_records(torch, graph, io, writer)
+    out_nodes = _node_records(torch, graph.nodes(), io, writer)
     inputs, outputs = _boundary_entries(graph, io, example, results)
     json_path = Path(path)
+    v2 = writer.uses_blocks or any("type" in e for e in inputs)
     doc = {
-        "format": FORMAT, "version": FORMAT_VERSION, "name": _module_name(torch, module),
+        "format": FORMAT, "version": FORMAT_VERSION_BLOCKS if v2 else FORMAT_VERSION, "name": _module_name(torch, module),
         "producer": {"torch": torch.__version__.split("+")[0], "opbridge": __version__, "mode": used},
         "inputs": inputs, "outputs": outputs, "nodes": out_nodes,
     }

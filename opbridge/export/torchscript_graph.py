@@ -119,9 +119,12 @@ def _specialize(torch: Any, graph: Any, example: tuple[Any, ...]) -> None:
     (an input check such as BatchNorm's ``_check_input_dim``) held on the example inputs, and
     the graph is for those shapes only, so it is dropped.
     """
-    tensors = [v for v in graph.inputs() if type_str(v) == "Tensor"]
-    for v, t in zip(tensors, example):
-        v.setType(torch._C.TensorType.create_from_tensor(t))
+    args = [v for v in graph.inputs()]
+    if args and type_str(args[0]) != "Tensor" and not type_str(args[0]).startswith(("int", "float", "bool", "List[")):
+        args = args[1:]  # the module itself ('self')
+    for v, t in zip(args, example):
+        if type_str(v) == "Tensor" and isinstance(t, torch.Tensor):
+            v.setType(torch._C.TensorType.create_from_tensor(t))
     try:
         torch._C._jit_pass_propagate_shapes_on_graph(graph)
     except RuntimeError:
