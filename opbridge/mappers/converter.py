@@ -336,7 +336,9 @@ class Conversion:
             self.scopes.pop()
         outs = []
         for t in body.outputs:
-            v = self.values.get(rename.get(t.name, t.name))
+            # an output the body does not make is an enclosing graph's (a TorchScript block
+            # may return a value of the block around it)
+            v = self.values.get(rename[t.name]) if t.name in rename else self.peek(t.name)
             if v is None:
                 raise ctx.error(f"its subgraph '{body.name}' does not produce its output '{t.name}'")
             outs.append(v)

@@ -195,3 +195,47 @@ def functionalize(nodes: list[OriginNode], outputs: list[str]) -> tuple[list[Ori
         f.visit(node)
     new_outputs = [f.resolve(o) for o in outputs]
     return f.out, new_outputs
+
+
+def _block_nodes(node: OriginNode) -> list[OriginNode]:
+    """Every node inside ``node``'s blocks (prim::If / prim::Loop), nested blocks included."""
+    out = []
+    for block in node.attrs.get("blocks", []):
+        for inner in block.nodes:
+            out.append(inner)
+            out.extend(_block_nodes(inner))
+    return out
+
+
+def check_block_writes(nodes: list[OriginNode]) -> None:
+    """Refuse in-place writes this pass cannot make explicit: one inside a prim::If / prim::Loop
+    block (its new value would have to leave the block), or one outside whose tensor (or a
+    view of it) a block reads (the block would read the old value)."""
+    blocks = [(n, inner) for n in nodes for inner in _block_nodes(n)]
+    if not blocks:
+        return
+    for owner, inner in blocks:
+        if is_inplace(inner):
+            raise UnsupportedOpError(
+                f"in-place write aten::{inner.op_type} inside the block of {owner.domain}::"
+                f"{owner.op_type} '{owner.name}' cannot be converted",
+                hint="write it out of place in the model (y = y.add(1) rather than y.add_(1))",
+                framework="torchscript", node=inner.name, op_type=f"aten::{inner.op_type}")
+    written = {n.inputs[0] for n in nodes if is_inplace(n)}
+    changed = bool(written)
+    while changed:  # the written tensors' views and bases share their memory
+        changed = False
+        for n in nodes:
+            if n.domain == "aten" and n.op_type in VIEW_KINDS and n.inputs:
+                linked = {n.inputs[0], *n.outputs}
+                if linked & written and not linked <= written:
+                    written |= linked
+                    changed = True
+    for owner, inner in blocks:
+        read = written.intersection(inner.inputs)
+        if read:
+            raise UnsupportedOpError(
+                f"the block of {owner.domain}::{owner.op_type} '{owner.name}' reads "
+                f"'{sorted(read)[0]}', which the graph writes in place",
+                hint="write that update out of place in the model",
+                framework="torchscript", node=inner.name, op_type=f"{inner.domain}::{inner.op_type}")

@@ -17,11 +17,11 @@ import numpy as np
 
 from ..errors import ModelFormatError
 from .origin import Framework, OriginGraph, OriginNode, TensorInfo
-from .torchscript_functionalize import functionalize
+from .torchscript_functionalize import check_block_writes, functionalize
 
 FORMAT = "opbridge.torchscript-json"
-#: Format versions this reader understands.
-VERSIONS = (1,)
+#: Format versions this reader understands (2 adds node blocks and non-tensor graph inputs).
+VERSIONS = (1, 2)
 
 _DTYPES: dict[str, Any] = {
     "float32": np.float32, "float16": np.float16, "float64": np.float64, "int8": np.int8,
@@ -131,7 +131,8 @@ def _tensor_infos(doc: dict[str, Any], key: str, src: str) -> list[TensorInfo]:
 _LIST_KINDS = ("ListConstruct", "TupleConstruct")
 
 
-def _argument_view(nodes: list[OriginNode], graph_types: dict[str, str]) -> None:
+def _argument_view(nodes: list[OriginNode], graph_types: dict[str, str],
+                   outer: dict[str, OriginNode] | None = None) -> dict[str, OriginNode]:
     """Give every node the argument view described in the format doc ("What the parser adds").
 
     Inputs produced by ``prim::ListConstruct``/``TupleConstruct`` are spread into their elements
@@ -141,7 +142,7 @@ def _argument_view(nodes: list[OriginNode], graph_types: dict[str, str]) -> None
     value of each flat input that a non-tensor ``prim::Constant`` produces (``None`` included).
     """
     _merge_unpacks(nodes)
-    producer: dict[str, OriginNode] = {}
+    producer: dict[str, OriginNode] = dict(outer or {})
     types: dict[str, str] = dict(graph_types)
     for node in nodes:
         flat: list[str] = []
@@ -167,10 +168,35 @@ def _argument_view(nodes: list[OriginNode], graph_types: dict[str, str]) -> None
         node.inputs = flat
         node.attrs["arg_types"] = arg_types
         node.attrs["consts"] = consts
+        for block, btypes in zip(node.attrs.get("blocks", []), node.attrs.get("block_types", [])):
+            inner = _argument_view(block.nodes, {**types, **dict(zip([t.name for t in block.inputs], btypes))},
+                                   producer)
+            _constant_outputs(block, inner)
         for i, out in enumerate(node.outputs):
             producer[out] = node
             tl = node.attrs.get("types") or []
             types[out] = tl[i] if i < len(tl) else "Tensor"
+    return producer
+
+
+def _constant_outputs(block: OriginGraph, producer: dict[str, OriginNode]) -> None:
+    """A block output that a non-tensor ``prim::Constant`` gives (a loop's ``True`` condition,
+    an int) becomes the output of a ``prim::NumToTensor`` of it, so that it is a 0-d tensor
+    where the block hands it on."""
+    for i, t in enumerate(block.outputs):
+        prod = producer.get(t.name)
+        if prod is None or prod.domain != "prim" or prod.op_type != "Constant":
+            continue
+        value = prod.attrs.get("value")
+        if isinstance(value, np.ndarray) or not isinstance(value, (bool, int, float)):
+            continue
+        name = f"{block.name}/out{i}"
+        block.nodes.append(OriginNode(
+            name=name, op_type="NumToTensor", domain="prim", inputs=[t.name], outputs=[name],
+            attrs={"args": [0], "arg_types": [prod.attrs["types"][0]], "consts": {0: value},
+                   "types": ["Tensor"], "scope": ""},
+            framework=Framework.TORCHSCRIPT, location=prod.location))
+        block.outputs[i] = TensorInfo(name, None, None)
 
 
 def _merge_unpacks(nodes: list[OriginNode]) -> None:
@@ -275,13 +301,52 @@ class _NodeReader:
         if not isinstance(name, str) or name in self.names:
             raise ModelFormatError(f"{where}: node name is not a unique string (node {i})")
         self.names.add(name)
+        blocks = self._blocks(rn, name, where)
         ins, outs = self._values(rn, where)
         domain, _, op = kind.rpartition("::")
+        attrs = self._attrs(rn, where, len(outs))
+        if blocks:
+            attrs["blocks"] = [b for b, _ in blocks]
+            attrs["block_types"] = [t for _, t in blocks]
         return OriginNode(
-            name=name, op_type=op, domain=domain, inputs=list(ins), outputs=list(outs),
-            attrs=self._attrs(rn, where, len(outs)),
+            name=name, op_type=op, domain=domain, inputs=list(ins), outputs=list(outs), attrs=attrs,
             framework=Framework.TORCHSCRIPT, location=str(rn.get("source", "")),
         )
+
+    def _blocks(self, rn: dict[str, Any], name: str, where: str) -> list[tuple[OriginGraph, list[str]]]:
+        """The node's blocks (version 2) as origin graphs, with their inputs' TorchScript types.
+        A block sees the values defined before its node and its own inputs; what it defines is
+        its own."""
+        raw = rn.get("blocks", [])
+        if not isinstance(raw, list):
+            raise ModelFormatError(f"{where}: 'blocks' must be a list")
+        out = []
+        for k, rb in enumerate(raw):
+            bwhere = f"{where} block {k}"
+            if not isinstance(rb, dict):
+                raise ModelFormatError(f"{bwhere}: must be an object")
+            ins, outs = rb.get("inputs", []), rb.get("outputs", [])
+            types = rb.get("input_types", ["Tensor"] * len(ins))
+            if not (isinstance(ins, list) and isinstance(outs, list) and isinstance(types, list)
+                    and len(types) == len(ins) and all(isinstance(x, str) for x in ins + outs + types)):
+                raise ModelFormatError(f"{bwhere}: 'inputs', 'input_types' and 'outputs' must be "
+                                       "lists of names (one type per input)")
+            saved = set(self.defined)
+            for x in ins:
+                if x in self.defined:
+                    raise ModelFormatError(f"{bwhere}: input '{x}' is already defined")
+                self.defined.add(x)
+            nodes = self.read_all(rb.get("nodes", []))
+            for x in outs:
+                if x not in self.defined:
+                    raise ModelFormatError(f"{bwhere}: output '{x}' is not defined",
+                                           hint="the JSON was edited or truncated; re-export the model")
+            self.defined = saved
+            graph = OriginGraph(name=f"{name}/block{k}", framework=Framework.TORCHSCRIPT, nodes=nodes,
+                                inputs=[TensorInfo(x, None, None) for x in ins],
+                                outputs=[TensorInfo(x, None, None) for x in outs])
+            out.append((graph, list(types)))
+        return out
 
     def _values(self, rn: dict[str, Any], where: str) -> tuple[list[str], list[str]]:
         """The node's input and output value names; inputs defined earlier, outputs new."""
@@ -331,6 +396,27 @@ def _input_names(inputs: list[TensorInfo], src: str) -> set[str]:
     return defined
 
 
+#: Non-tensor graph input types (version 2), with the dtype and rank they are given as.
+_INPUT_TYPES = {"int": ("int64", 0), "float": ("float64", 0), "bool": ("bool", 0),
+                "List[int]": ("int64", 1), "List[float]": ("float64", 1), "List[bool]": ("bool", 1)}
+
+
+def _input_types(doc: dict[str, Any], inputs: list[TensorInfo], src: str) -> dict[str, str]:
+    """Each graph input's TorchScript type: ``Tensor`` unless its entry gives a ``type``."""
+    out = {}
+    for t, raw in zip(inputs, doc.get("inputs") or []):
+        ts_type = raw.get("type", "Tensor")
+        if ts_type != "Tensor":
+            want = _INPUT_TYPES.get(ts_type)
+            shape_ok = want is not None and t.shape is not None and len(t.shape) == want[1]
+            if want is None or not shape_ok or t.dtype != _np_dtype(want[0], src):
+                raise ModelFormatError(
+                    f"{src}: graph input '{t.name}' of type {ts_type!r} must be one of "
+                    f"{', '.join(_INPUT_TYPES)}, given as a {'0-d or 1-d'} tensor of its dtype")
+        out[t.name] = ts_type
+    return out
+
+
 def parse_torchscript_json(path: str | os.PathLike[str]) -> OriginGraph:
     """Read ``path`` (``*.ts.json``) and its weights into an OriginGraph (framework torchscript)."""
     p = Path(path)
@@ -341,13 +427,14 @@ def parse_torchscript_json(path: str | os.PathLike[str]) -> OriginGraph:
     outputs = _tensor_infos(doc, "outputs", src)
     reader = _NodeReader(src, weights, _input_names(inputs, src))
     nodes = reader.read_all(doc.get("nodes"))
-    _argument_view(nodes, {t.name: "Tensor" for t in inputs})
+    _argument_view(nodes, _input_types(doc, inputs, src))
     for t in outputs:
         if t.name not in reader.defined:
             raise ModelFormatError(
                 f"{src}: graph output '{t.name}' is not defined by any node",
                 hint="the JSON was edited or truncated; re-export the model",
             )
+    check_block_writes(nodes)
     nodes, out_names = functionalize(nodes, [t.name for t in outputs])
     outputs = [replace(t, name=n) for t, n in zip(outputs, out_names)]
     return OriginGraph(

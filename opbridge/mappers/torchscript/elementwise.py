@@ -56,6 +56,12 @@ def operands(a: Args, i: int, j: int) -> tuple[Value, Value]:
 
 def _with_scalar(a: Args, t_idx: int, s_idx: int) -> tuple[Value, Value]:
     t = a.tensor(t_idx)
+    if not a.known(s_idx):  # an int/float/bool computed at run time (a loop's iteration number)
+        s = a.tensor(s_idx)
+        if s.dtype in _FLOAT_RANK and t.dtype not in _FLOAT_RANK:
+            t = cast(a.g, t, "f32")
+        c = cast(a.g, s, t.dtype)
+        return (t, c) if t_idx < s_idx else (c, t)
     s_arr = as_array(a.py(s_idx))
     if s_arr.dtype.kind == "f" and t.dtype not in _FLOAT_RANK:
         t = cast(a.g, t, "f32")

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ...ir.graph import Value
 from ...parsers.origin import OriginNode
 from ..context import MapContext
 from .common import SCALAR_TYPES, Args, norm_axis, static_shape, ts_mapping
@@ -84,9 +85,11 @@ def getitem(node: OriginNode, g: MapContext) -> Any:
             "aten::IntImplicit", "aten::FloatImplicit")
 def scalar_cast(node: OriginNode, g: MapContext) -> Any:
     a = Args(node, g)
+    kind = node.op_type
+    if not a.known(0):  # a value computed at run time: a 0-d tensor of the scalar's dtype
+        return _runtime_scalar(g, a.tensor(0), kind)
     x = a.py(0, what="the scalar")
     x = np.asarray(x).item() if isinstance(x, np.ndarray) else x
-    kind = node.op_type
     if kind in ("Int", "IntImplicit"):
         x = int(x)
     elif kind in ("Float", "FloatImplicit"):
@@ -94,6 +97,21 @@ def scalar_cast(node: OriginNode, g: MapContext) -> Any:
     elif kind == "Bool":
         x = bool(x)
     return a.scalar_value(x)
+
+
+_RUNTIME_CASTS = {"Int": "i64", "IntImplicit": "i64", "Float": "f64", "FloatImplicit": "f64",
+                  "Bool": "bool"}
+
+
+def _runtime_scalar(g: MapContext, v: Value, kind: str) -> Value:
+    """``aten::Int(t)``/``Float``/``Bool`` and ``NumToTensor`` of a run-time value: its one
+    element as a 0-d tensor (int64, float64, bool as torch's scalars are)."""
+    if v.shape != ():
+        if any(d != 1 for d in v.shape):
+            raise g.error(f"converts a tensor of shape {v.shape} to a number; it must hold one element")
+        v = g.op("Reshape", [v, g.constant(np.zeros(0, np.int64))])
+    to = _RUNTIME_CASTS.get(kind)
+    return v if to is None or v.dtype == to else g.op("Cast", [v], to=to)
 
 
 @ts_mapping("aten::size", "aten::sym_size")

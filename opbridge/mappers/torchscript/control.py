@@ -1,0 +1,149 @@
+"""``prim::If`` and ``prim::Loop``: folded when the condition and trip count are known while
+converting, else run-time IR If / Loop nodes holding their blocks as sub-graphs.
+
+A block (docs/torchscript-json.md, "Blocks") is an origin graph of its own: an If's two
+branches take no inputs; a Loop's body takes the iteration number and the loop-carried
+values and gives the condition for the next iteration and the new loop-carried values. A
+block reads the values of the blocks around it by name; when mapped into an IR sub-graph,
+what it reads becomes a capture input of the If / Loop node (opbridge/ir/ops/control.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...errors import OpbridgeError, ShapeError
+from ...ir.graph import Value
+from ...ir.ops.control import merge_shapes
+from ...parsers.origin import OriginGraph, OriginNode, TensorInfo
+from ..context import MapContext
+from .common import Args, cast, ts_mapping
+
+#: Upper bound on unrolled iterations of a loop whose trip count and condition are known.
+MAX_UNROLL = 4096
+
+
+def _blocks(node: OriginNode, g: MapContext, count: int) -> list[OriginGraph]:
+    blocks = node.attrs.get("blocks") or []
+    if len(blocks) != count:
+        raise g.error(f"has {len(blocks)} blocks, {count} expected",
+                      hint="re-export the model with opbridge export-torchscript (format version 2)")
+    return list(blocks)
+
+
+def _known_bool(v: Value) -> bool | None:
+    return None if v.data is None else bool(np.asarray(v.data).reshape(-1)[0])
+
+
+@ts_mapping("prim::If")
+def if_(node: OriginNode, g: MapContext) -> Any:
+    then_b, else_b = _blocks(node, g, 2)
+    cond = Args(node, g).tensor(0, what="the condition")
+    taken = _known_bool(cond)
+    if taken is not None:
+        k = 0 if taken else 1
+        return g.map_subgraph((then_b, else_b)[k], [], prefix=f"{node.name}/block{k}/")
+    then_g, caps = g.map_to_graph(then_b, [], prefix=f"{node.name}/block0/")
+    else_g, else_caps = g.map_to_graph(else_b, [], prefix=f"{node.name}/block1/", captures=caps)
+    if len(else_caps) > len(caps):  # the else branch reads more: the then branch takes it too
+        then_g, caps = g.map_to_graph(then_b, [], prefix=f"{node.name}/block0/", captures=else_caps)
+    for k, (a, b) in enumerate(zip(then_g.outputs, else_g.outputs)):
+        if a.dtype != b.dtype:
+            raise g.unsupported(
+                f"output {k} is {a.dtype} in one branch and {b.dtype} in the other",
+                hint="make both branches give the same dtype (or pass the condition as a "
+                     "constant: input_values= / --input-value)")
+    outs = g.op("If", [_as_bool(g, cond), *caps], then_branch=then_g, else_branch=else_g,
+                num_outputs=len(then_g.outputs))
+    return list(outs) if isinstance(outs, tuple) else [outs]
+
+
+def _as_bool(g: MapContext, v: Value) -> Value:
+    """A condition as the 0-d bool the IR's If / Loop take."""
+    if v.shape != ():
+        v = g.op("Reshape", [v, g.constant(np.zeros(0, np.int64))])
+    return cast(g, v, "bool")
+
+
+@ts_mapping("prim::Loop")
+def loop(node: OriginNode, g: MapContext) -> Any:
+    body, = _blocks(node, g, 1)
+    a = Args(node, g)
+    trip = a.tensor(0, what="the trip count")
+    cond = a.tensor(1, what="the condition")
+    carried = [a.tensor(2 + k, what=f"loop-carried value {k}") for k in range(len(a) - 2)]
+    if len(body.inputs) != 1 + len(carried) or len(body.outputs) != 1 + len(carried):
+        raise g.error(f"its body takes {len(body.inputs)} inputs and gives {len(body.outputs)} "
+                      f"outputs for {len(carried)} loop-carried values")
+    if trip.data is not None and cond.data is not None:
+        return _unrolled(node, g, body, trip, cond, carried)
+    return _runtime_loop(node, g, body, trip, cond, carried)
+
+
+def _unrolled(node: OriginNode, g: MapContext, body: OriginGraph, trip: Value, cond: Value,
+              carried: list[Value]) -> list[Value]:
+    """The body inlined once per iteration (a known trip count; each iteration's condition
+    must come out known too)."""
+    limit = int(np.asarray(trip.data).reshape(-1)[0])
+    go = bool(_known_bool(cond))
+    i = 0
+    while go and i < limit:
+        if i >= MAX_UNROLL:
+            raise g.unsupported(
+                f"the loop runs more than {MAX_UNROLL} iterations with a known condition; "
+                "opbridge does not unroll it", hint="make the trip count a forward() argument "
+                "(a run-time loop) or compute it outside the model")
+        outs = g.map_subgraph(body, [g.constant(np.array(i, np.int64)), *carried],
+                              prefix=f"{node.name}/iter{i}/")
+        nxt = _known_bool(outs[0])
+        if nxt is None:
+            raise g.unsupported(
+                f"the loop's condition is known on entry but computed at run time in iteration {i}",
+                hint="make the trip count or the first condition depend on a forward() argument, "
+                     "so that the whole loop runs at run time")
+        go, carried = nxt, list(outs[1:])
+        i += 1
+    return carried
+
+
+def _runtime_loop(node: OriginNode, g: MapContext, body: OriginGraph, trip: Value, cond: Value,
+                  carried: list[Value]) -> list[Value]:
+    """An IR Loop node: its body takes (iteration, condition, loop-carried values, captures)."""
+    ir_body = OriginGraph(
+        name=body.name, framework=body.framework, nodes=body.nodes, outputs=body.outputs,
+        inputs=[body.inputs[0], TensorInfo(f"{body.name}/cond", None, None), *body.inputs[1:]])
+    types: list[tuple[Any, ...]] = [("i64", ()), ("bool", ()),
+                                    *((v.dtype, v.shape, v.kind) for v in carried)]
+    prefix = f"{node.name}/body/"
+    body_g, caps = g.map_to_graph(ir_body, types, prefix=prefix)
+    _check_body_outputs(g, body_g.outputs, carried)
+    changed = types[:2] + [(v.dtype, merge_shapes(v.shape, out.shape, f"{node.name}:{k}"), v.kind)
+                           for k, (v, out) in enumerate(zip(carried, body_g.outputs[1:]))]
+    if changed != types:  # a loop-carried value changes shape: type the body by the merged shapes
+        try:
+            body_g, caps = g.map_to_graph(ir_body, changed, prefix=prefix)
+        except (ShapeError, OpbridgeError) as err:
+            raise g.unsupported(
+                f"a loop-carried value changes shape from one iteration to the next and the "
+                f"body cannot be typed for that: {err.detail}") from None
+    cond_out = body_g.outputs[0]
+    if cond_out.dtype != "bool" or cond_out.shape != ():
+        raise g.unsupported(f"the body's condition is a {cond_out.dtype} of shape {cond_out.shape}, "
+                            "not a bool")
+    outs = g.op("Loop", [cast(g, _as_i64(g, trip), "i64"), _as_bool(g, cond), *carried, *caps],
+                body=body_g, num_captures=len(caps), num_outputs=len(carried))
+    return list(outs) if isinstance(outs, tuple) else [outs]
+
+
+def _as_i64(g: MapContext, v: Value) -> Value:
+    return v if v.shape == () else g.op("Reshape", [v, g.constant(np.zeros(0, np.int64))])
+
+
+def _check_body_outputs(g: MapContext, outs: list[Value], carried: list[Value]) -> None:
+    for k, (v, out) in enumerate(zip(carried, outs[1:])):
+        if v.dtype != out.dtype:
+            raise g.unsupported(
+                f"loop-carried value {k} enters as {v.dtype} but the body gives {out.dtype}",
+                hint="keep the value's dtype the same in every iteration")
