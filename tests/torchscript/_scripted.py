@@ -56,3 +56,75 @@ class TupleOutputs(torch.nn.Module):
         parts = (x + 1.0, x * 2.0, x - 3.0)
         a, b, c = parts
         return parts[1] + c, a.to(torch.float32) * int(x.size(0))
+
+
+class IntBranch(torch.nn.Module):
+    """Branches on an int forward() argument."""
+
+    def forward(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        if n > 2:
+            y = x * 2.0
+        else:
+            y = x + float(n)
+        return y
+
+
+class ForLoop(torch.nn.Module):
+    """A for loop with a run-time trip count carrying a tensor; the body reads the iteration."""
+
+    def forward(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        y = x
+        for i in range(n):
+            y = y * 0.5 + i
+        return y
+
+
+class WhileLoop(torch.nn.Module):
+    """A while loop carrying a tensor and an int counter."""
+
+    def forward(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        k = 0
+        y = x
+        while k < n:
+            y = y + x
+            k += 1
+        return y - k
+
+
+class NestedIfInLoop(torch.nn.Module):
+    """An if on the carried tensor's value inside a loop over an int argument."""
+
+    def forward(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        y = x
+        for _ in range(n):
+            if y.sum() > 10.0:
+                y = y - 3.0
+            else:
+                y = y * 2.0
+        return y
+
+
+class ScalarArgs(torch.nn.Module):
+    """float and bool forward() arguments."""
+
+    def forward(self, x: torch.Tensor, s: float, flag: bool) -> torch.Tensor:
+        if flag:
+            return x * s
+        return x - s
+
+
+class ListArg(torch.nn.Module):
+    """A List[int] argument that sizes a reshape: known only when the user passes it."""
+
+    def forward(self, x: torch.Tensor, shape: list[int]) -> torch.Tensor:
+        return x.reshape(shape) + 1.0
+
+
+class InplaceInLoop(torch.nn.Module):
+    """An in-place write inside a loop body: refused with the node named."""
+
+    def forward(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        y = x.clone()
+        for _ in range(n):
+            y.add_(1.0)
+        return y

@@ -143,15 +143,35 @@ def test_parser_refuses_truncated_weights(export: Any) -> None:
         parse_torchscript_json(path)
 
 
-def test_control_flow_is_refused(export: Any) -> None:
+def test_control_flow_is_written_as_blocks_in_version_2(export: Any) -> None:
+    """prim::If gets its two blocks (version 2); a file without blocks stays version 1, which
+    older readers read."""
     import torch
-
-    from opbridge.export.torchscript import TorchExportError
 
     from ._scripted import Branchy
 
-    with pytest.raises(TorchExportError, match=r"control flow"):
-        export(Branchy(), (torch.randn(2),), mode="script")
+    doc = json.loads(export(Branchy(), (torch.randn(2),), mode="script").read_text())
+    assert doc["version"] == 2
+    (node,) = [n for n in doc["nodes"] if n["kind"] == "prim::If"]
+    assert [len(b["inputs"]) for b in node["blocks"]] == [0, 0]
+    assert all(len(b["outputs"]) == len(node["outputs"]) for b in node["blocks"])
+    assert all(n["name"].startswith(f"{node['name']}/block") for b in node["blocks"] for n in b["nodes"])
+    plain = json.loads(export(torch.nn.ReLU(), (torch.randn(2),), name="plain").read_text())
+    assert plain["version"] == 1
+
+
+def test_block_referencing_an_undefined_value_is_refused(export: Any) -> None:
+    import torch
+
+    from ._scripted import Branchy
+
+    path = export(Branchy(), (torch.randn(2),), mode="script")
+    doc = json.loads(path.read_text())
+    (node,) = [n for n in doc["nodes"] if n["kind"] == "prim::If"]
+    node["blocks"][0]["outputs"] = ["nowhere"]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ModelFormatError, match=r"block 0: output 'nowhere' is not defined"):
+        parse_torchscript_json(path)
 
 
 def test_cli_exports_a_saved_module(tmp_path: Path) -> None:

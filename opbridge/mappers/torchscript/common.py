@@ -102,7 +102,8 @@ class Args:
             raise self.g.unsupported(
                 f"{what} (input '{self.node.inputs[k]}') is computed at run time; opbridge needs "
                 "it known while converting (static shapes)",
-                hint="export with fixed input shapes, or compute it outside the model",
+                hint="export with fixed input shapes, or compute it outside the model; for a "
+                     "forward() argument, give its value: input_values= / --input-value",
             )
         return val
 
