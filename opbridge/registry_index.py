@@ -455,6 +455,8 @@ MAPPINGS: dict[tuple[str, str | None, str], tuple[str, ...]] = {
     ('torchscript', 'aten', '__getitem__'): ('opbridge.mappers.torchscript.prim',),
     ('torchscript', 'aten', '__iand__'): ('opbridge.mappers.torchscript.elementwise',),
     ('torchscript', 'aten', '__ior__'): ('opbridge.mappers.torchscript.elementwise',),
+    ('torchscript', 'aten', '__is__'): ('opbridge.mappers.torchscript.prim',),
+    ('torchscript', 'aten', '__isnot__'): ('opbridge.mappers.torchscript.prim',),
     ('torchscript', 'aten', '__ixor__'): ('opbridge.mappers.torchscript.elementwise',),
     ('torchscript', 'aten', '__not__'): ('opbridge.mappers.torchscript.prim',),
     ('torchscript', 'aten', '__or__'): ('opbridge.mappers.torchscript.prim',),
@@ -610,6 +612,8 @@ MAPPINGS: dict[tuple[str, str | None, str], tuple[str, ...]] = {
     ('torchscript', 'aten', 'greater'): ('opbridge.mappers.torchscript.elementwise',),
     ('torchscript', 'aten', 'greater_'): ('opbridge.mappers.torchscript.inplace',),
     ('torchscript', 'aten', 'group_norm'): ('opbridge.mappers.torchscript.norm',),
+    ('torchscript', 'aten', 'gru'): ('opbridge.mappers.torchscript.rnn',),
+    ('torchscript', 'aten', 'gru_cell'): ('opbridge.mappers.torchscript.rnn',),
     ('torchscript', 'aten', 'gt'): ('opbridge.mappers.torchscript.elementwise',),
     ('torchscript', 'aten', 'gt_'): ('opbridge.mappers.torchscript.inplace',),
     ('torchscript', 'aten', 'hardsigmoid'): ('opbridge.mappers.torchscript.activation',),
@@ -793,6 +797,7 @@ MAPPINGS: dict[tuple[str, str | None, str], tuple[str, ...]] = {
     ('torchscript', 'aten', 'type_as'): ('opbridge.mappers.torchscript.misc',),
     ('torchscript', 'aten', 'unbind'): ('opbridge.mappers.torchscript.inplace',),
     ('torchscript', 'aten', 'unflatten'): ('opbridge.mappers.torchscript.inplace',),
+    ('torchscript', 'aten', 'unsafe_chunk'): ('opbridge.mappers.torchscript.inplace',),
     ('torchscript', 'aten', 'unsafe_split'): ('opbridge.mappers.torchscript.inplace',),
     ('torchscript', 'aten', 'unsqueeze'): ('opbridge.mappers.torchscript.inplace',),
     ('torchscript', 'aten', 'unsqueeze_'): ('opbridge.mappers.torchscript.inplace',),
@@ -825,6 +830,7 @@ MAPPINGS: dict[tuple[str, str | None, str], tuple[str, ...]] = {
     ('torchscript', 'prim', 'TupleUnpack'): ('opbridge.mappers.torchscript.prim',),
     ('torchscript', 'prim', 'device'): ('opbridge.mappers.torchscript.prim',),
     ('torchscript', 'prim', 'dtype'): ('opbridge.mappers.torchscript.prim',),
+    ('torchscript', 'prim', 'unchecked_cast'): ('opbridge.mappers.torchscript.prim',),
 }
 
 FALLBACKS: dict[str, tuple[str, ...]] = {

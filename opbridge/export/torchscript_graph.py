@@ -123,7 +123,8 @@ def _specialize(torch: Any, graph: Any, example: tuple[Any, ...]) -> None:
     if args and type_str(args[0]) != "Tensor" and not type_str(args[0]).startswith(("int", "float", "bool", "List[")):
         args = args[1:]  # the module itself ('self')
     for v, t in zip(args, example):
-        if type_str(v) == "Tensor" and isinstance(t, torch.Tensor):
+        # an Optional[Tensor] argument given a tensor is that tensor: its None checks fold
+        if type_str(v) in ("Tensor", "Optional[Tensor]") and isinstance(t, torch.Tensor):
             v.setType(torch._C.TensorType.create_from_tensor(t))
     try:
         torch._C._jit_pass_propagate_shapes_on_graph(graph)

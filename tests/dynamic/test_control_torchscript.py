@@ -108,3 +108,66 @@ def test_inplace_write_in_a_block_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UnsupportedOpError, match=r"aten::add_ inside the block of prim::Loop") as info:
         ob.convert(path)
     assert info.value.node is not None and "block0" in info.value.node
+
+
+# -- the acceptance case: a scripted voice-activity model branching on its int sr argument ------
+
+VOICE_CASES = [(640, 16000), (640, 8000), (1024, 16000), (1024, 8000)]
+
+
+def _voice(tmp_path: Path, samples: int) -> tuple[Any, Path]:
+    """The model (fixed weights) and its export for ``samples`` of audio. TorchScript-json
+    fixes the tensor shapes at export, so each length is its own export of the one module."""
+    torch.manual_seed(0)
+    model = m.Voice().eval()
+    example = (torch.zeros(1, samples), 16000)
+    return model, _export(tmp_path / str(samples), model, example)
+
+
+def _audio(samples: int, sr: int) -> np.ndarray:
+    return np.random.default_rng(samples + sr).standard_normal((1, samples)).astype(np.float32)
+
+
+@pytest.mark.parametrize(("samples", "sr"), VOICE_CASES, ids=[f"{n}@{sr}" for n, sr in VOICE_CASES])
+def test_voice_model_matches_torch_in_the_interpreter(tmp_path: Path, samples: int, sr: int) -> None:
+    model, path = _voice(tmp_path, samples)
+    g = ob.convert(path)
+    assert g.op_counts().get("If") == 1
+    assert [(v.name, v.dtype, v.shape) for v in g.inputs] == [("audio", "f32", (1, samples)), ("sr", "i64", ())]
+    audio = _audio(samples, sr)
+    got = ob.interpret(g, {"audio": audio, "sr": np.array(sr, np.int64)})
+    with torch.no_grad():
+        want = model(torch.from_numpy(audio), sr).numpy()
+    (out,) = got.values()
+    assert out.shape == want.shape == (samples // 64, 1, 1)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("samples", [640, 1024])
+def test_voice_model_on_the_simulator_runs_the_branch_as_a_host_layer(tmp_path: Path, samples: int) -> None:
+    model, path = _voice(tmp_path, samples)
+    prog = ob.compile(ob.convert(path), "bm1684")
+    profile = prog.profile()
+    assert [u.ops for u in profile.units if u.kind == "host"] == [["If"]] and profile.num_cpu_layers == 1
+    assert profile.num_global_layers + profile.num_layer_groups > 1  # the GRU runs on the TPU
+    prog.save(tmp_path / "vad.obprog")
+    loaded = ob.load_program(tmp_path / "vad.obprog")
+    for sr in (16000, 8000):
+        audio = _audio(samples, sr)
+        with torch.no_grad():
+            want = model(torch.from_numpy(audio), sr).numpy()
+        feeds = {"audio": audio, "sr": np.array(sr, np.int64)}
+        np.testing.assert_allclose(list(prog.run(feeds).values())[0], want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(list(loaded.run(feeds).values())[0], want, rtol=1e-5, atol=1e-6)
+
+
+def test_voice_model_with_sr_bound_folds_the_branch(tmp_path: Path) -> None:
+    model, path = _voice(tmp_path, 640)
+    for sr in (16000, 8000):
+        g = ob.convert(path, input_values={"sr": sr})
+        assert [v.name for v in g.inputs] == ["audio"] and "If" not in g.op_counts()
+        audio = _audio(640, sr)
+        with torch.no_grad():
+            want = model(torch.from_numpy(audio), sr).numpy()
+        np.testing.assert_allclose(ob.interpret(g, {"audio": audio})[g.outputs[0].name], want,
+                                   rtol=1e-5, atol=1e-6)

@@ -128,3 +128,23 @@ class InplaceInLoop(torch.nn.Module):
         for _ in range(n):
             y.add_(1.0)
         return y
+
+
+class Voice(torch.nn.Module):
+    """A small voice-activity model in the style of the PyPI VAD models' scripted form: it
+    branches on its int ``sr`` argument (16 kHz audio keeps every 2nd sample, 8 kHz audio its
+    first half, scaled: the same duration), frames the audio, runs a GRU over the frames and
+    scores each one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gru = torch.nn.GRU(32, 8)
+        self.head = torch.nn.Linear(8, 1)
+
+    def forward(self, audio: torch.Tensor, sr: int) -> torch.Tensor:
+        if sr == 16000:
+            x = audio[:, ::2]
+        else:
+            x = audio[:, : audio.size(1) // 2] * 0.5
+        states, _ = self.gru(x.reshape(-1, 1, 32))
+        return torch.sigmoid(self.head(states))

@@ -18,6 +18,7 @@ FAMILIES = (
     "norm",
     "prim",
     "reduce",
+    "rnn",
     "shape",
     "tensor",
 )

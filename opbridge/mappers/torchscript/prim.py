@@ -63,6 +63,25 @@ def unpack(node: OriginNode, g: MapContext) -> Any:
     return [a.scalar_value(v) for v in values]
 
 
+@ts_mapping("aten::__is__", "aten::__isnot__")
+def is_none_check(node: OriginNode, g: MapContext) -> Any:
+    """``x is None`` / ``x is not None`` of an Optional argument: known while converting, since
+    an absent optional is a None constant and anything else is not None."""
+    a = Args(node, g)
+    nones = [a.is_none(0), a.is_none(1)]
+    if not any(nones):
+        raise g.unsupported("compares two values by identity; only a comparison with None is "
+                            "converted", hint="compare with == in the model")
+    same = all(nones)
+    return a.scalar_value(same if node.op_type == "__is__" else not same)
+
+
+@ts_mapping("prim::unchecked_cast")
+def unchecked_cast(node: OriginNode, g: MapContext) -> Any:
+    """The refinement of an Optional to its value (after an ``is not None`` check): the value."""
+    return Args(node, g).tensor(0, what="the value")
+
+
 @ts_mapping("prim::TupleIndex", "aten::__getitem__")
 def getitem(node: OriginNode, g: MapContext) -> Any:
     a = Args(node, g)

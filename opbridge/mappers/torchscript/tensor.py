@@ -46,14 +46,14 @@ def _split(node: OriginNode, g: MapContext, x: Value, axis: int, sizes: list[int
     return g.op("Split", [x], axis=axis, split=sizes, num_outputs=len(sizes))
 
 
-@ts_mapping("chunk", "tensor_split")
+@ts_mapping("chunk", "unsafe_chunk", "tensor_split")
 def chunk(node: OriginNode, g: MapContext) -> Any:
     a = Args(node, g)
     x = a.tensor(0)
     shape = static_shape(g, x)
     axis = norm_axis(g, a.int(2, 0), len(shape))
     n, dim = a.int(1), shape[axis]
-    if node.op_type == "chunk":
+    if node.op_type in ("chunk", "unsafe_chunk"):
         step = -(-dim // n)  # torch.chunk: pieces of ceil(dim / n), maybe fewer pieces
         sizes = [min(step, dim - i) for i in range(0, dim, step)] if dim else [0]
     else:
