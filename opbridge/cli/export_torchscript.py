@@ -21,14 +21,27 @@ def add_parser(sub: Any) -> None:
         "Converting the result needs no torch.",
     )
     p.add_argument("model", help="a TorchScript module saved with torch.jit.save (.pt)")
-    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
-                   required=True,
-                   help="shape of a forward() argument, in argument order (repeatable)")
+    p.add_argument("--input-shape", action=_InArgumentOrder, default=[], metavar="NAME=D0,D1,...",
+                   help="shape of a tensor forward() argument; give every argument, in argument "
+                   "order, with this or --example-value (repeatable)")
+    p.add_argument("--example-value", action=_InArgumentOrder, default=[], metavar="NAME=VALUE",
+                   help="example value of a forward() argument typed int, float, bool or a list of "
+                   "them (e.g. sr=16000, shape=2,3, flag=true); it stays an input of the graph "
+                   "(bind it while converting with --input-value) (repeatable)")
     p.add_argument("--input-dtype", action="append", default=[], metavar="NAME=DTYPE",
                    help=f"dtype of an input (default float32; one of {', '.join(_DTYPES)})")
     p.add_argument("-o", "--output", required=True, metavar="OUT.ts.json", help="the JSON file to write")
     p.add_argument("--seed", type=int, default=0, help="seed of the random example inputs")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, forward_args=[])
+
+
+class _InArgumentOrder(argparse.Action):
+    """Appends to its own list and to ``forward_args``, which keeps --input-shape and
+    --example-value in the order given (the order of forward()'s arguments)."""
+
+    def __call__(self, parser: Any, ns: argparse.Namespace, values: Any, option_string: Any = None) -> None:
+        setattr(ns, self.dest, [*getattr(ns, self.dest), values])
+        ns.forward_args = [*ns.forward_args, (self.dest, values)]
 
 
 def parse_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
@@ -74,9 +87,34 @@ def run(args: argparse.Namespace) -> int:
             f"'{path}' is not a TorchScript module: {str(err).splitlines()[0] if str(err) else err}",
             hint="save it with torch.jit.save(torch.jit.trace(model, example), PATH)",
         ) from None
-    gen = torch.Generator().manual_seed(args.seed)
-    example = []
-    for name, shape in shapes.items():
+    example = _examples(torch, module, args.forward_args, shapes, dtypes, args.seed)
+    out = export_torchscript(module, tuple(example), args.output,
+                             input_names=[_arg_name(item) for _, item in args.forward_args])
+    print(f"wrote {out}")
+    return 0
+
+
+def _arg_name(item: str) -> str:
+    return item.partition("=")[0]
+
+
+def _examples(torch: Any, module: Any, forward_args: list[tuple[str, str]],
+              shapes: dict[str, tuple[int, ...]], dtypes: dict[str, str], seed: int) -> list[Any]:
+    """One example per forward() argument, in order: random tensors of the given shapes, and
+    the --example-value numbers (a single number for a List argument is a one-element list)."""
+    if not forward_args:
+        raise AttrError("no forward() arguments given",
+                        hint="give each one, in order, with --input-shape NAME=D0,D1,... (tensors) "
+                        "or --example-value NAME=VALUE (int, float, bool, lists)")
+    gen = torch.Generator().manual_seed(seed)
+    types = _argument_types(module)
+    example: list[Any] = []
+    for kind, item in forward_args:
+        name = _arg_name(item)
+        if kind == "example_value":
+            example.append(_example_value(item, types.get(name, "")))
+            continue
+        shape = shapes[name]
         dt = getattr(torch, dtypes.get(name, "float32"))
         if dt.is_floating_point:
             example.append(torch.randn(shape, generator=gen).to(dt))
@@ -84,6 +122,27 @@ def run(args: argparse.Namespace) -> int:
             example.append(torch.randint(0, 2, shape, generator=gen).to(dt))
         else:
             example.append(torch.randint(0, 10, shape, generator=gen).to(dt))
-    out = export_torchscript(module, tuple(example), args.output, input_names=list(shapes))
-    print(f"wrote {out}")
-    return 0
+    return example
+
+
+def _argument_types(module: Any) -> dict[str, str]:
+    """forward()'s argument names -> TorchScript types (empty when the module has no schema)."""
+    try:
+        return {a.name: str(a.type) for a in module.forward.schema.arguments}
+    except (AttributeError, RuntimeError):
+        return {}
+
+
+def _example_value(item: str, ts_type: str) -> Any:
+    from .common import input_value_arg
+
+    try:
+        _, value = input_value_arg(item)
+    except argparse.ArgumentTypeError:
+        raise AttrError(f"--example-value {item!r}: write NAME=VALUE with numbers (comma-separated "
+                        "for a list) or true/false",
+                        hint="e.g. --example-value sr=16000, shape=2,3 or flag=true") from None
+    if isinstance(value, str):
+        raise AttrError(f"--example-value {item!r}: give the value itself, not a file",
+                        hint="e.g. --example-value sr=16000 or --example-value shape=2,3")
+    return [value] if ts_type.startswith("List[") and not isinstance(value, list) else value

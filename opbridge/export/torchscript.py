@@ -248,7 +248,9 @@ def _example_tuple(torch: Any, example_inputs: Any) -> tuple[Any, ...]:
         if not isinstance(t, torch.Tensor) and not _is_scalar_arg(t):
             raise TorchExportError(
                 f"example input {i} is a {type(t).__name__}, not a tensor, int, float, bool or "
-                "non-empty list of them")
+                "non-empty list of them",
+                hint="make that forward() argument one of those types, or fix its value inside "
+                     "the module (a constant or an attribute)")
     return example
 
 
@@ -431,6 +433,19 @@ def _write_files(json_path: Path, doc: dict[str, Any], writer: _Writer) -> None:
         raise ModelFormatError(f"cannot write '{json_path}': {err.strerror or err}") from None
 
 
+def _run_example(scripted: Any, example: tuple[Any, ...]) -> Any:
+    """The module's result on the example inputs; a wrong type of example input is an error
+    naming the argument (torch says which, on its first line)."""
+    try:
+        return scripted(*example)
+    except RuntimeError as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise TorchExportError(
+            f"running the module on the example inputs failed: {first}",
+            hint="give one example per forward() argument, in order: a tensor for a Tensor, a "
+                 "Python int / float / bool (or a list of them) for those types") from None
+
+
 def export_torchscript(
     module: Any,
     example_inputs: Any,
@@ -458,7 +473,7 @@ def export_torchscript(
         scripted, graph, used = frozen_graph(torch, module, example, mode, optimize)
         # the buffers forward() writes into are written to the file as they were before this run
         with torch.no_grad(), buffers_kept(torch, scripted):
-            result = scripted(*example)
+            result = _run_example(scripted, example)
     results = _flatten(result, torch)
     io = _graph_io(torch, graph, scripted, len(example), input_names)
     writer = _Writer(torch)

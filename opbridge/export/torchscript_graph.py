@@ -14,7 +14,8 @@ from ..errors import OpbridgeError
 
 
 class TorchExportError(OpbridgeError, ValueError):
-    """The module cannot be exported as TorchScript-json (control flow, unsupported constants)."""
+    """The module cannot be exported as TorchScript-json (unsupported blocks, constants or
+    argument types)."""
 
 
 def type_str(value: Any) -> str:
@@ -111,6 +112,12 @@ _CHECK_KINDS = {"prim::RaiseException", "prim::Constant", "aten::format", "aten:
                 "prim::Uninitialized", "aten::__interpolate"}
 
 
+#: Optional[int | float | bool] arguments given a value become that type (their None checks fold).
+_OPTIONAL_SCALARS = {"Optional[int]": lambda torch: torch._C.IntType.get(),
+                     "Optional[float]": lambda torch: torch._C.FloatType.get(),
+                     "Optional[bool]": lambda torch: torch._C.BoolType.get()}
+
+
 def _specialize(torch: Any, graph: Any, example: tuple[Any, ...]) -> None:
     """Fix a scripted graph to the example inputs' shapes so shape checks fold away.
 
@@ -126,6 +133,8 @@ def _specialize(torch: Any, graph: Any, example: tuple[Any, ...]) -> None:
         # an Optional[Tensor] argument given a tensor is that tensor: its None checks fold
         if type_str(v) in ("Tensor", "Optional[Tensor]") and isinstance(t, torch.Tensor):
             v.setType(torch._C.TensorType.create_from_tensor(t))
+        elif type_str(v) in _OPTIONAL_SCALARS and isinstance(t, (bool, int, float)):
+            v.setType(_OPTIONAL_SCALARS[type_str(v)](torch))
     try:
         torch._C._jit_pass_propagate_shapes_on_graph(graph)
     except RuntimeError:

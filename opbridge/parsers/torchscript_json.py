@@ -302,6 +302,9 @@ class _NodeReader:
             raise ModelFormatError(f"{where}: node name is not a unique string (node {i})")
         self.names.add(name)
         blocks = self._blocks(rn, name, where)
+        if blocks and kind not in ("prim::If", "prim::Loop"):
+            raise ModelFormatError(f"{where}: only prim::If and prim::Loop nodes have blocks",
+                                   hint="re-export the model with opbridge export-torchscript")
         ins, outs = self._values(rn, where)
         domain, _, op = kind.rpartition("::")
         attrs = self._attrs(rn, where, len(outs))

@@ -110,6 +110,150 @@ def test_inplace_write_in_a_block_is_refused(tmp_path: Path) -> None:
     assert info.value.node is not None and "block0" in info.value.node
 
 
+
+def test_loop_carried_tensor_that_grows(tmp_path: Path) -> None:
+    g = ob.convert(_export(tmp_path, m.Grow(), (torch.from_numpy(POS), 2)))
+    assert g.op_counts() == {"Loop": 1}
+    assert isinstance(g.outputs[0].shape[0], str) and g.outputs[0].shape[1] == 3  # run-time rows
+    for n in (0, 1, 4):
+        _check(g, m.Grow(), POS, n)
+
+
+def test_loop_body_indexes_with_its_iteration(tmp_path: Path) -> None:
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    g = ob.convert(_export(tmp_path, m.IndexInLoop(), (torch.from_numpy(x), 2)))
+    assert "Loop" in g.op_counts()
+    for n in (0, 1, 4):
+        _check(g, m.IndexInLoop(), x, n)
+    # torch raises IndexError for x[4]; the interpreter names the loop, the node and the index
+    with pytest.raises(OpbridgeError, match=r"node 'Loop\S*' \(Loop\): node '\S*select\S*' \(Gather\).*index 4"):
+        ob.interpret(g, {"x": x, "n": np.array(5, np.int64)})
+
+
+def test_while_loop_on_a_tensor_condition(tmp_path: Path) -> None:
+    g = ob.convert(_export(tmp_path, m.WhileOnTensor(), (torch.from_numpy(POS),)))
+    assert "Loop" in g.op_counts()
+    for x in (POS, NEG, POS * 50, np.full((2, 3), 0.01, np.float32)):
+        _check(g, m.WhileOnTensor(), x)
+
+
+def test_float_list_argument(tmp_path: Path) -> None:
+    path = _export(tmp_path, m.FloatListArg(), (torch.from_numpy(POS), [1.0, 2.0, 3.0]))
+    assert json.loads(path.read_text())["inputs"][1] == {
+        "name": "w", "dtype": "float64", "shape": [3], "type": "List[float]"}
+    g = ob.convert(path)
+    for w in ([0.5, -1.0, 2.0], [0.0, 0.0, 1e3]):
+        _check(g, m.FloatListArg(), POS, w)
+
+
+def test_optional_int_argument_given_a_value(tmp_path: Path) -> None:
+    g = ob.convert(_export(tmp_path, m.OptionalIntArg(), (torch.from_numpy(POS), 3)))
+    assert (g.inputs[1].dtype, g.inputs[1].shape) == ("i64", ())
+    for k in (0, 3, -7):
+        _check(g, m.OptionalIntArg(), POS, k)
+
+
+# -- bad input ----------------------------------------------------------------------------------
+
+
+def test_branches_of_different_dtypes_are_refused_unless_bound(tmp_path: Path) -> None:
+    path = _export(tmp_path, m.DtypeBranch(), (torch.from_numpy(POS), 3))
+    with pytest.raises(UnsupportedOpError, match=r"node 'If_y' \(If\): output 0 is i64 in one branch "
+                       r"and f32 in the other.*\n.*input_values"):
+        ob.convert(path)
+    for n in (1, 3):
+        _check(ob.convert(path, input_values={"n": n}), lambda t, n=n: m.DtypeBranch()(t, n), POS)
+
+
+def test_argument_of_an_unsupported_type_is_refused(tmp_path: Path) -> None:
+    from opbridge.export.torchscript import TorchExportError
+
+    with pytest.raises(TorchExportError, match=r"example input 1 is a str, not a tensor, int, "
+                       r"float, bool.*\n  hint: make that forward\(\) argument"):
+        _export(tmp_path, m.StrArg(), (torch.from_numpy(POS), "double"))
+
+
+@pytest.mark.parametrize("example", [3.5, [1, 2]], ids=["float-for-int", "list-for-int"])
+def test_example_of_the_wrong_type_is_refused_naming_the_argument(tmp_path: Path, example: Any) -> None:
+    from opbridge.export.torchscript import TorchExportError
+
+    with pytest.raises(TorchExportError, match=r"Expected a value of type 'int' for argument 'n'"):
+        _export(tmp_path, m.IntBranch(), (torch.from_numpy(POS), example))
+
+
+def test_blocks_on_another_node_kind_are_refused(tmp_path: Path) -> None:
+    from opbridge.errors import ModelFormatError
+
+    path = _export(tmp_path, m.IntBranch(), (torch.from_numpy(POS), 3))
+    doc = json.loads(path.read_text())
+    node = next(n for n in doc["nodes"] if n["kind"] == "prim::If")
+    node["kind"] = "aten::relu"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ModelFormatError, match=r"node 'If_y' \(aten::relu\): only prim::If and "
+                       r"prim::Loop nodes have blocks"):
+        ob.convert(path)
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+
+def _main(argv: list[str]) -> int:
+    from opbridge.cli import main
+
+    return main(argv)
+
+
+def test_cli_exports_converts_and_binds_an_int_argument(tmp_path: Path) -> None:
+    pt = tmp_path / "m.pt"
+    torch.jit.save(torch.jit.script(m.NestedIfInLoop()), str(pt))
+    out = tmp_path / "m.ts.json"
+    assert _main(["export-torchscript", str(pt), "--input-shape", "x=2,3", "--example-value", "n=2",
+                  "-o", str(out)]) == 0
+    assert [e["name"] for e in json.loads(out.read_text())["inputs"]] == ["x", "n"]
+    assert _main(["convert", str(out), "-o", str(tmp_path / "run.obir")]) == 0
+    g = ob.load(str(tmp_path / "run.obir"))
+    assert "Loop" in g.op_counts()
+    for n in (0, 3):
+        _check(g, m.NestedIfInLoop(), POS * 8, n)
+    assert _main(["convert", str(out), "--input-value", "n=3", "-o", str(tmp_path / "n3.obir")]) == 0
+    g = ob.load(str(tmp_path / "n3.obir"))
+    assert [v.name for v in g.inputs] == ["x"] and "Loop" not in g.op_counts()
+    _check(g, lambda t: m.NestedIfInLoop()(t, 3), POS * 8)
+
+
+def test_cli_list_argument_example_value(tmp_path: Path) -> None:
+    pt = tmp_path / "m.pt"
+    torch.jit.save(torch.jit.script(m.ListArg()), str(pt))
+    out = tmp_path / "m.ts.json"
+    # a single number for a List[int] argument is a one-element list
+    assert _main(["export-torchscript", str(pt), "--input-shape", "x=6", "--example-value", "shape=6",
+                  "-o", str(out)]) == 0
+    assert json.loads(out.read_text())["inputs"][1]["shape"] == [1]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--input-shape", "x=2,3", "--example-value", "n=a.npy"], "give the value itself"),
+    (["--input-shape", "x=2,3", "--example-value", "n"], "--example-value 'n': write NAME=VALUE"),
+    ([], "no forward() arguments given"),
+], ids=["file", "no-value", "no-arguments"])
+def test_cli_export_rejects_bad_example_values(tmp_path: Path, capsys: Any, argv: list[str],
+                                               message: str) -> None:
+    pt = tmp_path / "m.pt"
+    torch.jit.save(torch.jit.script(m.IntBranch()), str(pt))
+    assert _main(["export-torchscript", str(pt), *argv, "-o", str(tmp_path / "o.ts.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].startswith("error:") and message in err[0] and err[1].startswith("hint:")
+    assert len(err) == 2
+
+
+def test_cli_convert_refuses_an_inplace_write_in_a_block(tmp_path: Path, capsys: Any) -> None:
+    path = _export(tmp_path, m.InplaceInLoop(), (torch.from_numpy(POS), 2))
+    assert _main(["convert", str(path), "-o", str(tmp_path / "o.obir")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "aten::add_ inside the block of prim::Loop" in err[0]
+    assert err[1].startswith("hint:") and "out of place" in err[1]
+
+
 # -- the acceptance case: a scripted voice-activity model branching on its int sr argument ------
 
 VOICE_CASES = [(640, 16000), (640, 8000), (1024, 16000), (1024, 8000)]

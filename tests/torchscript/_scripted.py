@@ -148,3 +148,69 @@ class Voice(torch.nn.Module):
             x = audio[:, : audio.size(1) // 2] * 0.5
         states, _ = self.gru(x.reshape(-1, 1, 32))
         return torch.sigmoid(self.head(states))
+
+
+class Grow(torch.nn.Module):
+    """A loop-carried tensor that grows by a block each iteration (its first dim is run-time)."""
+
+    def forward(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        y = x
+        for _ in range(n):
+            y = torch.cat([y, x * 2.0], 0)
+        return y
+
+
+class IndexInLoop(torch.nn.Module):
+    """A loop body that reads the row its iteration number picks."""
+
+    def forward(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        acc = torch.zeros_like(x[0])
+        for i in range(n):
+            acc = acc + x[i] * float(i + 1)
+        return acc
+
+
+class WhileOnTensor(torch.nn.Module):
+    """A while loop whose condition is computed from the carried tensor."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x
+        while bool(y.abs().sum() < 100.0):
+            y = y * 2.0 + 0.25
+        return y
+
+
+class FloatListArg(torch.nn.Module):
+    """A List[float] argument used as a tensor of weights."""
+
+    def forward(self, x: torch.Tensor, w: list[float]) -> torch.Tensor:
+        return x * torch.tensor(w)
+
+
+class OptionalIntArg(torch.nn.Module):
+    """An Optional[int] argument: given a value, it is an int input."""
+
+    def forward(self, x: torch.Tensor, k: int | None) -> torch.Tensor:
+        if k is None:
+            return x
+        return x + k
+
+
+class DtypeBranch(torch.nn.Module):
+    """Branches that give different dtypes: refused unless the condition is bound."""
+
+    def forward(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        if n > 2:
+            y = x.to(torch.int64)
+        else:
+            y = x
+        return y
+
+
+class StrArg(torch.nn.Module):
+    """A str forward() argument: not a graph input type."""
+
+    def forward(self, x: torch.Tensor, mode: str) -> torch.Tensor:
+        if mode == "double":
+            return x * 2.0
+        return x

@@ -140,13 +140,18 @@ def upsample(node: OriginNode, g: MapContext) -> Any:
 
 @ts_mapping("tensor", "as_tensor", "scalar_tensor")
 def tensor(node: OriginNode, g: MapContext) -> Any:
-    """``torch.tensor(data, dtype, device, requires_grad)`` of a value known while converting;
-    Python floats become float32 (torch's default dtype), ints int64, bools bool."""
+    """``torch.tensor(data, dtype, device, requires_grad)``; Python floats become float32
+    (torch's default dtype), ints int64, bools bool, whether known while converting or given at
+    run time (a float / List[float] forward() argument)."""
     a = Args(node, g)
+    dt = ir_dtype(g, a.py(1)) if not a.is_none(1) else None
+    if isinstance(a.spec[0], int) and not a.known(0):  # a run-time number or list (an argument)
+        v = a.tensor(0, what="data")
+        python_float = a.types[a.spec[0]] in ("float", "List[float]") and v.dtype == "f64"
+        return cast(g, v, dt or ("f32" if python_float else v.dtype))
     data = a.py(0, what="data")
     arr = np.asarray(data)
     if arr.dtype.kind == "f" and not isinstance(data, np.ndarray):
         arr = arr.astype(np.float32)
-    dt = ir_dtype(g, a.py(1)) if not a.is_none(1) else None
     out = g.constant(arr)
     return cast(g, out, dt) if dt is not None else out
