@@ -61,13 +61,28 @@ def test_int_argument_is_a_graph_input(tmp_path: Path) -> None:
         _check(g, m.IntBranch(), POS, n)
 
 
-@pytest.mark.parametrize("cls", [m.ForLoop, m.WhileLoop, m.NestedIfInLoop])
+@pytest.mark.parametrize("cls", [m.ForLoop, m.WhileLoop, m.NestedIfInLoop, m.BreakLoop, m.IntCarry])
 def test_runtime_loops(tmp_path: Path, cls: Any) -> None:
     g = ob.convert(_export(tmp_path, cls(), (torch.from_numpy(POS), 2)))
     assert any(n.op == "Loop" for n in g.nodes)
     for n in (0, 1, 2, 5):
         for x in (POS, NEG, POS * 8):
             _check(g, cls(), x, n)
+
+
+def test_runtime_loop_on_the_simulator(tmp_path: Path) -> None:
+    """The Loop (with its If inside) is one host layer; the ops around it compile for the TPU."""
+    model = m.LoopBetweenLayers().eval()
+    g = ob.convert(_export(tmp_path, model, (torch.from_numpy(POS), 2)))
+    prog = ob.compile(g, "bm1684")
+    profile = prog.profile()
+    assert [u.ops for u in profile.units if u.kind == "host"] == [["Loop"]]
+    for n in (0, 1, 4):
+        for x in (POS, NEG):
+            with torch.no_grad():
+                want = model(torch.from_numpy(x), n).numpy()
+            got = list(prog.run({"x": x, "n": np.array(n, np.int64)}).values())[0]
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
 
 def test_input_values_bakes_the_argument_in(tmp_path: Path) -> None:
@@ -163,6 +178,13 @@ def test_branches_of_different_dtypes_are_refused_unless_bound(tmp_path: Path) -
         ob.convert(path)
     for n in (1, 3):
         _check(ob.convert(path, input_values={"n": n}), lambda t, n=n: m.DtypeBranch()(t, n), POS)
+
+
+def test_list_changed_in_a_loop_is_refused(tmp_path: Path) -> None:
+    path = _export(tmp_path, m.ListAppendInLoop(), (torch.from_numpy(POS), 2))
+    with pytest.raises(UnsupportedOpError, match=r"node '\S*append\S*' \(append\): changes a list in "
+                       r"place \(aten::append\).*\n  hint: collect the results in a tensor"):
+        ob.convert(path)
 
 
 def test_argument_of_an_unsupported_type_is_refused(tmp_path: Path) -> None:

@@ -214,3 +214,47 @@ class StrArg(torch.nn.Module):
         if mode == "double":
             return x * 2.0
         return x
+
+
+class BreakLoop(torch.nn.Module):
+    """A for loop left with break on a tensor condition (TorchScript folds the break into the
+    loop's condition: a run-time `not`)."""
+
+    def forward(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        y = x
+        for _ in range(n):
+            if y.sum() > 20.0:
+                break
+            y = y * 2.0
+        return y
+
+
+class IntCarry(torch.nn.Module):
+    """An int carried through a run-time loop, then used as a number."""
+
+    def forward(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        k = 1
+        for i in range(n):
+            k = k * 2 + i
+        return x * float(k)
+
+
+class ListAppendInLoop(torch.nn.Module):
+    """Results collected in a list in a loop: refused with what to write instead."""
+
+    def forward(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        outs: list[torch.Tensor] = []
+        for i in range(n):
+            outs.append(x * float(i))
+        return torch.stack(outs)
+
+
+class LoopBetweenLayers(torch.nn.Module):
+    """Layers before and after a run-time loop (the loop holds an if on the carried tensor)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = NestedIfInLoop()
+
+    def forward(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        return torch.relu(self.inner(x * 3.0, n)) + 1.0

@@ -15,7 +15,7 @@ import numpy as np
 from ...ir.graph import Value
 from ...parsers.origin import OriginNode
 from ..context import MapContext
-from .common import SCALAR_TYPES, Args, norm_axis, static_shape, ts_mapping
+from .common import SCALAR_TYPES, Args, cast, norm_axis, static_shape, ts_mapping
 from .elementwise import bitwise
 
 _DTYPE_CODES = {v: k for k, v in SCALAR_TYPES.items()}
@@ -182,11 +182,26 @@ _INT_OPS = {
 
 @ts_mapping("aten::floordiv", "aten::__and__", "aten::__or__", "aten::__not__")
 def int_arith(node: OriginNode, g: MapContext) -> Any:
-    """Arithmetic on conversion-time ints and bools (scripted shape code); ``&`` and ``|``
-    on tensors are elementwise ops."""
+    """Arithmetic on conversion-time ints and bools (scripted shape code); ``&``, ``|`` and
+    ``not`` on tensors or run-time numbers are elementwise ops."""
     a = Args(node, g)
-    if node.op_type in ("__and__", "__or__") and any(a.is_tensor(i) for i in range(len(a))):
+    runtime = [not a.known(i) for i in range(len(a))]  # tensors, or numbers only the run knows
+    if node.op_type in ("__and__", "__or__") and any(runtime):
         return bitwise(node, g)
+    if node.op_type == "__not__" and runtime[0]:  # a loop's `break` flag, a run-time condition
+        return g.op("Not", [cast(g, a.tensor(0), "bool")])
     fn = _INT_OPS[node.op_type]
     args = [a.py(i, what=f"operand {i}") for i in range(len(a))]
     return a.scalar_value(fn(*args))
+
+
+@ts_mapping("aten::append", "aten::insert", "aten::extend", "aten::_set_item", "aten::pop",
+            "aten::clear")
+def list_mutation(node: OriginNode, g: MapContext) -> Any:
+    """A list changed in place (results collected in a loop): the argument view spreads lists
+    built once, and has no value for a list that changes."""
+    raise g.unsupported(
+        f"changes a list in place (aten::{node.op_type}); opbridge converts lists that are "
+        "built once",
+        hint="collect the results in a tensor instead (y = torch.cat([y, v.unsqueeze(0)]) in the "
+             "loop), or build the list in one expression")
