@@ -462,7 +462,8 @@ def export_torchscript(
     ``example_inputs`` is a tensor or a tuple of tensors; their dtypes and shapes become the
     graph inputs'. A scripted ``forward()`` argument typed int, float, bool or a list of them
     takes a Python value in that tuple and becomes a 0-d (1-d for a list) int64/float64/bool
-    graph input; ``prim::If`` / ``prim::Loop`` on run-time values are written with their blocks. ``optimize=True`` lets ``torch.jit.freeze`` fold BatchNorm into convolutions.
+    graph input; ``prim::If`` / ``prim::Loop`` on run-time values are written with their
+    blocks. ``optimize=True`` lets ``torch.jit.freeze`` fold BatchNorm into convolutions.
     Returns the path of the JSON file.
     """
     torch = import_torch()

@@ -134,6 +134,19 @@ def test_loop_carried_tensor_that_grows(tmp_path: Path) -> None:
         _check(g, m.Grow(), POS, n)
 
 
+def test_branches_of_different_shapes(tmp_path: Path) -> None:
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    g = ob.convert(_export(tmp_path, m.ShapeBranch(), (torch.from_numpy(x), 3)))
+    assert isinstance(g.outputs[0].shape[0], str) and g.outputs[1].shape == (3,)
+    for n in (1, 3):
+        got = list(ob.interpret(g, {"x": x, "n": np.array(n, np.int64)}).values())
+        with torch.no_grad():
+            want = [t.numpy() for t in m.ShapeBranch()(torch.from_numpy(x), n)]
+        assert [a.shape for a in got] == [b.shape for b in want]
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
 def test_loop_body_indexes_with_its_iteration(tmp_path: Path) -> None:
     x = np.arange(12, dtype=np.float32).reshape(4, 3)
     g = ob.convert(_export(tmp_path, m.IndexInLoop(), (torch.from_numpy(x), 2)))

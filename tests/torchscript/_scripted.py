@@ -258,3 +258,14 @@ class LoopBetweenLayers(torch.nn.Module):
 
     def forward(self, x: torch.Tensor, n: int) -> torch.Tensor:
         return torch.relu(self.inner(x * 3.0, n)) + 1.0
+
+
+class ShapeBranch(torch.nn.Module):
+    """Branches that give different shapes; the result is reshaped and reduced after the if."""
+
+    def forward(self, x: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if n > 2:
+            y = x[:, ::2]
+        else:
+            y = x
+        return y.reshape(-1) * 2.0, y.sum(1) + y.mean()

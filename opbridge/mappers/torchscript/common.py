@@ -229,7 +229,8 @@ def static_shape(g: MapContext, v: Value) -> tuple[int, ...]:
     shape = v.shape
     if not all(isinstance(d, int) for d in shape):
         raise g.unsupported(f"input '{v.name}' has a symbolic shape {shape}",
-                            hint="fix the input shapes (--input-shape)")
+                            hint="fix the input shapes (--input-shape), or bind the argument "
+                                 "that decides the shape (input_values= / --input-value)")
     return tuple(int(d) for d in shape)
 
 

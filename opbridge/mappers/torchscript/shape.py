@@ -14,12 +14,16 @@ from .common import Args, norm_axis, static_shape, ts_mapping
 
 
 def reshape_to(g: MapContext, x: Value, shape: list[int]) -> Value:
-    """Reshape with torch's rules (one -1 inferred; 0 is a real size), as a static shape."""
-    src = static_shape(g, x)
-    total = int(np.prod(src, dtype=np.int64))
+    """Reshape with torch's rules (one -1 inferred; 0 is a real size), as a static shape; an
+    input with symbolic dims (an If's output whose branches differ) keeps the -1 for the IR's
+    shape function, which works the dims out and the run checks."""
     shape = [int(d) for d in shape]
     if shape.count(-1) > 1 or any(d < -1 for d in shape):
         raise g.error(f"shape {shape}: at most one -1 and no other negative size", attr="shape")
+    if not all(isinstance(d, int) for d in x.shape):
+        return g.op("Reshape", [x], shape=shape, allowzero=1)
+    src = static_shape(g, x)
+    total = int(np.prod(src, dtype=np.int64))
     if -1 in shape:
         rest = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
         if rest == 0 or total % rest:
