@@ -71,11 +71,29 @@ def _call(kind: str, args: list[Any]) -> Any:
         packet = getattr(getattr(torch.ops, ns), name)
     except (AttributeError, RuntimeError) as err:
         raise OriginRunError(f"torch has no op {kind}") from err
+    number_overload = _number_overload(packet, args)
+    if number_overload is not None:
+        return number_overload(*args)
     try:
         return packet(*args)
     except (RuntimeError, TypeError) as err:
         # a TorchScript graph passes keyword-only arguments (add's alpha) by position
         return _call_by_schema(packet, args, err)
+
+
+#: Python number type -> the name TorchScript's number overloads use for it.
+_NUMBER_NAMES = {bool: "bool", int: "int", float: "float"}
+
+
+def _number_overload(packet: Any, args: list[Any]) -> Any:
+    """The overload TorchScript picks for an op on Python numbers (``aten::eq.int`` for two
+    ints), or None. Called on the packet, torch tries overloads in its own order and may take
+    ``eq.bool`` for two ints, which compares them as bools (8000 == 16000 is True)."""
+    if not args or not all(type(a) in _NUMBER_NAMES for a in args):
+        return None
+    names = [_NUMBER_NAMES[type(a)] for a in args]
+    wanted = names[0] if len(set(names)) == 1 else "_".join(names)
+    return getattr(packet, wanted) if wanted in packet.overloads() else None
 
 
 def _call_by_schema(packet: Any, args: list[Any], first: BaseException) -> Any:
@@ -107,8 +125,9 @@ def _to_numpy(t: Any) -> np.ndarray:
 
 
 def run_torch_json(path: str | Path, feeds: Mapping[str, np.ndarray]) -> RunOutput:
-    """Run a ``.ts.json`` model node by node with torch; every tensor value is returned by its
-    TorchScript debug name."""
+    """Run a ``.ts.json`` model node by node with torch; every tensor value of the top-level
+    graph is returned by its TorchScript debug name (block values are not: a loop's change
+    every iteration)."""
     import torch
 
     p = Path(path)
@@ -116,23 +135,42 @@ def run_torch_json(path: str | Path, feeds: Mapping[str, np.ndarray]) -> RunOutp
         doc = json.loads(p.read_text())
     except (OSError, ValueError) as err:
         raise OriginRunError(f"[torchscript] '{p}': cannot read it: {err}") from err
-    weights = p.with_name(doc["weights"]) if doc.get("weights") else None
-    cache: dict[str, Any] = {}
-    env: dict[str, Any] = {}
+    run = _Run(p.with_name(doc["weights"]) if doc.get("weights") else None)
     for t in doc.get("inputs", []):
         if t["name"] not in feeds:
             raise OriginRunError(f"[torchscript] input '{t['name']}' was not fed")
-        env[t["name"]] = torch.from_numpy(np.ascontiguousarray(feeds[t["name"]]))
-    tensors: dict[str, np.ndarray] = {}
+        if "type" in t:  # an int / float / bool (list) argument is a Python value to TorchScript
+            run.env[t["name"]] = np.asarray(feeds[t["name"]]).tolist()
+        else:
+            run.env[t["name"]] = torch.from_numpy(np.ascontiguousarray(feeds[t["name"]]))
     with torch.no_grad():
-        for node in doc.get("nodes", []):
+        run.nodes(doc.get("nodes", []), record=True)
+    return RunOutput("torch", run.tensors)
+
+
+class _Run:
+    """The values of one run, by name; blocks (prim::If, prim::Loop) run as TorchScript runs
+    them, reading the values around them."""
+
+    def __init__(self, weights: Path | None) -> None:
+        self.weights = weights
+        self.cache: dict[str, Any] = {}
+        self.env: dict[str, Any] = {}
+        self.tensors: dict[str, np.ndarray] = {}
+
+    def nodes(self, nodes: list[dict[str, Any]], record: bool) -> None:
+        import torch
+
+        for node in nodes:
             kind, outs = node["kind"], node["outputs"]
             where = f"[torchscript] node '{node.get('name')}' ({kind})"
             if "value" in node:
-                result: Any = _decode(node["value"], weights, cache)
+                result: Any = _decode(node["value"], self.weights, self.cache)
+            elif "blocks" in node:
+                result = self.control(node)
             else:
                 try:
-                    result = _call(kind, [env[i] for i in node["inputs"]])
+                    result = _call(kind, [self.env[i] for i in node["inputs"]])
                 except OriginRunError as err:
                     raise OriginRunError(f"{where}: {err.message}") from err
                 except Exception as err:
@@ -140,7 +178,30 @@ def run_torch_json(path: str | Path, feeds: Mapping[str, np.ndarray]) -> RunOutp
                                          f"{str(err).splitlines()[0] if str(err) else ''}") from err
             values = [result] if len(outs) == 1 else list(result)
             for name, val in zip(outs, values):
-                env[name] = val
-                if isinstance(val, torch.Tensor) and kind != "prim::Constant":
-                    tensors[name] = _to_numpy(val)
-    return RunOutput("torch", tensors)
+                self.env[name] = val
+                if record and isinstance(val, torch.Tensor) and kind != "prim::Constant":
+                    self.tensors[name] = _to_numpy(val)
+
+    def block(self, block: dict[str, Any], args: list[Any]) -> list[Any]:
+        for name, val in zip(block["inputs"], args):
+            self.env[name] = val
+        self.nodes(block["nodes"], record=False)
+        return [self.env[o] for o in block["outputs"]]
+
+    def control(self, node: dict[str, Any]) -> Any:
+        """prim::If(cond) -> the outputs of the block it takes; prim::Loop(trip, cond,
+        carried...) -> the carried values after the last iteration."""
+        args = [self.env[i] for i in node["inputs"]]
+        blocks = node["blocks"]
+        if node["kind"] == "prim::If":
+            outs = self.block(blocks[0 if bool(args[0]) else 1], [])
+        elif node["kind"] == "prim::Loop":
+            trip, go, outs = int(args[0]), bool(args[1]), list(args[2:])
+            i = 0
+            while go and i < trip:
+                go_next, *outs = self.block(blocks[0], [i, *outs])
+                go, i = bool(go_next), i + 1
+        else:
+            raise OriginRunError(f"[torchscript] node '{node.get('name')}' ({node['kind']}): "
+                                 "has blocks, which only prim::If and prim::Loop have")
+        return outs[0] if len(outs) == 1 else outs

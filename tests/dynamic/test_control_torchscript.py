@@ -340,6 +340,22 @@ def test_voice_model_on_the_simulator_runs_the_branch_as_a_host_layer(tmp_path: 
         np.testing.assert_allclose(list(loaded.run(feeds).values())[0], want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("sr", [16000, 8000])
+def test_voice_model_validates_against_torch_running_the_blocks(tmp_path: Path, sr: int) -> None:
+    """opbridge validate's node-by-node torch run takes the branch the fed sr picks."""
+    from opbridge.validate.torch_runner import run_torch_json
+
+    model, path = _voice(tmp_path, 640)
+    audio = _audio(640, sr)
+    out = run_torch_json(path, {"audio": audio, "sr": np.array(sr, np.int64)}).tensors
+    with torch.no_grad():
+        want = model(torch.from_numpy(audio), sr).numpy()
+    np.testing.assert_allclose(out[json.loads(path.read_text())["outputs"][0]["name"]], want, rtol=1e-6)
+    r = ob.validate(str(path), inputs={"audio": audio, "sr": np.array(sr, np.int64)})
+    assert r.passed and r.reference == "torch", r.summary()
+    assert not any("has no op prim::If" in n for n in r.notes)
+
+
 def test_voice_model_with_sr_bound_folds_the_branch(tmp_path: Path) -> None:
     model, path = _voice(tmp_path, 640)
     for sr in (16000, 8000):
