@@ -66,6 +66,10 @@ def _call(kind: str, args: list[Any]) -> Any:
         return args[0][args[1]]
     if kind == "prim::NumToTensor":
         return torch.scalar_tensor(args[0])
+    if kind == "prim::Uninitialized":  # what a raising branch gives: never read
+        return None
+    if kind == "prim::RaiseException":
+        raise OriginRunError(f"the model raises {str(args[1]).rpartition('.')[2]}: {args[0]}")
     ns, _, name = kind.partition("::")
     try:
         packet = getattr(getattr(torch.ops, ns), name)

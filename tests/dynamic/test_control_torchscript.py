@@ -181,6 +181,23 @@ def test_optional_int_argument_given_a_value(tmp_path: Path) -> None:
         _check(g, m.OptionalIntArg(), POS, k)
 
 
+def test_branch_that_raises_is_an_input_check(tmp_path: Path) -> None:
+    """A run-time check (sr neither 16000 nor 8000 raises) leaves the accepted branches; bound to
+    a value the model refuses, conversion fails with the model's own message."""
+    x = np.arange(8, dtype=np.float32)
+    path = _export(tmp_path, m.RateCheck(), (torch.from_numpy(x), 16000))
+    g = ob.convert(path)
+    assert g.op_counts().get("If") == 1
+    for sr in (16000, 8000):
+        _check(g, m.RateCheck(), x, sr)
+        folded = ob.convert(path, input_values={"sr": sr})
+        assert "If" not in folded.op_counts()
+        _check(folded, lambda t, sr=sr: m.RateCheck()(t, sr), x)
+    with pytest.raises(UnsupportedOpError, match=r"node '\S*If\S*' \(If\): the model raises ValueError: "
+                       r"unsupported sampling rate for this input.*\n  hint: give an input value"):
+        ob.convert(path, input_values={"sr": 44100})
+
+
 # -- bad input ----------------------------------------------------------------------------------
 
 

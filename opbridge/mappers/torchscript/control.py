@@ -37,13 +37,38 @@ def _known_bool(v: Value) -> bool | None:
     return None if v.data is None else bool(np.asarray(v.data).reshape(-1)[0])
 
 
+def _raise_node(block: OriginGraph) -> OriginNode | None:
+    """The block's ``prim::RaiseException`` (a branch that raises: an input check)."""
+    return next((n for n in block.nodes if n.domain == "prim" and n.op_type == "RaiseException"), None)
+
+
+def _raised(node: OriginNode, g: MapContext) -> str:
+    """``ValueError: message`` of a prim::RaiseException node."""
+    a = Args(node, g)
+    msg = a.py(0, what="the message") if len(a) > 0 else ""
+    cls = a.py(1, what="the exception") if len(a) > 1 and not a.is_none(1) else "Exception"
+    return f"{str(cls).rpartition('.')[2]}: {msg}"
+
+
 @ts_mapping("prim::If")
 def if_(node: OriginNode, g: MapContext) -> Any:
     then_b, else_b = _blocks(node, g, 2)
     cond = Args(node, g).tensor(0, what="the condition")
     taken = _known_bool(cond)
+    raising = [_raise_node(b) for b in (then_b, else_b)]
+    if taken is None and all(raising):
+        raise g.unsupported("both branches raise an exception", hint="remove the check from the model")
+    if taken is None and any(raising):
+        # an input check on a run-time value (sr not 16000 or 8000): the run takes the other
+        # branch, as the exporter drops checks that held on the example inputs
+        taken = raising[0] is None
     if taken is not None:
         k = 0 if taken else 1
+        if raising[k] is not None:
+            raise g.unsupported(
+                f"the model raises {_raised(raising[k], g)} for this input (the branch the "
+                "condition takes, known while converting, raises)",
+                hint="give an input value (input_values= / --input-value) the model accepts")
         return g.map_subgraph((then_b, else_b)[k], [], prefix=f"{node.name}/block{k}/")
     then_g, caps = g.map_to_graph(then_b, [], prefix=f"{node.name}/block0/")
     else_g, else_caps = g.map_to_graph(else_b, [], prefix=f"{node.name}/block1/", captures=caps)
@@ -65,6 +90,20 @@ def _as_bool(g: MapContext, v: Value) -> Value:
     if v.shape != ():
         v = g.op("Reshape", [v, g.constant(np.zeros(0, np.int64))])
     return cast(g, v, "bool")
+
+
+@ts_mapping("prim::Uninitialized")
+def uninitialized(node: OriginNode, g: MapContext) -> Any:
+    """The value a raising branch gives for the If's outputs: never read (the branch is not
+    mapped), so it emits nothing."""
+    return None
+
+
+@ts_mapping("prim::RaiseException")
+def raise_exception(node: OriginNode, g: MapContext) -> Any:
+    """Reached only outside a prim::If branch (those are resolved by ``if_``)."""
+    raise g.unsupported(f"the model raises {_raised(node, g)} unconditionally here",
+                        hint="remove the raise from the model, or put it under an if")
 
 
 @ts_mapping("prim::Loop")
