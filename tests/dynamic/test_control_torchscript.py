@@ -383,3 +383,7 @@ def test_voice_model_with_sr_bound_folds_the_branch(tmp_path: Path) -> None:
             want = model(torch.from_numpy(audio), sr).numpy()
         np.testing.assert_allclose(ob.interpret(g, {"audio": audio})[g.outputs[0].name], want,
                                    rtol=1e-5, atol=1e-6)
+    with pytest.raises(UnsupportedOpError, match=r"the model raises ValueError: Supported sampling "
+                       r"rates: 8000, 16000 for this input"):
+        ob.convert(path, input_values={"sr": 22050})
+    assert _main(["convert", str(path), "--input-value", "sr=22050", "-o", str(tmp_path / "x.obir")]) == 2

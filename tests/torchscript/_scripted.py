@@ -133,8 +133,8 @@ class InplaceInLoop(torch.nn.Module):
 class Voice(torch.nn.Module):
     """A small voice-activity model in the style of the PyPI VAD models' scripted form: it
     branches on its int ``sr`` argument (16 kHz audio keeps every 2nd sample, 8 kHz audio its
-    first half, scaled: the same duration), frames the audio, runs a GRU over the frames and
-    scores each one."""
+    first half, scaled: the same duration; any other rate raises), frames the audio, runs a GRU
+    over the frames and scores each one."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -144,8 +144,10 @@ class Voice(torch.nn.Module):
     def forward(self, audio: torch.Tensor, sr: int) -> torch.Tensor:
         if sr == 16000:
             x = audio[:, ::2]
-        else:
+        elif sr == 8000:
             x = audio[:, : audio.size(1) // 2] * 0.5
+        else:
+            raise ValueError("Supported sampling rates: 8000, 16000")
         states, _ = self.gru(x.reshape(-1, 1, 32))
         return torch.sigmoid(self.head(states))
 
