@@ -158,6 +158,24 @@ def test_loop_body_indexes_with_its_iteration(tmp_path: Path) -> None:
         ob.interpret(g, {"x": x, "n": np.array(5, np.int64)})
 
 
+def test_constant_range_left_by_break_runs_at_run_time(tmp_path: Path) -> None:
+    g = ob.convert(_export(tmp_path, m.FixedRangeBreak(), (torch.from_numpy(POS),)))
+    assert g.op_counts().get("Loop") == 1 and len(g.nodes) < 8  # the unrolled start is dead code
+    for x in (POS, NEG, POS * 100, np.full((2, 3), 0.01, np.float32)):
+        _check(g, m.FixedRangeBreak(), x)
+
+
+def test_constant_trip_count_above_the_unroll_limit_runs_at_run_time(tmp_path: Path, monkeypatch: Any) -> None:
+    from opbridge.mappers.torchscript import control
+
+    monkeypatch.setattr(control, "MAX_UNROLL", 3)
+    g = ob.convert(_export(tmp_path, m.LongFixedLoop(), (torch.from_numpy(POS),)))
+    assert set(g.op_counts()) == {"Loop"}
+    with torch.no_grad():
+        want = m.LongFixedLoop()(torch.from_numpy(NEG)).numpy()
+    np.testing.assert_allclose(list(ob.interpret(g, {"x": NEG}).values())[0], want, rtol=1e-5)
+
+
 def test_while_loop_on_a_tensor_condition(tmp_path: Path) -> None:
     g = ob.convert(_export(tmp_path, m.WhileOnTensor(), (torch.from_numpy(POS),)))
     assert "Loop" in g.op_counts()

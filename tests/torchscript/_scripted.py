@@ -284,3 +284,26 @@ class RateCheck(torch.nn.Module):
         else:
             raise ValueError("unsupported sampling rate")
         return y * 2.0
+
+
+class FixedRangeBreak(torch.nn.Module):
+    """A loop over a constant range left early on a tensor condition: a run-time Loop."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x
+        for _ in range(6):
+            if y.sum() > 20.0:
+                break
+            y = y * 2.0
+        return y
+
+
+class LongFixedLoop(torch.nn.Module):
+    """A constant trip count above the unrolling limit (the tests lower it): a run-time Loop.
+    TorchScript's freezing itself unrolls the body 8 times, with a loop for the remainder."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x
+        for _ in range(100):
+            y = y * 0.99 + 0.01
+        return y

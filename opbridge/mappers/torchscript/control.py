@@ -21,7 +21,8 @@ from ...parsers.origin import OriginGraph, OriginNode, TensorInfo
 from ..context import MapContext
 from .common import Args, cast, ts_mapping
 
-#: Upper bound on unrolled iterations of a loop whose trip count and condition are known.
+#: Upper bound on unrolled iterations of a loop whose trip count and condition are known
+#: (a longer one is a run-time Loop).
 MAX_UNROLL = 4096
 
 
@@ -117,31 +118,29 @@ def loop(node: OriginNode, g: MapContext) -> Any:
         raise g.error(f"its body takes {len(body.inputs)} inputs and gives {len(body.outputs)} "
                       f"outputs for {len(carried)} loop-carried values")
     if trip.data is not None and cond.data is not None:
-        return _unrolled(node, g, body, trip, cond, carried)
+        unrolled = _unrolled(node, g, body, trip, cond, carried)
+        if unrolled is not None:
+            return unrolled
     return _runtime_loop(node, g, body, trip, cond, carried)
 
 
 def _unrolled(node: OriginNode, g: MapContext, body: OriginGraph, trip: Value, cond: Value,
-              carried: list[Value]) -> list[Value]:
-    """The body inlined once per iteration (a known trip count; each iteration's condition
-    must come out known too)."""
+              carried: list[Value]) -> list[Value] | None:
+    """The body inlined once per iteration (a known trip count), or None when an iteration's
+    condition is computed at run time (a ``break`` on a tensor's value) or the loop runs more
+    than MAX_UNROLL iterations: the loop then runs at run time, and the nodes inlined so far
+    are dead code."""
     limit = int(np.asarray(trip.data).reshape(-1)[0])
     go = bool(_known_bool(cond))
     i = 0
     while go and i < limit:
-        if i >= MAX_UNROLL:
-            raise g.unsupported(
-                f"the loop runs more than {MAX_UNROLL} iterations with a known condition; "
-                "opbridge does not unroll it", hint="make the trip count a forward() argument "
-                "(a run-time loop) or compute it outside the model")
+        if i >= MAX_UNROLL:  # too long to inline: it runs at run time
+            return None
         outs = g.map_subgraph(body, [g.constant(np.array(i, np.int64)), *carried],
                               prefix=f"{node.name}/iter{i}/")
         nxt = _known_bool(outs[0])
         if nxt is None:
-            raise g.unsupported(
-                f"the loop's condition is known on entry but computed at run time in iteration {i}",
-                hint="make the trip count or the first condition depend on a forward() argument, "
-                     "so that the whole loop runs at run time")
+            return None
         go, carried = nxt, list(outs[1:])
         i += 1
     return carried
