@@ -54,6 +54,8 @@ def _direction(g: MapContext, x: Value, h: Value, w: list[Value], reverse: bool,
         x_proj = g.op("Add", [x_proj, b_ih])
     w_hh_t = g.op("Transpose", [w_hh], perm=[1, 0])
     steps = static_shape(g, x)[0]
+    if steps == 0:
+        raise g.error("the input sequence is empty", hint="feed at least one step")
     outs: list[Value | None] = [None] * steps
     for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
         xt = g.op("Squeeze", [g.op("Slice", [x_proj], starts=[t], ends=[t + 1], axes=[0])], axes=[0])
