@@ -254,6 +254,18 @@ def _example_tuple(torch: Any, example_inputs: Any) -> tuple[Any, ...]:
     return example
 
 
+def _check_traceable(torch: Any, module: Any, example: tuple[Any, ...], mode: str) -> None:
+    """Tracing records tensors only: a number argument would be baked in, so it is refused."""
+    scripted = isinstance(module, (torch.jit.ScriptModule, torch.jit.ScriptFunction))
+    if mode == "trace" and not scripted:
+        for i, t in enumerate(example):
+            if not isinstance(t, torch.Tensor):
+                raise TorchExportError(
+                    f"example input {i} ({type(t).__name__} {t!r}): tracing records tensors only",
+                    hint="script the module (mode='script') so that the argument stays an input "
+                         "and its if / for keep their blocks")
+
+
 #: TorchScript type of a scalar forward() argument -> (dtype, rank) of its graph input.
 _SCALAR_INPUTS = {"int": ("int64", 0), "float": ("float64", 0), "bool": ("bool", 0),
                   "List[int]": ("int64", 1), "List[float]": ("float64", 1), "List[bool]": ("bool", 1)}
@@ -470,6 +482,7 @@ def export_torchscript(
     from .. import __version__
 
     example = _example_tuple(torch, example_inputs)
+    _check_traceable(torch, module, example, mode)
     with buffers_kept(torch, module):
         scripted, graph, used = frozen_graph(torch, module, example, mode, optimize)
         # the buffers forward() writes into are written to the file as they were before this run

@@ -251,6 +251,14 @@ def test_example_of_the_wrong_type_is_refused_naming_the_argument(tmp_path: Path
         _export(tmp_path, m.IntBranch(), (torch.from_numpy(POS), example))
 
 
+def test_number_argument_needs_scripting(tmp_path: Path) -> None:
+    from opbridge.export.torchscript import TorchExportError, export_torchscript
+
+    with pytest.raises(TorchExportError, match=r"example input 1 \(int 3\): tracing records tensors "
+                       r"only\n  hint: script the module \(mode='script'\)"):
+        export_torchscript(m.IntBranch(), (torch.from_numpy(POS), 3), tmp_path / "m.ts.json")
+
+
 def test_blocks_on_another_node_kind_are_refused(tmp_path: Path) -> None:
     from opbridge.errors import ModelFormatError
 
