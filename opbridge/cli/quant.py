@@ -107,6 +107,9 @@ def add_quantize_parser(sub: Any) -> None:
                    help="keep the layers that lose most in float until --target-cos is reached")
     p.add_argument("--target-cos", type=float, default=0.999, metavar="C",
                    help="the output cosine --mixed-precision auto aims for (default 0.999)")
+    p.add_argument("--bias-correction", action="store_true",
+                   help="add each int8 layer's mean output error per channel, measured on the "
+                   "calibration samples (--data, needed), to its bias")
     _data_options(p, required=False)
     p.add_argument("-o", "--output", required=True, metavar="OUT.obir", help="where to write the graph")
     p.set_defaults(func=with_threads(run_quantize))
@@ -120,7 +123,8 @@ def run_quantize(args: argparse.Namespace) -> int:
     graph = _graph(args)
     q = quantize(graph, args.table, dtype=args.dtype, per_channel=not args.per_tensor,
                  mixed_precision=args.mixed_precision, target_cos=args.target_cos,
-                 samples=args.data, preprocess=_preprocess(args), progress=True)
+                 samples=args.data, preprocess=_preprocess(args), bias_correction=args.bias_correction,
+                 progress=True)
     save(q, args.output)
     meta = q.metadata
     int8 = [x for x in meta.get("quant.int8_layers", "").split(",") if x]

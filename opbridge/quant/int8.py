@@ -22,7 +22,7 @@ integer ops (ConvInteger / MatMulInteger + Requantize).
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,15 +103,18 @@ def check_table(graph: Graph, table: CalibrationTable, names: Collection[str]) -
 
 def to_int8(graph: Graph, table: CalibrationTable, *, per_channel: bool = True,
             keep_float: Collection[str] = (), fold_integer: bool = True,
-            asymmetric: bool = False) -> Graph:
+            asymmetric: bool = False, biases: Mapping[str, np.ndarray] | None = None) -> Graph:
     """``graph`` in QDQ int8 (see the module); nodes named in ``keep_float`` stay float;
     ``fold_integer=False`` leaves the QDQ form as it is (no ``fold_qdq``); ``asymmetric``
-    quantizes signed activations as asymmetric u8 (see :func:`activation_params`)."""
+    quantizes signed activations as asymmetric u8 (see :func:`activation_params`); ``biases``
+    replaces the float bias of the int8 nodes it names (one value per output channel: the
+    corrected biases of :func:`opbridge.quant.correct.bias_corrections`), adding one to a
+    node that has none."""
     chosen = [n.name for n in graph.nodes if quantizable(n) and n.name not in keep_float
               and n.origin.name not in keep_float]
     points = quant_points(graph, set(chosen))
     check_table(graph, table, set(points.values()))
-    b = _QdqBuilder(graph, table, per_channel, points, asymmetric)
+    b = _QdqBuilder(graph, table, per_channel, points, asymmetric, biases or {})
     for v in graph.inputs:
         b.env[v.name] = b.b.input(v.name, v.dtype, v.shape)
         if v.name in points:
@@ -144,8 +147,10 @@ class _QdqBuilder:
     """Copies a float graph node by node into a GraphBuilder, adding the Q/DQ pairs."""
 
     def __init__(self, graph: Graph, table: CalibrationTable, per_channel: bool,
-                 points: dict[str, str], asymmetric: bool = False) -> None:
+                 points: dict[str, str], asymmetric: bool = False,
+                 biases: Mapping[str, np.ndarray] | None = None) -> None:
         self.b = GraphBuilder(graph.name, registry=graph.registry)
+        self.biases = biases or {}
         self.asymmetric = asymmetric
         self.table = table
         self.per_channel = per_channel
@@ -196,17 +201,21 @@ class _QdqBuilder:
         w = node.inputs[1]
         assert w is not None and w.data is not None
         axis = weight_axis(node)
-        w_scale = weight_scale(w.data, axis if self.per_channel else None)
-        wq = np.clip(np.rint(w.data / _along(w_scale, axis, w.rank)), -127, 127).astype(np.int8)
+        wq, w_scale = quantized_weight(node, self.per_channel)
         ins[1] = self._dequantized(f"{w.name}/int8", wq, w_scale, axis)
         x = node.inputs[0]
         assert x is not None
         bias = node.inputs[2] if len(node.inputs) > 2 else None
+        data = self.biases.get(node.name)
+        if data is not None and (bias is None or bias.is_constant):
+            name = bias.name if bias is not None else f"{node.name}/bias"
+            bias = Value(f"{name}/corrected", "f32", tuple(data.shape), data=np.asarray(data, np.float32))
+            ins[2:3] = [None]
         if bias is not None and bias.is_constant and self._bias_fits(node, bias, w_scale):
             assert bias.data is not None
             b_scale = (np.float32(self.scale(x.name)) * w_scale).astype(np.float32)
             bq = np.clip(np.rint(bias.data.astype(np.float64) / b_scale), -(2**31), 2**31 - 1).astype(np.int32)
-            ins[2] = self._dequantized(f"{bias.name}/int32", bq, b_scale, 0)
+            ins[2:3] = [self._dequantized(f"{bias.name}/int32", bq, b_scale, 0)]
         return ins
 
     def _bias_fits(self, node: Node, bias: Value, w_scale: np.ndarray) -> bool:
@@ -253,6 +262,16 @@ def activation_params(r: TensorRange, asymmetric: bool = False) -> ActParams:
         return ActParams(r.threshold / 127.0, 0, "i8")
     scale = (hi - lo) / 255.0
     return ActParams(scale, int(np.clip(np.rint(-lo / scale), 0, 255)), "u8")
+
+
+def quantized_weight(node: Node, per_channel: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``node``'s weights in symmetric int8 (round half to even, [-127, 127]) and their scales
+    (per output channel, or one with ``per_channel`` False)."""
+    w = node.inputs[1]
+    assert w is not None and w.data is not None
+    axis = weight_axis(node)
+    scale = weight_scale(w.data, axis if per_channel else None)
+    return np.clip(np.rint(w.data / _along(scale, axis, w.rank)), -127, 127).astype(np.int8), scale
 
 
 def weight_scale(w: np.ndarray, axis: int | None) -> np.ndarray:

@@ -25,8 +25,9 @@ from ..ir.graph import Graph, Node
 from ..ir.interpret import interpret, run_node
 from ..validate.progress import Stages
 from .calibrate import prepared
+from .correct import bias_corrections, fake_quant
 from .data import Preprocess, load_samples
-from .int8 import ActParams, activation_params, quant_points, quantizable, to_int8, weight_axis, weight_scale
+from .int8 import activation_params, quant_points, quantizable, quantized_weight, to_int8, weight_axis
 from .lowp import LOWP, to_half
 from .table import CalibrationTable, QuantError, as_table
 
@@ -47,13 +48,16 @@ def quantize(
     target_cos: float = 0.999,
     samples: Any = None,
     preprocess: Preprocess | None = None,
+    bias_correction: bool = False,
     progress: bool = False,
 ) -> Graph:
     """``graph`` quantized to ``dtype`` ("int8" with a calibration ``table``; "f16"/"bf16"
     need none). ``mixed_precision="auto"`` keeps layers in float until the int8 outputs reach
     ``target_cos`` against the float ones on ``samples`` (feed dicts or a folder; default:
-    random inputs in the table's input ranges); ``progress`` shows the search's progress on a
-    terminal."""
+    random inputs in the table's input ranges); ``bias_correction`` removes each int8 layer's
+    mean output error per channel, measured on ``samples`` (calibration data, needed then),
+    through its bias (:mod:`opbridge.quant.correct`); ``progress`` shows the search's progress
+    on a terminal."""
     if dtype not in DTYPES:
         raise QuantError(f"quantization type {dtype!r} is not supported",
                          hint=f"use one of {', '.join(DTYPES)}")
@@ -64,16 +68,40 @@ def quantize(
         raise QuantError("int8 quantization needs a calibration table",
                          hint="make one with ob.calibrate(g, samples) / 'opbridge calibrate'")
     tab = as_table(table)
-    if mixed_precision is None:
-        return to_int8(g, tab, per_channel=per_channel)
-    if mixed_precision != "auto":
+    if mixed_precision not in (None, "auto"):
         raise QuantError(f"mixed_precision {mixed_precision!r}: use None or 'auto'")
     if not 0 < target_cos <= 1:
         raise QuantError(f"target cosine {target_cos}: must be in (0, 1]")
+    if bias_correction and samples is None:
+        raise QuantError("bias correction needs calibration samples",
+                         hint="pass samples= (Python) / --data (CLI): the calibration data")
+    if mixed_precision is None and not bias_correction:
+        return to_int8(g, tab, per_channel=per_channel)
     feeds = (load_samples(g, samples, preprocess=preprocess) if samples is not None
              else random_feeds(g, tab))
+    build = Int8Builder(g, tab, per_channel, feeds if bias_correction else None)
+    if mixed_precision is None:
+        return build(())
     with Stages(progress, 1, title=f"mixed precision {g.name}") as stages:
-        return auto_mixed(g, tab, feeds, target_cos, per_channel, stages)
+        return auto_mixed(g, tab, feeds, target_cos, per_channel, stages, build)
+
+
+class Int8Builder:
+    """``to_int8`` of one graph and table with given layers kept float, and, when it has
+    ``correct_on`` samples, every int8 layer's bias corrected on them for that choice of
+    float layers (a layer kept float changes the error the layers after it see)."""
+
+    def __init__(self, graph: Graph, table: CalibrationTable, per_channel: bool,
+                 correct_on: Sequence[Mapping[str, np.ndarray]] | None) -> None:
+        self.graph, self.table, self.per_channel, self.correct_on = graph, table, per_channel, correct_on
+
+    def __call__(self, keep_float: Sequence[str]) -> Graph:
+        biases = (bias_corrections(self.graph, self.table, self.correct_on, self.per_channel, keep_float)
+                  if self.correct_on is not None else None)
+        q = to_int8(self.graph, self.table, per_channel=self.per_channel, keep_float=keep_float, biases=biases)
+        if biases is not None:
+            q.metadata["quant.bias_correction"] = f"{len(biases)} layers"
+        return q
 
 
 def random_feeds(graph: Graph, table: CalibrationTable, n: int = RANDOM_SAMPLES) -> list[dict[str, np.ndarray]]:
@@ -114,13 +142,6 @@ def output_cosine(graph: Graph, quantized: Graph, feeds: Sequence[Mapping[str, n
     return worst
 
 
-def fake_quant(x: np.ndarray, p: ActParams) -> np.ndarray:
-    """``x`` quantized with ``p`` and dequantized (numpy, round half to even, saturating)."""
-    lo, hi = (0, 255) if p.dtype == "u8" else (-128, 127)
-    q = np.clip(np.rint(np.asarray(x, np.float64) / p.scale) + p.zero_point, lo, hi)
-    return ((q - p.zero_point) * p.scale).astype(np.float32)
-
-
 def layer_errors(graph: Graph, table: CalibrationTable, acts: Sequence[Mapping[str, np.ndarray]],
                  per_channel: bool) -> dict[str, float]:
     """Per int8-capable layer, ``1 -`` the lowest output cosine (over the samples whose float
@@ -158,9 +179,9 @@ class _Int8Layer:
         x, w = node.inputs[0], node.inputs[1]
         assert x is not None and w is not None and w.data is not None
         axis = weight_axis(node)
-        ws = weight_scale(w.data, axis if per_channel else None)
+        wq, ws = quantized_weight(node, per_channel)
         shaped = ws if ws.ndim == 0 else ws.reshape([-1 if i == axis else 1 for i in range(w.rank)])
-        self.w = (np.clip(np.rint(w.data / shaped), -127, 127) * shaped).astype(np.float32)
+        self.w = (wq * shaped).astype(np.float32)
         self.graph, self.node, self.x = graph, node, x.name
         self.x_params = activation_params(table[points[x.name]])
         self.out = node.outputs[0].name
@@ -192,17 +213,43 @@ def _run_downstream(graph: Graph, start: int, env: dict[str, np.ndarray], dirty:
             dirty.add(v.name)
 
 
+class _WorstFirst:
+    """The lowest output cosine of a candidate graph over the feeds, run on the feeds that
+    scored worst so far first and stopped at the first one under the target: a candidate that
+    misses the target usually misses it on the same feed as the one before, so it costs one
+    model run, and only the candidates that meet it run on every feed."""
+
+    def __init__(self, graph: Graph, feeds: Sequence[Mapping[str, np.ndarray]],
+                 reference: Sequence[Mapping[str, np.ndarray]], target: float) -> None:
+        self.graph, self.feeds, self.reference, self.target = graph, feeds, reference, target
+        self.last = [1.0] * len(feeds)
+
+    def __call__(self, quantized: Graph) -> float:
+        """The lowest cosine over every feed if it is at least the target, else the cosine
+        (under the target) of the first feed found under it."""
+        worst = 1.0
+        for i in sorted(range(len(self.feeds)), key=lambda i: self.last[i]):
+            self.last[i] = output_cosine(self.graph, quantized, [self.feeds[i]], [self.reference[i]])
+            worst = min(worst, self.last[i])
+            if worst < self.target:
+                break
+        return worst
+
+
 def auto_mixed(graph: Graph, table: CalibrationTable, feeds: Sequence[Mapping[str, np.ndarray]],
-               target_cos: float, per_channel: bool, stages: Stages | None = None) -> Graph:
+               target_cos: float, per_channel: bool, stages: Stages | None = None,
+               build: Int8Builder | None = None) -> Graph:
     """The int8 graph with the fewest layers kept float, most damaging first (by
     :func:`layer_errors` on up to SENSITIVITY_SAMPLES feeds), for its outputs to reach
     ``target_cos`` on every feed: 1, 2, 4, ... layers float until the target is met, then a
     bisection between the last two counts; see the module docstring."""
     stages = stages or Stages(False, 0)
+    build = build or Int8Builder(graph, table, per_channel, None)
     acts = [interpret(graph, f, keep_intermediates=True) for f in feeds[:SENSITIVITY_SAMPLES]]
     reference = [interpret(graph, f) for f in feeds]
-    q = to_int8(graph, table, per_channel=per_channel)
-    cos = output_cosine(graph, q, feeds, reference)
+    q = build(())
+    score = _WorstFirst(graph, feeds, reference, target_cos)
+    cos = score(q)
     keep: list[str] = []
     if cos < target_cos:
         stages.add(2)
@@ -214,8 +261,8 @@ def auto_mixed(graph: Graph, table: CalibrationTable, feeds: Sequence[Mapping[st
         def attempt(k: int) -> float:
             stages.add()
             with stages.stage(f"{k} layer(s) float"):
-                g = to_int8(graph, table, per_channel=per_channel, keep_float=order[:k])
-                tried[k] = (g, output_cosine(graph, g, feeds, reference))
+                g = build(order[:k])
+                tried[k] = (g, score(g))
             return tried[k][1]
 
         lo, hi = 0, 1
@@ -228,6 +275,8 @@ def auto_mixed(graph: Graph, table: CalibrationTable, feeds: Sequence[Mapping[st
             lo, hi = (lo, mid) if attempt(mid) >= target_cos else (mid, hi)
         keep = order[:hi]
         q, cos = tried[hi]
+        if cos < target_cos:  # even every layer float misses it: say by how much, over every feed
+            cos = output_cosine(graph, q, feeds, reference)
     q.metadata["quant.mixed_precision"] = "auto"
     q.metadata["quant.target_cos"] = f"{target_cos}"
     q.metadata["quant.cosine"] = f"{cos:.6f}"

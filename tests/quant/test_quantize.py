@@ -267,3 +267,29 @@ def test_unsigned_activations_run_on_the_simulator_bit_for_bit(cnn):
     prog = ob.compile(q, target="bm1684")
     for f in feeds(2, seed=3):
         np.testing.assert_array_equal(prog.run(f)["prob"], ob.interpret(q, f)["prob"])
+
+
+def test_search_scores_worst_feed_first_and_stops_under_target(cnn, monkeypatch):
+    import importlib
+
+    qmod = importlib.import_module("opbridge.quant.quantize")  # the package's name is the function
+    _, g, table = cnn
+    bad = dict(table.tensors)
+    r = bad["conv2b_out"]
+    bad["conv2b_out"] = TensorRange(r.min, r.max, r.threshold / 20)
+    q = ob.quantize(g, CalibrationTable(table.graph, table.method, table.samples, bad))
+    samples = feeds(5, seed=5)
+    reference = [ob.interpret(g, f) for f in samples]
+    per_feed = [cos(ref["prob"], ob.interpret(q, f)["prob"]) for ref, f in zip(reference, samples)]
+    runs = []
+    real = qmod.output_cosine
+    monkeypatch.setattr(qmod, "output_cosine", lambda *a: runs.append(1) or real(*a))
+    # a target it meets: every feed runs, and the answer is the lowest cosine
+    assert qmod._WorstFirst(g, samples, reference, min(per_feed))(q) == pytest.approx(min(per_feed), abs=1e-9)
+    assert len(runs) == 5
+    # a target it misses: the second time, the feed that failed first runs first and alone
+    score = qmod._WorstFirst(g, samples, reference, max(per_feed) + 1e-9)
+    first = score(q)
+    runs.clear()
+    assert score(q) == pytest.approx(first, abs=1e-9) and first < max(per_feed) + 1e-9
+    assert len(runs) == 1
