@@ -245,7 +245,6 @@ def auto_mixed(graph: Graph, table: CalibrationTable, feeds: Sequence[Mapping[st
     bisection between the last two counts; see the module docstring."""
     stages = stages or Stages(False, 0)
     build = build or Int8Builder(graph, table, per_channel, None)
-    acts = [interpret(graph, f, keep_intermediates=True) for f in feeds[:SENSITIVITY_SAMPLES]]
     reference = [interpret(graph, f) for f in feeds]
     q = build(())
     score = _WorstFirst(graph, feeds, reference, target_cos)
@@ -254,6 +253,7 @@ def auto_mixed(graph: Graph, table: CalibrationTable, feeds: Sequence[Mapping[st
     if cos < target_cos:
         stages.add(2)
         with stages.stage("sensitivity of every layer"):
+            acts = [interpret(graph, f, keep_intermediates=True) for f in feeds[:SENSITIVITY_SAMPLES]]
             errors = layer_errors(graph, table, acts, per_channel)
         order = sorted(errors, key=lambda n: -errors[n])
         tried: dict[int, tuple[Graph, float]] = {0: (q, cos)}

@@ -64,6 +64,9 @@ def test_quantize_f16_and_mixed(work, capsys):
                  str(work / "m.obir")]) == 0
     out = capsys.readouterr().out
     assert "mixed precision: output cosine" in out and "kept in float:" in out
+    assert main(["quantize", str(work / "cnn.onnx"), "--table", str(work / "t.json"), "--bias-correction",
+                 "--data", str(work / "data"), "-o", str(work / "bc.obir")]) == 0
+    assert ob.load(work / "bc.obir").metadata["quant.bias_correction"] == "4 layers"
 
 
 def _bad_cases(work):
@@ -75,6 +78,7 @@ def _bad_cases(work):
     np.save(work / "ints" / "a.npy", np.zeros((1, 3, 16, 16), np.bool_))
     (work / "junk").mkdir(exist_ok=True)
     (work / "junk" / "a.npy").write_bytes(b"not numpy")
+    ob.calibrate(ob.convert(onnx_path), str(work / "data")).save(work / "cnn_table.json")
     other = work / "other.json"
     other.write_text(json.dumps({"format": "opbridge-calibration", "version": 1, "graph": "x",
                                  "tensors": {"a": {"min": 0, "max": 1, "threshold": 1}}}))
@@ -92,13 +96,15 @@ def _bad_cases(work):
         "table of another graph": (["quantize", onnx_path, "--table", str(other), "-o", "q.obir"],
                                    r"has no range for 7 tensor"),
         "no table": (["quantize", onnx_path, "-o", "q.obir"], "needs a calibration table"),
+        "bias correction without data": (["quantize", onnx_path, "--table", str(work / "cnn_table.json"),
+                                          "--bias-correction", "-o", "q.obir"], "needs calibration samples"),
         "missing table": (["quantize", onnx_path, "--table", str(work / "none.json"), "-o", "q.obir"],
                           "does not exist"),
     }
 
 
 CASES = ["empty folder", "missing folder", "wrong shape", "wrong dtype", "unreadable",
-         "table of another graph", "no table", "missing table"]
+         "table of another graph", "no table", "missing table", "bias correction without data"]
 
 
 @pytest.mark.parametrize("case", CASES)
