@@ -7,7 +7,8 @@ int8 (TPU-MLIR's sensitive-layer search ranks layers by the same kind of single-
 ``run_sensitive_layer``), computed on the cached float activations of a few samples by running
 that layer in int8 and only the nodes downstream of it again (:func:`layer_errors`). Then 1, 2,
 4, ... of the most sensitive layers are kept float until the target is met, and a bisection
-finds the fewest that meet it: a handful of whole int8 runs, not one per layer. The layers it
+finds the fewest that meet it: a handful of whole int8 runs, not one per layer, each stopped
+at the first sample under the target (:class:`_WorstFirst`). The layers it
 kept float, and the cosine reached, are in ``graph.metadata`` (``quant.auto_float_layers``,
 ``quant.cosine``; ``quant.float_layers`` lists every int8-capable layer left float, for
 whatever reason).
