@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -122,21 +122,6 @@ def det_images(work: Path) -> tuple[Path, Path]:
     _save(page[:, page.shape[1] // 2:], ev / "page_right.png")
     _save(page[: page.shape[0] // 2], ev / "page_top.png")
     return cal, ev
-
-
-def add_crops(cal: Path, n: int) -> None:
-    """``n`` more calibration images from each one in ``cal``: windows two thirds of its width,
-    its full height, at offsets evenly spread from its left edge to its right (crops of the
-    calibration images only: the evaluation images stay unseen)."""
-    from PIL import Image
-
-    for path in sorted(cal.iterdir()):
-        img = np.asarray(Image.open(path))
-        w = img.shape[1]
-        width = 2 * w // 3
-        for j in range(n):
-            x0 = (w - width) * j // max(n - 1, 1)
-            _save(np.ascontiguousarray(img[:, x0:x0 + width]), cal / f"{path.stem}_crop{j}.png")
 
 
 #: PaddleOCR's preprocessing: BGR; the recogniser and classifier (x/255 - 0.5) / 0.5, the
@@ -249,7 +234,8 @@ def main() -> None:
     ap.add_argument("--mixed-method", default="mse", choices=list(ORT_METHOD),
                     help="the calibration method of the --mixed run (default mse)")
     ap.add_argument("--crops", type=int, default=0, metavar="N",
-                    help="N more calibration images cut from each calibration image (default 0)")
+                    help="N more calibration samples cut from each calibration image (Preprocess.crops; "
+                    "default 0)")
     ap.add_argument("--bias-correction", action="store_true",
                     help="also opbridge with bias correction (on the calibration images) for each method")
     args = ap.parse_args()
@@ -263,9 +249,10 @@ def main() -> None:
             work = Path(tmp) / key
             work.mkdir()
             cal, ev_dir = case.make_images(work)
-            add_crops(cal, args.crops)
             g = ob.convert(str(args.models / case.file), input_shapes={case.input: case.shape})
             ev = load_samples(g, str(ev_dir), preprocess=case.preprocess)
+            # the crops are of the calibration images only
+            case = replace(case, preprocess=replace(case.preprocess, crops=args.crops))
             cal_feeds = load_samples(g, str(cal), preprocess=case.preprocess)
             rows.append((case.name, "float, input +-0.5 grey level", "(noise floor)", 0.0,
                          noise_floor(args.models / case.file, case, ev), len(cal_feeds)))

@@ -39,12 +39,16 @@ def _data_options(p: Any, *, required: bool) -> None:
     p.add_argument("--layout", choices=("nchw", "nhwc"), default="nchw", help="images: input layout")
     p.add_argument("--pixel-format", choices=("rgb", "bgr", "gray"), default="rgb",
                    help="images: channel order the model wants (default rgb)")
+    p.add_argument("--crops", type=int, default=0, metavar="N",
+                   help="images: N more samples from each image, windows of two thirds of its "
+                   "width spread from left to right (default 0); more calibration samples from "
+                   "the same images make the mixed-precision search generalise better")
 
 
 def _preprocess(args: argparse.Namespace) -> Any:
     from ..quant.data import Preprocess
 
-    return Preprocess(args.mean, args.std, args.layout, args.pixel_format)
+    return Preprocess(args.mean, args.std, args.layout, args.pixel_format, crops=args.crops)
 
 
 def _graph(args: argparse.Namespace) -> Any:

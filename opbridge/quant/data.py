@@ -31,15 +31,21 @@ class Preprocess:
     """How an image becomes an input tensor: ``(pixel - mean) / std`` with pixels in 0..255.
 
     ``layout`` "nchw" or "nhwc"; ``pixel_format`` "rgb", "bgr" or "gray"; ``size`` (H, W) to
-    resize to (None: the input's own spatial size)."""
+    resize to (None: the input's own spatial size). ``crops`` N > 0 makes each image N + 1
+    samples: the whole image, and N windows of two thirds of its width and its full height at
+    offsets spread evenly from its left edge to its right, each resized like the image (more
+    calibration samples from the same images)."""
 
     mean: tuple[float, ...] = (0.0,)
     std: tuple[float, ...] = (1.0,)
     layout: str = "nchw"
     pixel_format: str = "rgb"
     size: tuple[int, int] | None = None
+    crops: int = 0
 
     def __post_init__(self) -> None:
+        if self.crops < 0:
+            raise QuantError(f"preprocess crops {self.crops}: must be >= 0")
         if self.layout not in ("nchw", "nhwc"):
             raise QuantError(f"preprocess layout {self.layout!r}: use 'nchw' or 'nhwc'")
         if self.pixel_format not in ("rgb", "bgr", "gray"):
@@ -95,7 +101,9 @@ def _from_path(graph: Graph, path: Path, limit: int | None,
         if p.suffix.lower() in ARRAY_SUFFIXES:
             yield _check_feed(graph, _read_arrays(graph, p), f"'{p}'")
         elif p.suffix.lower() in IMAGE_SUFFIXES:
-            yield _image_feed(graph, p, preprocess)
+            crops = preprocess.crops if preprocess is not None else 0
+            for window in [None, *((j, crops) for j in range(crops))]:
+                yield _image_feed(graph, p, preprocess, window)
         else:
             raise QuantError(f"'{p}' is not a calibration sample",
                              hint=f"use .npy/.npz or an image ({', '.join(IMAGE_SUFFIXES)})")
@@ -159,7 +167,8 @@ def _fit(v: Value, feed: Mapping[str, Any], where: str) -> np.ndarray:
     return arr
 
 
-def _image_feed(graph: Graph, p: Path, preprocess: Preprocess | None) -> dict[str, np.ndarray]:
+def _image_feed(graph: Graph, p: Path, preprocess: Preprocess | None,
+                window: tuple[int, int] | None = None) -> dict[str, np.ndarray]:
     v = _only_input(graph, p)
     spec = preprocess or Preprocess()
     if len(v.shape) != 4 or not is_static(v.shape):
@@ -170,22 +179,36 @@ def _image_feed(graph: Graph, p: Path, preprocess: Preprocess | None) -> dict[st
     if ch not in (1, 3):
         raise QuantError(f"input '{v.name}' {format_shape(v.shape)} has {ch} channels in layout "
                          f"{spec.layout}; images give 1 or 3", hint="set the layout (--layout nhwc)")
-    img = read_image(p, spec.size or (h, w), "gray" if ch == 1 else spec.pixel_format)
+    img = read_image(p, spec.size or (h, w), "gray" if ch == 1 else spec.pixel_format, window)
     x = (img - np.asarray(spec.mean, np.float32)) / np.asarray(spec.std, np.float32)
     x = x.transpose(2, 0, 1) if spec.layout == "nchw" else x
     x = np.broadcast_to(x[None], (n, *x.shape))
     return {v.name: _fit(v, {v.name: x.astype(np.float32)}, f"'{p}'")}
 
 
-def read_image(path: Path, size: tuple[int, int], pixel_format: str) -> np.ndarray:
-    """An HxWxC float32 image (0..255) resized to ``size`` (H, W), channels in ``pixel_format``."""
+def crop_columns(width: int, window: tuple[int, int]) -> tuple[int, int]:
+    """The columns ``[x0, x1)`` of window ``j`` of ``n`` (``window``) across an image
+    ``width`` wide: two thirds of the width, offsets spread evenly from left to right."""
+    j, n = window
+    part = max(1, 2 * width // 3)
+    x0 = (width - part) * j // max(n - 1, 1)
+    return x0, x0 + part
+
+
+def read_image(path: Path, size: tuple[int, int], pixel_format: str,
+               window: tuple[int, int] | None = None) -> np.ndarray:
+    """An HxWxC float32 image (0..255) resized to ``size`` (H, W), channels in ``pixel_format``;
+    with ``window`` (j, n) its j-th crop of n (:func:`crop_columns`) resized instead."""
     try:
         from PIL import Image
     except ImportError:
-        return _read_cv2(path, size, pixel_format)
+        return _read_cv2(path, size, pixel_format, window)
     try:
         with Image.open(path) as im:
             im = im.convert("L" if pixel_format == "gray" else "RGB")
+            if window is not None:
+                x0, x1 = crop_columns(im.size[0], window)
+                im = im.crop((x0, 0, x1, im.size[1]))
             im = im.resize((size[1], size[0]), Image.Resampling.BILINEAR)
             arr = np.asarray(im, dtype=np.float32)
     except OSError as err:
@@ -194,7 +217,8 @@ def read_image(path: Path, size: tuple[int, int], pixel_format: str) -> np.ndarr
     return arr[..., ::-1].copy() if pixel_format == "bgr" else arr
 
 
-def _read_cv2(path: Path, size: tuple[int, int], pixel_format: str) -> np.ndarray:
+def _read_cv2(path: Path, size: tuple[int, int], pixel_format: str,
+              window: tuple[int, int] | None = None) -> np.ndarray:
     try:
         import cv2
     except ImportError:
@@ -204,6 +228,9 @@ def _read_cv2(path: Path, size: tuple[int, int], pixel_format: str) -> np.ndarra
     img = cv2.imdecode(np.fromfile(str(path), np.uint8), flag)
     if img is None:
         raise QuantError(f"calibration image '{path}' cannot be read")
+    if window is not None:
+        x0, x1 = crop_columns(img.shape[1], window)
+        img = img[:, x0:x1]
     img = cv2.resize(img, (size[1], size[0]), interpolation=cv2.INTER_LINEAR).astype(np.float32)
     img = img[..., None] if img.ndim == 2 else img
     return img[..., ::-1].copy() if pixel_format == "rgb" else img

@@ -124,3 +124,16 @@ def test_unsupported_dtype_is_a_usage_error(work, capsys):
         main(["quantize", str(work / "cnn.onnx"), "--dtype", "int4", "-o", "q.obir"])
     assert e.value.code == 2
     assert "invalid choice: 'int4'" in capsys.readouterr().err
+
+
+def test_calibrate_crops_images(work, capsys):
+    from PIL import Image
+
+    (work / "imgs").mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(2):
+        Image.fromarray(rng.integers(0, 256, (20, 30, 3), dtype=np.uint8)).save(work / "imgs" / f"{i}.png")
+    assert main(["calibrate", str(work / "cnn.onnx"), "--data", str(work / "imgs"), "--crops", "2",
+                 "-o", str(work / "crops.json")]) == 0
+    assert "6 samples" in capsys.readouterr().out  # each image whole and 2 crops of it
+    assert json.loads((work / "crops.json").read_text())["samples"] == 6

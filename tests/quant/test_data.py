@@ -44,6 +44,25 @@ def test_image_preprocessing_matches_numpy(tmp_path, layout, pixel_format):
     np.testing.assert_allclose(feed[g.inputs[0].name], want, rtol=1e-5, atol=1e-5)
 
 
+@requires_cv2
+def test_crops_are_windows_of_two_thirds_of_the_width(tmp_path):
+    import cv2
+
+    bgr = cv2.imread(str(PHOTOS / "astronaut.png"))[100:116, 200:224]  # 16 high, 24 wide
+    cv2.imwrite(str(tmp_path / "patch.png"), bgr)
+    g = ob.convert(cnn_model())
+    spec = Preprocess(IMAGENET.mean, IMAGENET.std, crops=2)
+    whole, left, right = load_samples(g, tmp_path, preprocess=spec)
+    assert whole["image"].shape == (1, 3, 16, 16)  # the whole image, resized
+    # 16 columns each (two thirds of 24), at the left edge and at the right one: no resize
+    for feed, cols in ((left, slice(0, 16)), (right, slice(8, 24))):
+        want = (bgr[:, cols, ::-1].astype(np.float64) - np.array(IMAGENET.mean)) / np.array(IMAGENET.std)
+        np.testing.assert_allclose(feed["image"], want.transpose(2, 0, 1)[None], rtol=1e-5, atol=1e-5)
+    assert len(load_samples(g, tmp_path, preprocess=IMAGENET)) == 1
+    with pytest.raises(QuantError, match="crops -1"):
+        Preprocess(crops=-1)
+
+
 def test_images_are_resized_to_the_input(tmp_path):
     shutil.copy(PHOTOS / "coffee.png", tmp_path)
     shutil.copy(PHOTOS / "camera.png", tmp_path)  # grayscale: repeated over the three channels
