@@ -23,8 +23,8 @@ from ..ir.graph import Graph, Node
 from ..ir.interpret import interpret, run_node
 from .int8 import (
     ActParams,
-    _along,
     activation_params,
+    along_axis,
     quant_points,
     quantizable,
     quantized_weight,
@@ -78,7 +78,7 @@ def bias_corrections(graph: Graph, table: CalibrationTable, feeds: Sequence[Mapp
             out[node.name] = _bias(node) + shift
             axes = _channel_axis(node, results[0][0].ndim)
             for r in results:
-                r[0] = r[0] + _along(shift.astype(np.float32), axes, r[0].ndim)
+                r[0] = r[0] + along_axis(shift.astype(np.float32), axes, r[0].ndim)
         for env, r in zip(envs, results):
             for v, a in zip(node.outputs, r):
                 env[v.name] = fake_quant(a, params[v.name]) if v.name in params else a
@@ -90,7 +90,7 @@ def _int8_weights(node: Node, per_channel: bool) -> np.ndarray:
     wq, scale = quantized_weight(node, per_channel)
     w = node.inputs[1]
     assert w is not None
-    return (wq.astype(np.float32) * _along(scale, weight_axis(node), w.rank)).astype(np.float32)
+    return (wq.astype(np.float32) * along_axis(scale, weight_axis(node), w.rank)).astype(np.float32)
 
 
 def _channel_axis(node: Node, rank: int) -> int:

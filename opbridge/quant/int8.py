@@ -271,7 +271,7 @@ def quantized_weight(node: Node, per_channel: bool) -> tuple[np.ndarray, np.ndar
     assert w is not None and w.data is not None
     axis = weight_axis(node)
     scale = weight_scale(w.data, axis if per_channel else None)
-    return np.clip(np.rint(w.data / _along(scale, axis, w.rank)), -127, 127).astype(np.int8), scale
+    return np.clip(np.rint(w.data / along_axis(scale, axis, w.rank)), -127, 127).astype(np.int8), scale
 
 
 def weight_scale(w: np.ndarray, axis: int | None) -> np.ndarray:
@@ -282,7 +282,9 @@ def weight_scale(w: np.ndarray, axis: int | None) -> np.ndarray:
     return np.asarray(np.where(amax > 0, amax / 127.0, 1.0), np.float32)
 
 
-def _along(scale: np.ndarray, axis: int, rank: int) -> np.ndarray:
+def along_axis(scale: np.ndarray, axis: int, rank: int) -> np.ndarray:
+    """``scale`` (a scalar, or one value per slice along ``axis``) shaped to broadcast against a
+    tensor of rank ``rank``."""
     if scale.ndim == 0:
         return scale
     shape = [1] * rank
