@@ -119,6 +119,7 @@ OPS: dict[str, tuple[str, ...]] = {
     'Pad': ('opbridge.ir.ops.tensor',),
     'Pow': ('opbridge.ir.ops.elementwise',),
     'Proposal': ('opbridge.ir.ops.rcnn',),
+    'QAdd': ('opbridge.ir.ops.quant',),
     'QuantizeLinear': ('opbridge.ir.ops.quant',),
     'ROIPooling': ('opbridge.ir.ops.detection',),
     'Range': ('opbridge.ir.ops.generate',),

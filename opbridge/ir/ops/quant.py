@@ -6,7 +6,8 @@ targets cast with or without ``saturate``, float4 adds the zero point before the
 ``onnx.reference`` does). The integer products they surround are ConvInteger (``conv.py``)
 and MatMulInteger (``matmul.py``), defined with their float families.
 
-Requantize is the chip's fixed-point rescale of an i32 accumulator to i8/u8::
+QAdd is the chip's integer element-wise Add of two 8-bit tensors of their own scales (see
+:func:`qadd`). Requantize is the chip's fixed-point rescale of an i32 accumulator to i8/u8::
 
     y = saturate(round_half_away_from_zero(acc * multiplier / 2**(31 + shift)) + y_zero_point)
 
@@ -216,6 +217,21 @@ def quantize_multiplier(real_scale: Any) -> tuple[np.ndarray, np.ndarray]:
     return m.astype(np.int32), shift.astype(np.int32)
 
 
+def fixed_point_rescale(x: np.ndarray, multiplier: Any, shift: Any) -> np.ndarray:
+    """``round_half_away_from_zero(x * multiplier / 2**(31 + shift))`` in int64, for int64 ``x``
+    with ``|x| < 2**31`` and ``multiplier < 2**31`` (so the product stays below 2**62). A left
+    shift (``31 + shift <= 0``) caps the magnitude at 2**40 first: every caller saturates the
+    result to 16 bits or fewer, which such a value passes anyway."""
+    prod = x * np.asarray(multiplier, np.int64)
+    n = 31 + np.asarray(shift, np.int64)
+    mag = np.abs(prod)
+    right = np.clip(n, 1, 62)
+    down = (mag + (np.int64(1) << (right - 1))) >> right
+    down = np.where(n > 62, 0, down)  # |prod| < 2**62 <= 2**(n-1): rounds to 0
+    up = np.minimum(mag, np.int64(1) << 40) << np.clip(-n, 0, 20)
+    return np.where(prod < 0, -1, 1) * np.where(n >= 1, down, up)
+
+
 def _requantize_shape(ctx: ShapeContext) -> Any:
     xs = tuple(ctx.input_shape(0))
     axis = ctx.attr("axis")
@@ -244,15 +260,7 @@ def requantize(acc: np.ndarray, multiplier: np.ndarray, shift: np.ndarray,
     def per(p: np.ndarray) -> np.ndarray:
         return broadcast_params(p.astype(np.int64), acc.shape, axis, 0)
 
-    prod = acc.astype(np.int64) * per(multiplier)
-    n = 31 + per(shift)
-    mag = np.abs(prod)
-    right = np.clip(n, 1, 62)
-    down = (mag + (np.int64(1) << (right - 1))) >> right
-    down = np.where(n > 62, 0, down)  # |prod| < 2**62 <= 2**(n-1): rounds to 0
-    # n <= 0: a left shift; anything past 2**40 saturates anyway, so clip before shifting
-    up = np.minimum(mag, np.int64(1) << 40) << np.clip(-n, 0, 20)
-    q = np.where(prod < 0, -1, 1) * np.where(n >= 1, down, up)
+    q = fixed_point_rescale(acc.astype(np.int64), per(multiplier), per(shift))
     if y_zero_point is not None:
         q = q + per(y_zero_point)
     return np.clip(q, lo, hi).astype(to_numpy_dtype(output_dtype))
@@ -270,4 +278,68 @@ def requantize(acc: np.ndarray, multiplier: np.ndarray, shift: np.ndarray,
     .type_param("T", REQUANT_TYPES)
     .shape_fn(_requantize_shape)
     .compute(requantize)
+)
+
+
+# -- QAdd ----------------------------------------------------------------------------------------
+def qadd_params(a_scale: float, b_scale: float, y_scale: float,
+                lshift: int = 20) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """QAdd's (multipliers, shifts) for inputs of scales ``a_scale``, ``b_scale`` and an output of
+    ``y_scale``: each input to the common scale ``2 * max(a_scale, b_scale) / 2**lshift`` (a
+    ratio of at most 1/2, so its shift is a right shift), the sum from there to ``y_scale``
+    (TFLite's ADD, and TPU-MLIR's lowering of a quantized Add: ``AddLowering::LoweringQuantized``
+    in ``lib/Conversion/TopToTpu/BM1684X/Add.cpp``)."""
+    common = 2.0 * max(a_scale, b_scale)
+    m, s = quantize_multiplier(np.array([a_scale / common, b_scale / common,
+                                         common / (2.0 ** lshift * y_scale)], np.float64))
+    return (int(m[0]), int(m[1]), int(m[2])), (int(s[0]), int(s[1]), int(s[2]))
+
+
+def _qadd_shape(ctx: ShapeContext) -> Any:
+    a, b = tuple(ctx.input_shape(0)), tuple(ctx.input_shape(1))
+    if a != b:
+        raise ctx.error(f"inputs have shapes {list(a)} and {list(b)}; QAdd takes two of one shape")
+    shifts = ctx.attr("shifts")
+    if any(int(s) < 0 for s in shifts[:2]):
+        raise ctx.error(f"shifts {list(shifts)}: an input's rescale must be by less than 1 "
+                        f"(shift >= 0)", attr="shifts", hint="use qadd_params() to compute them")
+    return a, ctx.attr("output_dtype")
+
+
+def qadd(a: np.ndarray, b: np.ndarray, *, a_zero_point: int, b_zero_point: int, y_zero_point: int,
+         multipliers: tuple[int, ...], shifts: tuple[int, ...], lshift: int, relu: int,
+         output_dtype: str) -> np.ndarray:
+    """``y = saturate(R(R((a - za) * 2**lshift, ma, sa) + R((b - zb) * 2**lshift, mb, sb),
+    my, sy) + zy)``, R the fixed-point rescale of :func:`fixed_point_rescale`; with ``relu``
+    y is at least ``zy`` (the real value's ReLU). Exact in int64: ``|a - za| < 2**9`` and
+    ``lshift <= 20`` put the shifted input below 2**29; an input's rescale is by less than 1
+    (its shift >= 0), so their sum is below 2**30 and its product with ``my`` below 2**61."""
+    lo, hi = INT_RANGES[output_dtype]
+    ta = fixed_point_rescale((a.astype(np.int64) - a_zero_point) << lshift, multipliers[0], shifts[0])
+    tb = fixed_point_rescale((b.astype(np.int64) - b_zero_point) << lshift, multipliers[1], shifts[1])
+    q = fixed_point_rescale(ta + tb, multipliers[2], shifts[2]) + y_zero_point
+    if relu:
+        q = np.maximum(q, y_zero_point)
+    return np.clip(q, lo, hi).astype(to_numpy_dtype(output_dtype))
+
+
+(
+    define_op("QAdd")
+    .doc("y = saturate(rescale(rescale((a - a_zp) << lshift) + rescale((b - b_zp) << lshift)) + "
+         "y_zp), each rescale a fixed-point multiplier and right shift: two 8-bit tensors of "
+         "their own scales added at a common one in int32 and requantized (the chip's int8 "
+         "Add); relu=1 keeps y >= y_zp")
+    .input("a", "T1").input("b", "T2").output("y", "T3")
+    .param("a_zero_point", "int", default=0, minimum=-128, maximum=255)
+    .param("b_zero_point", "int", default=0, minimum=-128, maximum=255)
+    .param("y_zero_point", "int", default=0, minimum=-128, maximum=255)
+    .param("multipliers", "ints", length=3, doc="a's, b's and the sum's fixed-point multiplier")
+    .param("shifts", "ints", length=3, doc="their shifts: value * multiplier / 2**(31 + shift)")
+    .param("lshift", "int", default=20, minimum=0, maximum=20,
+           doc="the left shift of each input before its rescale (the sum's resolution)")
+    .param("relu", "int", default=0, allowed=(0, 1), doc="1: a ReLU on the result")
+    .param("output_dtype", "dtype", default="i8", allowed=("i8", "u8"), doc="the output type")
+    .type_param("T1", ("i8", "u8")).type_param("T2", ("i8", "u8")).type_param("T3", ("i8", "u8"))
+    .shape_fn(_qadd_shape)
+    .compute(qadd)
 )

@@ -11,6 +11,10 @@
   same scale and zero point on both sides becomes the op on the integers (Relu as
   ``Max(q, zero_point)``): exact, since these ops commute with a monotonic affine map.
 
+- ``DequantizeLinear(a), DequantizeLinear(b) -> Add (-> Relu) -> QuantizeLinear`` on 8-bit
+  per-tensor values of one shape (a residual Add) becomes QAdd: each input rescaled to a common
+  scale by a fixed-point multiplier and shift, added in int32 and requantized, as the chip
+  runs it, instead of an f32 Add between dequantized tensors.
 - ``DequantizeLinear -> Sigmoid / Tanh / LeakyRelu / ... -> QuantizeLinear`` on 8-bit values
   becomes a 256-entry table read with Gather (each entry computed by the ops it replaces).
 
@@ -28,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..graph import Graph, Node, Value
-from ..ops.quant import quantize_multiplier
+from ..ops.quant import qadd_params, quantize_multiplier
 from ..quantparams import QuantParams
 from .base import PassResult
 from .dce import EliminateDeadCode
@@ -273,6 +277,34 @@ def _exact(e: _Edit, qn: _Q) -> bool:
     return True
 
 
+def _add(e: _Edit, qn: _Q) -> bool:
+    """Rewrite DQ(a), DQ(b) -> Add (-> Relu) -> Q, all per tensor, 8-bit, a and b of one
+    shape, into QAdd (the Relu as its ``relu`` flag)."""
+    p = qn.node.inputs[0].producer if qn.node.inputs[0] is not None else None
+    relu = p is not None and p.op == "Relu"
+    if relu:
+        assert p is not None
+        if len(p.outputs[0].users) != 1 or p.outputs[0] in e.graph.outputs or p.inputs[0] is None:
+            return False
+        p = p.inputs[0].producer
+    if p is None or p.op != "Add" or len(p.inputs) != 2 or len(p.outputs[0].users) != 1:
+        return False
+    if p.outputs[0] in e.graph.outputs or qn.axis is not None:
+        return False
+    a, b = _dq_of(p.inputs[0]), _dq_of(p.inputs[1])
+    if a is None or b is None or a.axis is not None or b.axis is not None or a.q.shape != b.q.shape:
+        return False
+    if min(float(a.scale), float(b.scale), float(qn.scale)) <= 0:
+        return False
+    mult, shift = qadd_params(float(a.scale), float(b.scale), float(qn.scale))
+    node, _ = e.node(p, "QAdd", [a.q, b.q], {
+        "a_zero_point": int(a.zp), "b_zero_point": int(b.zp), "y_zero_point": int(qn.zp),
+        "multipliers": mult, "shifts": shift, "relu": int(relu), "output_dtype": qn.q.dtype},
+        out=qn.q)
+    e.replace[id(qn.node)] = [node]
+    return True
+
+
 class FoldQDQ:
     """Turn QDQ chains into integer ops (see the module docstring)."""
 
@@ -288,7 +320,8 @@ class FoldQDQ:
             qn = _params(node, -1)
             if qn is None or qn.q.dtype not in _INT8:
                 continue
-            if _linear(e, qn) or _exact(e, qn) or _requantize(e, qn) or _table(e, qn):
+            if (_linear(e, qn) or _exact(e, qn) or _add(e, qn) or _requantize(e, qn)
+                    or _table(e, qn)):
                 qn.q.quant = QuantParams(qn.scale.astype(np.float32), qn.zp, qn.axis)
                 done += 1
         if not done:

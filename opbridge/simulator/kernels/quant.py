@@ -12,6 +12,11 @@ DequantizeLinear, tiled in layer groups like their float counterparts.
   1, the axis tiles never cut) or per tensor; its kernel is the chip's fixed-point rescale,
   ``round_half_away_from_zero(acc * multiplier / 2**(31 + shift)) + y_zero_point`` saturated,
   computed exactly in int64.
+- QAdd (two 8-bit tensors of their own scales added, the residual Add of an int8 network) is
+  element by element on N, H and W: each input's zero point subtracted, shifted left,
+  rescaled to the common scale with its multiplier and shift, the two added and the sum
+  rescaled to the output's, ReLU and saturation last, all in int64 with the same rounding as
+  Requantize; one vector instruction per tile as the chip's int8 Add.
 - QuantizeLinear and DequantizeLinear are element by element and run the op's own compute.
 
 A tile never cuts the axis of a per-axis parameter other than the channels: the parameter
@@ -102,26 +107,52 @@ def _along(p: np.ndarray, ndim: int, axis: int) -> np.ndarray:
     return q.reshape(shape)
 
 
-def requantize_into(out: np.ndarray, acc: np.ndarray, multiplier: np.ndarray, shift: np.ndarray,
-                    y_zero_point: np.ndarray | None = None, *, axis: int,
-                    output_dtype: str) -> None:
-    """The fixed-point rescale of an i32 tile (see the module doc). ``acc * multiplier`` is
-    below 2**62 in magnitude; a right shift ``n = 31 + shift`` rounds half away from zero by
-    adding 2**(n-1) to the magnitude; a left shift (``n <= 0``) saturates anyway once the
-    magnitude passes 2**20, so it is capped there first."""
-    prod = acc.astype(np.int64) * _along(multiplier, acc.ndim, axis)
-    n = 31 + _along(shift, acc.ndim, axis)
+def _rescale(x: np.ndarray, multiplier: Any, shift: Any) -> np.ndarray:
+    """``round_half_away_from_zero(x * multiplier / 2**(31 + shift))`` of int64 ``x``, the
+    product below 2**62 in magnitude: a right shift ``n = 31 + shift`` rounds by adding
+    2**(n-1) to the magnitude; a left shift (``n <= 0``) saturates anyway once the magnitude
+    passes 2**20 (every caller saturates to 16 bits or fewer), so it is capped there first."""
+    prod = x * np.asarray(multiplier, np.int64)
+    n = 31 + np.asarray(shift, np.int64)
     mag = np.abs(prod)
     rs = np.clip(n, 1, 62)
     down = np.where(n > 62, 0, (mag + (np.int64(1) << (rs - 1))) >> rs)
     up = np.minimum(mag, np.int64(1) << 20) << np.clip(-n, 0, 32)
     q = np.where(n >= 1, down, up)
-    q = np.where(prod < 0, -q, q)
+    return np.where(prod < 0, -q, q)
+
+
+def requantize_into(out: np.ndarray, acc: np.ndarray, multiplier: np.ndarray, shift: np.ndarray,
+                    y_zero_point: np.ndarray | None = None, *, axis: int,
+                    output_dtype: str) -> None:
+    """The fixed-point rescale of an i32 tile (see the module doc and :func:`_rescale`)."""
+    q = _rescale(acc.astype(np.int64), _along(multiplier, acc.ndim, axis),
+                 _along(shift, acc.ndim, axis))
     if y_zero_point is not None:
         q = q + _along(y_zero_point, acc.ndim, axis)
     lo, hi = _RANGES[output_dtype]
     np.clip(q, lo, hi, out=q)
     out[...] = q
+
+
+# -- QAdd -----------------------------------------------------------------------------------
+def qadd_into(out: np.ndarray, a: np.ndarray, b: np.ndarray, *, a_zero_point: int,
+              b_zero_point: int, y_zero_point: int, multipliers: tuple[int, ...],
+              shifts: tuple[int, ...], lshift: int, relu: int, output_dtype: str) -> None:
+    """The chip's int8 Add of two tiles (see the module doc), into the output tile."""
+    sa = (a.astype(np.int64) - a_zero_point) * (np.int64(1) << lshift)
+    sb = (b.astype(np.int64) - b_zero_point) * (np.int64(1) << lshift)
+    acc = _rescale(sa, multipliers[0], shifts[0]) + _rescale(sb, multipliers[1], shifts[1])
+    q = _rescale(acc, multipliers[2], shifts[2]) + y_zero_point
+    lo, hi = _RANGES[output_dtype]
+    np.clip(q, y_zero_point if relu else lo, hi, out=q)
+    out[...] = q
+
+
+def qadd_cost(node: Node, out_shape: tuple[int, ...]) -> float:
+    """Three operations per element: two inputs rescaled and added (the sum's requantization,
+    ReLU and saturation belong to the same instruction)."""
+    return 3.0 * float(np.prod(out_shape))
 
 
 # -- tiling of per-axis parameters ------------------------------------------------------------
@@ -173,5 +204,7 @@ register_kernel("MatMulInteger").split_when(matmul_integer_split).input_slice(ma
     .cost(lambda node, shape: 2.0 * float(np.prod(shape)))  # a multiply and a shift
     .compute_into(requantize_into, dtype="i32")
 )
+register_kernel("QAdd").split("N", "H", "W").row_layout().cost(qadd_cost).compute_into(
+    qadd_into, dtype=("i8", "u8"))
 for _op in ("QuantizeLinear", "DequantizeLinear"):
     register_kernel(_op).split_when(per_axis_split(1))
