@@ -81,7 +81,8 @@ CALIBRATION_SAMPLES = 1
 
 
 def int8_graph(graph: Any, tables: dict[str, Any], model: str) -> Any:
-    """The float graph (BatchNorm folded) quantized as the chip's int8 bmodel is: calibrated
+    """The float graph (BatchNorm, and a Caffe Scale after it, folded into the convolutions, as
+    TPU-MLIR's MergeScale2Conv does) quantized as the chip's int8 bmodel is: calibrated
     with ``ob.calibrate`` (minmax) on random inputs, ``ob.quantize(g, table, dtype="int8")``
     (ConvInteger / MatMulInteger + Requantize), then the fusions for what stays float. The
     table of a model is made once, on its first batch size, and reused for the others (the
@@ -91,7 +92,7 @@ def int8_graph(graph: Any, tables: dict[str, Any], model: str) -> Any:
     import opbridge as ob
     from opbridge.ir.passes import DEFAULT_PASSES, FUSION_PASSES, optimize
 
-    g = optimize(graph, [*DEFAULT_PASSES, "fold_batchnorm"])
+    g = optimize(graph, [*DEFAULT_PASSES, "fold_batchnorm", "fold_scale"])
     table = tables.get(model)
     if table is None or any(v.name not in table.tensors for v in g.inputs):
         rng = np.random.default_rng(0)

@@ -21,6 +21,7 @@ from .base import GraphPass, PassError, PassResult, run_passes
 from .dce import EliminateDeadCode
 from .fold import FoldConstants
 from .fold_batchnorm import FoldBatchNormIntoConv
+from .fold_scale import FoldScaleIntoConv
 from .fuse_activation import FuseConvActivation, FuseMatMulBiasActivation
 from .fuse_transformer import FuseAttention, FuseGelu, FuseLayerNorm
 from .pattern import Match, Pattern, PatternError, RewritePass, Rewriter
@@ -31,6 +32,7 @@ PASSES: dict[str, Callable[[], GraphPass]] = {
     FoldConstants.name: FoldConstants,
     EliminateDeadCode.name: EliminateDeadCode,
     FoldBatchNormIntoConv.name: FoldBatchNormIntoConv,
+    FoldScaleIntoConv.name: FoldScaleIntoConv,
     FuseLayerNorm.name: FuseLayerNorm,
     FuseGelu.name: FuseGelu,
     FuseAttention.name: FuseAttention,
