@@ -94,6 +94,7 @@ OPS: dict[str, tuple[str, ...]] = {
     'Loop': ('opbridge.ir.ops.control',),
     'LpNormalization': ('opbridge.ir.ops.norm',),
     'LpPool': ('opbridge.ir.ops.pool',),
+    'Lut': ('opbridge.ir.ops.quant',),
     'MatMul': ('opbridge.ir.ops.fused',),
     'MatMulInteger': ('opbridge.ir.ops.fused',),
     'Max': ('opbridge.ir.ops.elementwise',),

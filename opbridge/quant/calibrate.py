@@ -91,7 +91,9 @@ def prepared(graph: Graph | str | os.PathLike[str]) -> Graph:
     """The graph calibration and quantization work on: ``graph`` (or the model file converted)
     with every BatchNormalization after a Conv folded into it (on a copy), so that the tensor
     quantized is the normalised one, whose channels share a range, and not the Conv's raw
-    output, whose channels do not (TPU-MLIR and onnxruntime fold before quantizing too)."""
+    output, whose channels do not (TPU-MLIR and onnxruntime fold before quantizing too); a
+    per-channel Mul / Add after it (Caffe's Scale) is folded too (``fold_scale``, TPU-MLIR's
+    MergeScale2Conv), so the int8 Conv's output is the scaled tensor."""
     if not isinstance(graph, Graph):
         from ..validate.api import load_graph
 
@@ -101,7 +103,7 @@ def prepared(graph: Graph | str | os.PathLike[str]) -> Graph:
     from ..ir.passes import optimize
     from ..passcheck import clone_graph
 
-    return optimize(clone_graph(graph), ("fold_batchnorm",))
+    return optimize(clone_graph(graph), ("fold_batchnorm", "fold_scale"))
 
 
 def float_tensors(graph: Graph) -> list[str]:

@@ -96,3 +96,20 @@ def test_per_channel_mul_and_add_fold(case: str, bias: bool) -> None:
 def test_conv_read_elsewhere_is_not_folded() -> None:
     g = _conv_then([("Mul", RNG.uniform(0.5, 2, (5, 1, 1)).astype(F32), False)], extra_reader=True)
     assert [n.op for n in optimize(g, ("fold_scale",)).nodes] == ["Conv", "Mul", "Relu"]
+
+
+def test_quantize_folds_the_scale_before_quantizing(tmp_path: Path) -> None:
+    """``ob.quantize`` of the Caffe net: both convolutions become integer ops with the Scale
+    (and the Bias) inside them, no f32 Mul or Add left between them."""
+    from opbridge.tools.caffe_weights import write_random_weights
+
+    proto = tmp_path / "net.prototxt"
+    proto.write_text(PROTOTXT)
+    weights = tmp_path / "net.caffemodel"
+    write_random_weights(proto, weights)
+    g = ob.convert(str(proto), weights=str(weights))
+    feeds = [{"data": RNG.standard_normal((2, 3, 12, 12)).astype(F32)} for _ in range(2)]
+    q = ob.quantize(g, ob.calibrate(g, feeds), dtype="int8")
+    ops = [n.op for n in q.nodes]
+    assert ops.count("ConvInteger") == 2
+    assert not [n.op for n in q.nodes if n.op in ("Mul", "Add") and n.outputs[0].dtype == "f32"]

@@ -285,3 +285,25 @@ def test_int8_chain_cut_along_columns() -> None:
     prog = _run_both(b.build(), {"x": _rand(rng, "i8", (1, 8, 3, 3000))}, 4096)
     (group,) = [u for u in prog.units if isinstance(u, GroupUnit)]
     assert group.kw > 1
+
+
+@pytest.mark.parametrize("lmem", [None, 1024], ids=["whole", "tiled"])
+@pytest.mark.parametrize("n", [1, 4], ids=["n=1", "n=4"])
+@pytest.mark.parametrize("dtype", ["i8", "u8"])
+def test_lut_in_a_layer_group(dtype: str, n: int, lmem: int | None) -> None:
+    """Lut reads entry i for the value whose byte is i (numpy's view of the bytes as uint8
+    here), in tiles of an int8 layer group, the table whole in each."""
+    rng = np.random.default_rng(n)
+    table = _rand(rng, "i8", (256,))
+    b = ob.GraphBuilder("lut")
+    x = b.input("x", dtype, (n, 70, 16, 16))
+    b.output(b.op("Lut", [x, b.constant("table", table)]))
+    g = b.build()
+    feeds = {"x": _rand(rng, dtype, (n, 70, 16, 16))}
+    want = table[feeds["x"].view(np.uint8)]
+    name = g.outputs[0].name
+    np.testing.assert_array_equal(ob.interpret(g, feeds)[name], want)
+    prog = ob.compile(g, target=ob.Target.preset("bm1684", **({"lmem_bytes_per_lane": lmem} if lmem else {})))
+    np.testing.assert_array_equal(prog.run(feeds)[name], want)
+    p = prog.profile()
+    assert p.num_global_layers == 0 and p.num_layer_groups == 1 and (p.num_tiles > 1) == bool(lmem)

@@ -6,7 +6,9 @@ targets cast with or without ``saturate``, float4 adds the zero point before the
 ``onnx.reference`` does). The integer products they surround are ConvInteger (``conv.py``)
 and MatMulInteger (``matmul.py``), defined with their float families.
 
-QAdd is the chip's integer element-wise Add of two 8-bit tensors of their own scales (see
+Lut reads a 256-entry table by each 8-bit value (the chip's lookup-table instruction: an
+int8 activation whose float form is any element-wise function). QAdd is the chip's integer
+element-wise Add of two 8-bit tensors of their own scales (see
 :func:`qadd`). Requantize is the chip's fixed-point rescale of an i32 accumulator to i8/u8::
 
     y = saturate(round_half_away_from_zero(acc * multiplier / 2**(31 + shift)) + y_zero_point)
@@ -342,4 +344,29 @@ def qadd(a: np.ndarray, b: np.ndarray, *, a_zero_point: int, b_zero_point: int, 
     .type_param("T1", ("i8", "u8")).type_param("T2", ("i8", "u8")).type_param("T3", ("i8", "u8"))
     .shape_fn(_qadd_shape)
     .compute(qadd)
+)
+
+
+# -- Lut -----------------------------------------------------------------------------------------
+def _lut_shape(ctx: ShapeContext) -> Any:
+    if tuple(ctx.input_shape(1)) != (256,):
+        raise ctx.error(f"table has shape {list(ctx.input_shape(1))}; it must be [256]",
+                        hint="give one entry per 8-bit value, entry i for the value whose byte is i")
+    return tuple(ctx.input_shape(0)), ctx.input_dtype(1)
+
+
+def lut(x: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """``table[byte(x)]``: entry i for the 8-bit value whose two's-complement byte is i (so
+    i8 -1 reads entry 255, u8 255 too)."""
+    return table[x.astype(np.int64) & 0xFF]
+
+
+(
+    define_op("Lut")
+    .doc("y = table[byte(x)]: a 256-entry table read by each 8-bit value (entry i for the value "
+         "whose byte is i: i8 -1 reads entry 255), the chip's lookup-table instruction")
+    .input("x", "T1").input("table", "T2").output("y", "T2")
+    .type_param("T1", ("i8", "u8")).type_param("T2", ("i8", "u8"))
+    .shape_fn(_lut_shape)
+    .compute(lut)
 )

@@ -16,7 +16,8 @@
   scale by a fixed-point multiplier and shift, added in int32 and requantized, as the chip
   runs it, instead of an f32 Add between dequantized tensors.
 - ``DequantizeLinear -> Sigmoid / Tanh / LeakyRelu / ... -> QuantizeLinear`` on 8-bit values
-  becomes a 256-entry table read with Gather (each entry computed by the ops it replaces).
+  becomes Lut, a 256-entry table read by each value (each entry computed by the ops it
+  replaces), the chip's lookup-table instruction.
 
 The QuantizeLinear's output Value is kept (same name, now produced by the integer op) and gets
 its :class:`~opbridge.ir.quantparams.QuantParams`. Requantize rounds half away from zero in
@@ -224,8 +225,8 @@ def _requantize(e: _Edit, qn: _Q) -> bool:
 
 
 def _table(e: _Edit, qn: _Q) -> bool:
-    """Rewrite DQ -> element-wise op -> Q on 8-bit values into a 256-entry lookup table (Gather
-    by the integer itself), each entry computed by the very ops it replaces: exact."""
+    """Rewrite DQ -> element-wise op -> Q on 8-bit values into Lut, a 256-entry table read by
+    the integer's byte, each entry computed by the very ops it replaces: exact."""
     p = qn.node.inputs[0].producer if qn.node.inputs[0] is not None else None
     if p is None or p.op not in _TABLE or len(p.inputs) != 1 or len(p.outputs[0].users) != 1:
         return False
@@ -233,7 +234,7 @@ def _table(e: _Edit, qn: _Q) -> bool:
     if a is None or a.axis is not None or qn.axis is not None or p.outputs[0] in e.graph.outputs:
         return False
     info = np.iinfo(_np(a.q.dtype))
-    # entry i is for the integer whose index Gather reads as i (negative ones count from the end)
+    # entry i is for the integer whose byte is i (negative ones from 128 on)
     q = np.roll(np.arange(int(info.min), int(info.max) + 1), -int(info.min)).astype(_np(a.q.dtype))
     reg = e.graph.registry
     computes = [(n, reg.get(n.op).compute_function) for n in (a.node, p, qn.node)]
@@ -243,10 +244,9 @@ def _table(e: _Edit, qn: _Q) -> bool:
     for n, fn in computes:
         assert fn is not None
         v = fn(v, *[x.data if x is not None else None for x in n.inputs[1:]], **n.attrs)
-    cast, idx = e.node(p, "Cast", [a.q], {"to": "i32"})
-    node, _ = e.node(qn.node, "Gather", [e.constant(f"{p.name}/table", np.asarray(v)), idx],
-                     {"axis": 0}, out=qn.q)
-    e.replace[id(qn.node)] = [cast, node]
+    node, _ = e.node(qn.node, "Lut", [a.q, e.constant(f"{p.name}/table", np.asarray(v))], {},
+                     out=qn.q)
+    e.replace[id(qn.node)] = [node]
     return True
 
 

@@ -17,6 +17,8 @@ DequantizeLinear, tiled in layer groups like their float counterparts.
   rescaled to the common scale with its multiplier and shift, the two added and the sum
   rescaled to the output's, ReLU and saturation last, all in int64 with the same rounding as
   Requantize; one vector instruction per tile as the chip's int8 Add.
+- Lut (a 256-entry table read by each 8-bit value) is element by element on N, H and W, its
+  table held whole in local memory.
 - QuantizeLinear and DequantizeLinear are element by element and run the op's own compute.
 
 A tile never cuts the axis of a per-axis parameter other than the channels: the parameter
@@ -155,6 +157,17 @@ def qadd_cost(node: Node, out_shape: tuple[int, ...]) -> float:
     return 3.0 * float(np.prod(out_shape))
 
 
+# -- Lut ------------------------------------------------------------------------------------
+def lut_rows(node: Node, i: int, lo: int, hi: int) -> tuple[int, int] | None:
+    """Rows (or columns) of x map one to one; the table is read whole."""
+    return (lo, hi) if i == 0 else None
+
+
+def lut_into(out: np.ndarray, x: np.ndarray, table: np.ndarray) -> None:
+    """Each byte of the tile indexes the table."""
+    np.take(table, x.view(np.uint8), out=out)
+
+
 # -- tiling of per-axis parameters ------------------------------------------------------------
 def per_axis_split(first_param: int) -> Callable[[Node], tuple[str, ...]]:
     """The tiling axes of an element-wise op whose inputs from ``first_param`` on are scalars
@@ -206,5 +219,9 @@ register_kernel("MatMulInteger").split_when(matmul_integer_split).input_slice(ma
 )
 register_kernel("QAdd").split("N", "H", "W").row_layout().cost(qadd_cost).compute_into(
     qadd_into, dtype=("i8", "u8"))
+(
+    register_kernel("Lut").split("N", "H", "W").input_slice(lut_rows).input_slice(lut_rows, axis="W")
+    .compute_into(lut_into, dtype=("i8", "u8"))
+)
 for _op in ("QuantizeLinear", "DequantizeLinear"):
     register_kernel(_op).split_when(per_axis_split(1))
