@@ -257,3 +257,36 @@ def test_quantize_folds_add_relu_into_qadd(n: int) -> None:
     prog = ob.compile(q, target=ob.Target.preset("bm1684", lmem_bytes_per_lane=4096))
     out = q.outputs[0].name
     np.testing.assert_array_equal(prog.run(x)[out], got[out])
+
+
+@pytest.mark.parametrize("target,n", [("bm1684x", 1), ("bm1684x", 4), ("bm1684", 4)])
+def test_qadd_moves_int8_bytes(target: str, n: int) -> None:
+    """One QAdd: its group loads two 8-bit inputs and stores an 8-bit output, one byte an
+    element (batch 4 fills BM1684's 4N packing), a quarter of an f32 Add's bytes."""
+    shape = (n, 80, HW, HW)
+    g = _qadd_graph(shape, 0.1, 0, 0.2, 0, 0.3, 0, False)
+    b = ob.GraphBuilder("f32_add")
+    b.output(b.op("Add", [b.input("a", "f32", shape), b.input("b", "f32", shape)]))
+    pq, pf = ob.compile(g, target=target).profile(), ob.compile(b.build(), target=target).profile()
+    assert pq.gdma_bytes == 3 * int(np.prod(shape)) == pf.gdma_bytes // 4
+
+
+def test_qadd_and_lut_survive_obir_and_obprog(tmp_path: Path) -> None:
+    mult, shift = qadd_params(0.05, 0.07, 0.09)
+    b = ob.GraphBuilder("qadd_lut")
+    x, y = b.input("x", "i8", (4, 8, 6, 6)), b.input("y", "i8", (4, 8, 6, 6))
+    s = b.op("QAdd", [x, y], a_zero_point=-3, b_zero_point=5, y_zero_point=-128,
+             multipliers=mult, shifts=shift, relu=1, output_dtype="i8")
+    table = np.random.default_rng(0).integers(-128, 128, 256).astype(np.int8)
+    b.output(b.op("Lut", [s, b.constant("table", table)]))
+    g = b.build()
+    ob.save(g, tmp_path / "g.obir")
+    g2 = ob.load(tmp_path / "g.obir")
+    rng = np.random.default_rng(2)
+    feeds = {k: rng.integers(-128, 128, (4, 8, 6, 6)).astype(np.int8) for k in ("x", "y")}
+    name = g.outputs[0].name
+    want = ob.interpret(g, feeds)[name]
+    np.testing.assert_array_equal(ob.interpret(g2, feeds)[name], want)
+    prog = ob.compile(g2, target="bm1684")
+    prog.save(tmp_path / "g.obprog")
+    np.testing.assert_array_equal(ob.load_program(tmp_path / "g.obprog").run(feeds)[name], want)
