@@ -80,14 +80,18 @@ def test_qadd_within_one_step_of_the_float_add(case: str) -> None:
     assert (diff == 0).mean() > 0.99
 
 
+@pytest.mark.parametrize("rank", [4, 3], ids=["NCHW", "tokens"])
 @pytest.mark.parametrize("lmem", [None, 1024], ids=["whole", "tiled"])
 @pytest.mark.parametrize("n", [1, 4], ids=["n=1", "n=4"])
 @pytest.mark.parametrize("case", ["i8 relu", "u8 zero points"])
-def test_qadd_on_the_simulator_equals_the_interpreter(case: str, n: int, lmem: int | None) -> None:
+def test_qadd_on_the_simulator_equals_the_interpreter(case: str, n: int, lmem: int | None,
+                                                      rank: int) -> None:
+    """Bit for bit, whole and in tiles, on an NCHW tensor and on a transformer's (batch,
+    tokens, features) residual."""
     sa, za, sb, zb, sy, zy, relu, dtype = CASES[case]
     lo, hi = (-128, 127) if dtype == "i8" else (0, 255)
     npdt = np.int8 if dtype == "i8" else np.uint8
-    shape = (n, 80, HW, HW)
+    shape: tuple[int, ...] = (n, 80, HW, HW) if rank == 4 else (n, 128, 512)
     g = _qadd_graph(shape, sa, za, sb, zb, sy, zy, relu, dtype)
     rng = np.random.default_rng(n)
     feeds = {k: rng.integers(lo, hi + 1, shape).astype(npdt) for k in ("a", "b")}
