@@ -92,8 +92,9 @@ def prepared(graph: Graph | str | os.PathLike[str]) -> Graph:
     with every BatchNormalization after a Conv folded into it (on a copy), so that the tensor
     quantized is the normalised one, whose channels share a range, and not the Conv's raw
     output, whose channels do not (TPU-MLIR and onnxruntime fold before quantizing too); a
-    per-channel Mul / Add after it (Caffe's Scale) is folded too (``fold_scale``, TPU-MLIR's
-    MergeScale2Conv), so the int8 Conv's output is the scaled tensor."""
+    per-channel Mul / Add right after such a BatchNormalization (Caffe's Scale) is folded too
+    (``fold_scale``, TPU-MLIR's MergeScale2Conv), so the int8 Conv's output is the scaled
+    tensor."""
     if not isinstance(graph, Graph):
         from ..validate.api import load_graph
 
@@ -101,9 +102,12 @@ def prepared(graph: Graph | str | os.PathLike[str]) -> Graph:
     if not any(n.op == "BatchNormalization" for n in graph.nodes):
         return graph
     from ..ir.passes import optimize
+    from ..ir.passes.fold_scale import FoldScaleIntoConv
     from ..passcheck import clone_graph
 
-    return optimize(clone_graph(graph), ("fold_batchnorm", "fold_scale"))
+    g = clone_graph(graph)
+    normalised = [n.outputs[0].name for n in g.nodes if n.op == "BatchNormalization"]
+    return optimize(g, ("fold_batchnorm", FoldScaleIntoConv(after=normalised)))
 
 
 def float_tensors(graph: Graph) -> list[str]:

@@ -99,8 +99,10 @@ def test_conv_read_elsewhere_is_not_folded() -> None:
 
 
 def test_quantize_folds_the_scale_before_quantizing(tmp_path: Path) -> None:
-    """``ob.quantize`` of the Caffe net: both convolutions become integer ops with the Scale
-    (and the Bias) inside them, no f32 Mul or Add left between them."""
+    """``ob.quantize`` of the Caffe net: the Scale after the BatchNorm goes into the first
+    convolution; the Scale and Bias after the second (no BatchNorm before them) stay as they
+    are (quantization folds only what follows a BatchNorm), and the unrestricted pass folds
+    them too."""
     from opbridge.tools.caffe_weights import write_random_weights
 
     proto = tmp_path / "net.prototxt"
@@ -110,6 +112,8 @@ def test_quantize_folds_the_scale_before_quantizing(tmp_path: Path) -> None:
     g = ob.convert(str(proto), weights=str(weights))
     feeds = [{"data": RNG.standard_normal((2, 3, 12, 12)).astype(F32)} for _ in range(2)]
     q = ob.quantize(g, ob.calibrate(g, feeds), dtype="int8")
-    ops = [n.op for n in q.nodes]
-    assert ops.count("ConvInteger") == 2
+    assert [n.op for n in q.nodes].count("ConvInteger") == 2
+    left = {n.origin.name for n in q.nodes if n.op in ("Mul", "Add") and n.outputs[0].dtype == "f32"}
+    assert left == {"scale2", "bias2"}
+    q = ob.quantize(optimize(g, ("fold_batchnorm", "fold_scale")), ob.calibrate(g, feeds), dtype="int8")
     assert not [n.op for n in q.nodes if n.op in ("Mul", "Add") and n.outputs[0].dtype == "f32"]

@@ -15,6 +15,8 @@ float, and a Conv output read by anything else or a graph output, are left alone
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import numpy as np
 
 from ..graph import Graph, Node, Value
@@ -35,15 +37,19 @@ def _per_channel(c: Value | None, out: Value, channels: int) -> np.ndarray | Non
 
 
 def _fold_one(n: Node, users: dict[int, int], outputs: set[int], fresh: set[int],
-              names: set[str], constants: dict[str, Value]) -> tuple[Node, Node] | None:
+              names: set[str], constants: dict[str, Value],
+              after: set[str] | None) -> tuple[Node, Node] | None:
     """(the Conv before Mul/Add node ``n``, the Conv that replaces the two), or None; a Conv
-    in ``fresh`` (made in this sweep) is left for the next."""
+    in ``fresh`` (made in this sweep) is left for the next, and with ``after`` only a Conv
+    whose output is named there folds."""
     if n.op not in ("Mul", "Add") or len(n.inputs) != 2 or any(v is None for v in n.inputs):
         return None
     for i in (0, 1):
         x, c = n.inputs[i], n.inputs[1 - i]
         conv = x.producer if x is not None else None
         if conv is None or conv.op != "Conv" or id(conv) in fresh or x is None:
+            continue
+        if after is not None and x.name not in after:
             continue
         if id(x) in outputs or users.get(id(x), 0) != 1:
             continue
@@ -84,9 +90,15 @@ def _constant(constants: dict[str, Value], names: set[str], base: str, data: np.
 
 
 class FoldScaleIntoConv:
-    """Rewrite every foldable Conv -> per-channel Mul / Add into one Conv (see the module)."""
+    """Rewrite every foldable Conv -> per-channel Mul / Add into one Conv (see the module).
+    ``after``: fold only into the Convs producing these tensors (and the Convs those folds
+    make): the outputs of the BatchNormalizations ``fold_batchnorm`` folded, for a Scale
+    after a BatchNorm and no other Mul or Add."""
 
     name = "fold_scale"
+
+    def __init__(self, after: Collection[str] | None = None) -> None:
+        self.after = None if after is None else set(after)
 
     def __call__(self, graph: Graph) -> PassResult:
         changed = False
@@ -104,8 +116,10 @@ class FoldScaleIntoConv:
             drop: set[int] = set()
             for node in graph.nodes:
                 got = _fold_one(node, users, outputs, {id(f) for f in replace.values()}, names,
-                                constants)
+                                constants, self.after)
                 if got is not None:
+                    if self.after is not None:
+                        self.after.add(node.outputs[0].name)
                     drop.add(id(got[0]))
                     replace[id(node)] = got[1]
             if not replace:
