@@ -68,6 +68,9 @@ def reshape_target(ctx: ShapeContext) -> tuple[Dim, ...]:
         if -1 in out:
             total, known = ctx.dim_mul(*src), ctx.dim_mul(*(d for d in out if d != -1))
             inferred = divide_exact(total, known) if known != 0 else None
+            if inferred is None and isinstance(known, int) and known > 0:
+                # not provably exact: the run's reshape fails with the sizes if it is not
+                inferred = ctx.dim_floordiv(total, known)
             if inferred is None:
                 raise ctx.error(f"cannot infer {list(shape)} from symbolic input {list(src)}",
                                 attr="shape", hint="fix the input shapes first (--input-shape)")

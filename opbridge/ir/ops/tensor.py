@@ -11,6 +11,7 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 
+from ..dims import ceil_div
 from ..opdef import ShapeContext, define_op, every_axis
 from ..types import Dim, is_static
 from .common import ALL, LOWP
@@ -127,6 +128,11 @@ def _slice_len(sl: slice, d: int) -> int:
     return len(range(*sl.indices(d)))
 
 
+# an end at least this large slices to the end of a symbolic dim: exporters write INT64_MAX,
+# INT32_MAX or 2**40 there, and no real axis is longer (the run checks the declared dim anyway)
+TO_THE_END = (1 << 31) - 1
+
+
 def _slice_shape(ctx: ShapeContext) -> Any:
     shape = ctx.input_shape(0)
     axes, steps = _slice_params(ctx, len(shape))
@@ -135,13 +141,19 @@ def _slice_shape(ctx: ShapeContext) -> Any:
     big = 1 << 62
     proxy = [d if isinstance(d, int) else big for d in shape]
     sl = slice_bounds(proxy, starts, ends, axes, steps)
+    tails = {a: (st0, st) for a, st0, e, st in zip(axes, starts, ends, steps)
+             if st > 0 and st0 >= 0 and e >= TO_THE_END}
     out: list[Dim] = []
-    for s, d, p in zip(sl, shape, proxy):
+    for i, (s, d, p) in enumerate(zip(sl, shape, proxy)):
         n = _slice_len(s, p)
         if isinstance(d, int):
             out.append(n)
-        else:  # all of it keeps the symbol; any other part is known when the dim is
-            out.append(d if n == big else ctx.runtime_dim(f"axis{len(out)}"))
+        elif n == big:  # all of it keeps the symbol
+            out.append(d)
+        elif i in tails:  # from a start to the end by a step: ceil((d - start) / step)
+            out.append(ceil_div(ctx.dim_sub(d, tails[i][0]), tails[i][1]))
+        else:  # any other part is known when the dim is
+            out.append(ctx.runtime_dim(f"axis{len(out)}"))
     return tuple(out), ctx.input_dtype(0)
 
 

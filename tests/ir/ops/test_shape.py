@@ -192,8 +192,11 @@ def test_symbolic_input_reshape_copies():
     y = b.op("Reshape", [x], shape=(0, 12))
     assert y.shape == ("N", 12)
     assert b.op("Reshape", [x], shape=(-1, 4)).shape == ("3*N", 4)  # 12*N elements / 4
+    # 12*N / 5 is whole for some N only: the dim floors, and a run whose N does not divide fails
+    assert b.op("Reshape", [x], shape=(-1, 5)).shape == ("(12*N)//5", 5)
+    z = b.input("z", "f32", ("N", "M"))
     with pytest.raises(AttrError, match=r"symbolic input"):
-        b.op("Reshape", [x], shape=(-1, 5))  # 12*N / 5 is no whole dim for every N
+        b.op("Reshape", [z], shape=(0, -1, 5))  # N*M / (5*N): no constant to floor-divide by
 
 
 def test_shape_ops_keep_integer_and_bool_dtypes():
