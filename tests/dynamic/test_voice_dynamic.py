@@ -102,11 +102,27 @@ def test_simulator_compiles_each_length_once(graph):
     assert prog.shapes_compiled == 2
 
 
-def test_simulator_places_control_flow_on_the_host(program):
-    profile = program.profile()
-    host_ops = {op for u in profile.units if u.kind == "host" for op in u.ops}
-    assert {"If", "Scan"} <= host_ops
-    assert profile.num_cpu_layers == sum(1 for u in profile.units if u.kind == "host")
+def test_specialising_a_length_makes_the_branches_static(graph):
+    """For one length, the 8 kHz branch's Shape -> Gather -> Div chain folds, its run-time
+    Slice becomes a static one, and the If's frame count is a number."""
+    from opbridge.ir.specialize import specialize
+
+    g = specialize(graph, {"audio": (1, 640)})
+    node = next(n for n in g.nodes if n.op == "If")
+    assert tuple(node.outputs[0].shape) == (10, 1, 32)
+    assert [n.op for n in node.attrs["else_branch"].nodes] == ["Slice", "Reshape", "Mul"]
+    assert all(isinstance(d, int) for v in g.values().values() for d in v.shape)
+
+
+@pytest.mark.parametrize("samples", [MAX, 320])
+def test_simulator_runs_only_the_control_flow_on_the_host(program, samples):
+    """The If and the GRU's Scan are host layers; the projection before the Scan and the score
+    head after it run on the TPU, in the program for the maximum and in one for a smaller length."""
+    profile = program.program_for(_feeds(samples, 8000)).profile()
+    assert sorted(op for u in profile.units if u.kind == "host" for op in u.ops) == ["If", "Scan"]
+    assert profile.num_cpu_layers == 2
+    tpu_ops = {op for u in profile.units if u.kind != "host" for op in u.ops}
+    assert {"MatMul", "Sigmoid"} <= tpu_ops
 
 
 def test_simulator_longer_than_the_maximum_is_an_error(program):

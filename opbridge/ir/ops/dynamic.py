@@ -202,7 +202,7 @@ def _compress(x: np.ndarray, condition: np.ndarray, *, axis: int | None) -> np.n
 _AT_RUN = "<run>"
 
 
-def _param_value(spec_type: str, arr: np.ndarray) -> Any:
+def param_value(spec_type: str, arr: np.ndarray) -> Any:
     flat = np.asarray(arr).reshape(-1)
     if spec_type == "ints":
         return tuple(int(v) for v in flat)
@@ -223,7 +223,7 @@ def _runner(static: str, n_data: int, operands: Sequence[str]) -> Callable[..., 
         params = {k: v for k, v in attrs.items() if k != "hint"}
         for name, arr in zip(operands, args[n_data:]):
             if arr is not None:
-                params[name] = _param_value(base.params[name].type, arr)
+                params[name] = param_value(base.params[name].type, arr)
         try:
             norm = base.normalize_attrs(params, _AT_RUN)
             base.infer(_AT_RUN, [(a.shape, from_numpy_dtype(a.dtype)) if a is not None else None
