@@ -5,8 +5,9 @@ origin and placement, so each shape function runs on the concrete sizes: the res
 graph ``ob.convert`` would give with those ``input_shapes`` (when the model's shape chains are
 expressed in the graph, not folded for one size). As the converter does with static shapes, a
 ``Shape`` of a now static value and a node whose inputs are all constant become constants, a
-``Dynamic*`` op whose run-time operands became constants becomes its static op, and an ``If``'s
-branches are specialised to the shapes it passes them, so the sizes they compute are static.
+``Dynamic*`` op whose run-time operands became constants becomes its static op, an ``If``'s
+branches are specialised to the shapes it passes them, so the sizes they compute are static,
+and a ``Scan`` over a now static number of steps (at most :data:`MAX_UNROLL`) is unrolled.
 """
 
 from __future__ import annotations
@@ -19,7 +20,11 @@ import numpy as np
 from ..errors import ShapeError
 from . import dims as _dims
 from .graph import Graph, GraphBuilder, Node, Value
+from .ops.control import scan_layout
 from .types import format_shape, is_static, to_numpy_dtype
+
+#: A Scan over at most this many steps is unrolled (as the converters unroll static loops).
+MAX_UNROLL = 4096
 
 
 def input_dims(graph: Graph, shapes: Mapping[str, Sequence[int]], what: str = "input_shapes"
@@ -61,6 +66,11 @@ def specialize(graph: Graph, shapes: Mapping[str, Sequence[int]]) -> Graph:
         if folded is not None:
             for old, arr in zip(n.outputs, folded):
                 new[id(old)] = b.constant(old.name, arr, old.dtype)
+            continue
+        unrolled = _unrolled_scan(b, n, ins)
+        if unrolled is not None:
+            for old, v in zip(n.outputs, unrolled):
+                new[id(old)] = v
             continue
         op, ins, attrs = _static_form(graph, n, ins)
         out = b.op(op, ins, name=n.name, outputs=[v.name for v in n.outputs], origin=n.origin,
@@ -117,3 +127,48 @@ def _static_form(graph: Graph, n: Node, ins: list[Value | None]
         if v is not None and v.data is not None:
             attrs[spec.name] = param_value(base.params[spec.name].type, v.data)
     return static, ins[:k], attrs
+
+
+def _unrolled_scan(b: GraphBuilder, n: Node, ins: list[Value | None]) -> list[Value] | None:
+    """The outputs of a Scan unrolled step by step (each step the body's nodes again, on the
+    step's slices), when its inputs are static and it has 1 to MAX_UNROLL steps; else None."""
+    vals = [v for v in ins if v is not None and is_static(v.shape) and v.kind == "tensor"]
+    if n.op != "Scan" or len(vals) != len(ins):
+        return None
+    body, m, n_caps = n.attrs["body"], n.attrs["num_scan_inputs"], n.attrs.get("num_captures", 0)
+    n_states = len(ins) - m - n_caps
+    in_axes, in_dirs, out_axes, out_dirs = scan_layout(n_states, m, len(body.outputs) - n_states, n.attrs)
+    xs = vals[n_states:n_states + m]
+    axes = [a % len(x.shape) for a, x in zip(in_axes, xs)]
+    steps = int(xs[0].shape[axes[0]]) if xs else 0
+    if not 0 < steps <= MAX_UNROLL:
+        return None
+    consts = {id(c): b.constant(f"{n.name}/{c.name}", c.data, c.dtype) for c in body.constants.values()}
+    states, caps = vals[:n_states], vals[n_states + m:]
+    parts: list[list[Value]] = [[] for _ in body.outputs[n_states:]]
+    for t in range(steps):
+        here = f"{n.name}/{t}/"
+        picked = []
+        for x, a, d in zip(xs, axes, in_dirs):
+            i = steps - 1 - t if d else t
+            sl = b.op("Slice", [x], name=f"{here}slice", starts=[i], ends=[i + 1], axes=[a])
+            picked.append(b.op("Squeeze", [sl], name=f"{here}squeeze", axes=[a]))
+        env = dict(consts)
+        for v, given in zip(body.inputs, [*states, *picked, *caps]):
+            env[id(v)] = given
+        for bn in body.nodes:
+            out = b.op(bn.op, [None if v is None else env[id(v)] for v in bn.inputs], name=here + bn.name,
+                       outputs=[here + v.name for v in bn.outputs], origin=n.origin,
+                       num_outputs=len(bn.outputs), placement=bn.placement, **bn.attrs)
+            for old, v in zip(bn.outputs, out if isinstance(out, tuple) else (out,)):
+                env[id(old)] = v
+        outs = [env[id(v)] for v in body.outputs]
+        states = outs[:n_states]
+        for j, v in enumerate(outs[n_states:]):
+            parts[j].append(b.op("Unsqueeze", [v], name=f"{here}stack{j}", axes=[out_axes[j]]))
+    stacked = []
+    for j, seq in enumerate(parts):
+        seq = seq[::-1] if out_dirs[j] else seq
+        axis = out_axes[j] % (len(seq[0].shape))
+        stacked.append(seq[0] if len(seq) == 1 else b.op("Concat", seq, name=f"{n.name}/concat{j}", axis=axis))
+    return [*states, *stacked]

@@ -101,8 +101,10 @@ class DynamicProgram:
         tensors: dict[str, np.ndarray] = {}
         doc = {"graph": graph_to_json(self.graph, tensors),
                "max_shapes": {k: list(v) for k, v in self.max_shapes.items()}}
-        # the symbolic graph's weights are the max program's: the same constants, by name
-        self.program.save(path, extra={"dynamic": json.dumps(doc, separators=(",", ":"))})
+        # the symbolic graph's constants are the max program's, by name, but for those that
+        # specialising folded or unrolled away (a Scan body's weights): those are stored too
+        self.program.save(path, extra={"dynamic": json.dumps(doc, separators=(",", ":"))},
+                          extra_tensors=tensors)
 
 
 def load_dynamic(doc_text: str, program: Program, tensor: Callable[[str], np.ndarray],

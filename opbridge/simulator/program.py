@@ -169,13 +169,17 @@ class Program:
         records: list[Any] = [*self.units, *self.instrs, self.ddr]
         return 3 if any(r.extended() for r in records) else BASE_VERSION
 
-    def save(self, path: str | os.PathLike[str], *, extra: dict[str, str] | None = None) -> None:
+    def save(self, path: str | os.PathLike[str], *, extra: dict[str, str] | None = None,
+             extra_tensors: dict[str, np.ndarray] | None = None) -> None:
         """Write the program as a ``.obprog`` file (documented in docs/obprog.md); ``extra``:
-        more metadata entries (a dynamic program's symbolic graph)."""
+        more metadata entries (a dynamic program's symbolic graph), ``extra_tensors`` the
+        tensors they read that the program's graph does not hold."""
         from safetensors.numpy import save_file
 
         tensors: dict[str, np.ndarray] = {}
         gdoc = graph_to_json(self.graph, tensors)
+        for name, arr in (extra_tensors or {}).items():
+            tensors.setdefault(name, arr)
         meta = {
             "format": FORMAT,
             "format_version": str(self.format_version()),

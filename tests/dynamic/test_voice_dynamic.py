@@ -87,11 +87,9 @@ def test_simulator_compiled_once_matches_onnxruntime(program, session, model, sa
     feeds = _feeds(samples, sr)
     got = program.run(feeds)["speech"]
     np.testing.assert_allclose(got, session.run(None, feeds)[0], rtol=1e-5, atol=1e-6)
-    # a program compiled for this exact length from a static conversion: with the length fixed
-    # the converter unrolls the GRU onto the TPU, while the symbolic graph runs it as a host
-    # Scan, so the two agree to float rounding rather than bit for bit (docs/dynamic.md)
+    # the bytes of a program compiled for this exact length from a static conversion
     exact = ob.compile(ob.convert(model, input_shapes={"audio": (1, samples)}), "bm1684")
-    np.testing.assert_allclose(got, exact.run(feeds)["speech"], rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(got, exact.run(feeds)["speech"])
 
 
 def test_simulator_compiles_each_length_once(graph):
@@ -104,7 +102,7 @@ def test_simulator_compiles_each_length_once(graph):
 
 def test_specialising_a_length_makes_the_branches_static(graph):
     """For one length, the 8 kHz branch's Shape -> Gather -> Div chain folds, its run-time
-    Slice becomes a static one, and the If's frame count is a number."""
+    Slice becomes a static one, the If's frame count is a number and the Scan unrolls."""
     from opbridge.ir.specialize import specialize
 
     g = specialize(graph, {"audio": (1, 640)})
@@ -112,17 +110,19 @@ def test_specialising_a_length_makes_the_branches_static(graph):
     assert tuple(node.outputs[0].shape) == (10, 1, 32)
     assert [n.op for n in node.attrs["else_branch"].nodes] == ["Slice", "Reshape", "Mul"]
     assert all(isinstance(d, int) for v in g.values().values() for d in v.shape)
+    assert "Scan" not in g.op_counts() and g.op_counts()["Tanh"] == 10  # one GRU step a frame
 
 
 @pytest.mark.parametrize("samples", [MAX, 320])
-def test_simulator_runs_only_the_control_flow_on_the_host(program, samples):
-    """The If and the GRU's Scan are host layers; the projection before the Scan and the score
-    head after it run on the TPU, in the program for the maximum and in one for a smaller length."""
+def test_simulator_runs_only_the_branch_on_the_host(program, samples):
+    """Specialised to a length, the GRU's Scan has a static number of steps and is unrolled as
+    a static conversion unrolls it: the If is the only host layer, in the program for the
+    maximum and in one for a smaller length, and the GRU's steps run on the TPU."""
     profile = program.program_for(_feeds(samples, 8000)).profile()
-    assert sorted(op for u in profile.units if u.kind == "host" for op in u.ops) == ["If", "Scan"]
-    assert profile.num_cpu_layers == 2
+    assert [u.ops for u in profile.units if u.kind == "host"] == [["If"]]
+    assert profile.num_cpu_layers == 1
     tpu_ops = {op for u in profile.units if u.kind != "host" for op in u.ops}
-    assert {"MatMul", "Sigmoid"} <= tpu_ops
+    assert {"MatMul", "Sigmoid", "Tanh"} <= tpu_ops
 
 
 def test_simulator_longer_than_the_maximum_is_an_error(program):
@@ -161,3 +161,35 @@ def test_cli_convert_compile_dynamic_and_run_two_lengths(tmp_path, model, sessio
     assert r.returncode == 2
     assert "error: input 'audio' dim 1 (samples) is 2048, above the compiled maximum 1024" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_saved_dynamic_program_runs_other_lengths(tmp_path, program):
+    """The saved file keeps the symbolic graph with the weights its Scan body reads, which the
+    program for the maximum (its Scan unrolled) no longer holds by those names."""
+    program.save(tmp_path / "v.obprog")
+    loaded = ob.load_program(tmp_path / "v.obprog")
+    for samples, sr in ((640, 8000), (320, 16000)):
+        feeds = _feeds(samples, sr)
+        np.testing.assert_array_equal(loaded.run(feeds)["speech"], program.run(feeds)["speech"])
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+def test_dynamic_compile_unrolls_both_directions_of_a_recurrent_layer(op):
+    """A bidirectional layer's reverse Scan reads and stacks its steps backwards: unrolled for
+    each length, every layer runs on the TPU, with the bytes of a static conversion's program."""
+    import onnx
+
+    from tests.mappers.onnx.test_rnn_symbolic import _model
+
+    model = _model(op, "bidirectional", ["seq", 1, 3], bias=True)
+    prog = ob.compile(ob.convert(onnx.load_from_string(model)), "bm1684", dynamic=True,
+                      max_shapes={"x": (6, 1, 3)})
+    sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    for seq in (2, 6):
+        x = np.random.default_rng(seq).standard_normal((seq, 1, 3)).astype(np.float32)
+        exact = ob.compile(ob.convert(onnx.load_from_string(model), input_shapes={"x": x.shape}), "bm1684")
+        got, same = prog.run({"x": x}), exact.run({"x": x})
+        for (name, a), want in zip(got.items(), sess.run(None, {"x": x})):
+            np.testing.assert_array_equal(a, same[name])
+            np.testing.assert_allclose(a, want, rtol=1e-5, atol=1e-5)
+        assert prog.program_for({"x": x}).profile().num_cpu_layers == 0
