@@ -70,7 +70,9 @@ def specialize(graph: Graph, shapes: Mapping[str, Sequence[int]]) -> Graph:
         unrolled = _unrolled_scan(b, n, ins)
         if unrolled is not None:
             for old, v in zip(n.outputs, unrolled):
-                new[id(old)] = v
+                # a graph output keeps its name (the run's results are keyed by it)
+                new[id(old)] = (b.op("Identity", [v], name=f"{n.name}/{old.name}", outputs=[old.name])
+                                if id(old) in kept else v)
             continue
         op, ins, attrs = _static_form(graph, n, ins)
         out = b.op(op, ins, name=n.name, outputs=[v.name for v in n.outputs], origin=n.origin,
@@ -149,10 +151,10 @@ def _unrolled_scan(b: GraphBuilder, n: Node, ins: list[Value | None]) -> list[Va
     for t in range(steps):
         here = f"{n.name}/{t}/"
         picked = []
-        for x, a, d in zip(xs, axes, in_dirs):
+        for k, (x, a, d) in enumerate(zip(xs, axes, in_dirs)):
             i = steps - 1 - t if d else t
-            sl = b.op("Slice", [x], name=f"{here}slice", starts=[i], ends=[i + 1], axes=[a])
-            picked.append(b.op("Squeeze", [sl], name=f"{here}squeeze", axes=[a]))
+            sl = b.op("Slice", [x], name=f"{here}slice{k}", starts=[i], ends=[i + 1], axes=[a])
+            picked.append(b.op("Squeeze", [sl], name=f"{here}squeeze{k}", axes=[a]))
         env = dict(consts)
         for v, given in zip(body.inputs, [*states, *picked, *caps]):
             env[id(v)] = given

@@ -193,3 +193,30 @@ def test_dynamic_compile_unrolls_both_directions_of_a_recurrent_layer(op):
             np.testing.assert_array_equal(a, same[name])
             np.testing.assert_allclose(a, want, rtol=1e-5, atol=1e-5)
         assert prog.program_for({"x": x}).profile().num_cpu_layers == 0
+
+
+def test_dynamic_compile_unrolls_a_scan_whose_results_are_graph_outputs():
+    """An ONNX Scan (a running sum read backwards) over a symbolic length: unrolled for each
+    length, its final state and stacked outputs keep their names as graph outputs."""
+    from onnx import TensorProto, helper
+
+    f32 = TensorProto.FLOAT
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "x_t"], ["s_out"]), helper.make_node("Identity", ["s_out"], ["y_t"])],
+        "body", [helper.make_tensor_value_info("s_in", f32, [2]), helper.make_tensor_value_info("x_t", f32, [2])],
+        [helper.make_tensor_value_info("s_out", f32, [2]), helper.make_tensor_value_info("y_t", f32, [2])])
+    graph = helper.make_graph(
+        [helper.make_node("Scan", ["s0", "x"], ["s", "y"], body=body, num_scan_inputs=1,
+                          scan_input_directions=[1])], "cumsum",
+        [helper.make_tensor_value_info("s0", f32, [2]), helper.make_tensor_value_info("x", f32, ["seq", 2])],
+        [helper.make_tensor_value_info("s", f32, [2]), helper.make_tensor_value_info("y", f32, ["seq", 2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)])
+    prog = ob.compile(ob.convert(model), "bm1684", dynamic=True, max_shapes={"x": (5, 2)})
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for seq in (1, 3, 5):
+        feeds = {"s0": np.ones(2, np.float32), "x": np.arange(2 * seq, dtype=np.float32).reshape(seq, 2)}
+        got = prog.run(feeds)
+        assert list(got) == ["s", "y"]
+        for a, want in zip(got.values(), sess.run(None, feeds)):
+            np.testing.assert_array_equal(a, want)
+        assert prog.program_for(feeds).profile().num_cpu_layers == 0
