@@ -75,8 +75,9 @@ def specialize(graph: Graph, shapes: Mapping[str, Sequence[int]]) -> Graph:
                                 if id(old) in kept else v)
             continue
         op, ins, attrs = _static_form(graph, n, ins)
+        # a Dynamic* op made static runs where its static op runs (the host only for the run's sizes)
         out = b.op(op, ins, name=n.name, outputs=[v.name for v in n.outputs], origin=n.origin,
-                   num_outputs=len(n.outputs), placement=n.placement, **attrs)
+                   num_outputs=len(n.outputs), placement=n.placement if op == n.op else None, **attrs)
         for old, v in zip(n.outputs, out if isinstance(out, tuple) else (out,)):
             new[id(old)] = v
     b.output(*(new[id(v)] for v in graph.outputs))
