@@ -1,7 +1,9 @@
 """A small voice-activity model in the style of the PyPI VAD models: it branches (If) on its
 sample-rate input, frames the audio, runs a GRU over the frames and scores each one. Its audio
-length is a symbolic dim in the ONNX file; the branch is taken at run time. Checked against
-onnxruntime in the interpreter and on the simulated TPU (the If runs as a host layer)."""
+length is a symbolic dim in the ONNX file; here each test fixes it with input_shapes (the
+length left symbolic, compiled once with dynamic=True: test_voice_dynamic.py); the branch is
+taken at run time. Checked against onnxruntime in the interpreter and on the simulated TPU (the
+If runs as a host layer)."""
 
 from __future__ import annotations
 
