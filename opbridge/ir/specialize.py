@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import OpbridgeError, ShapeError
 from . import dims as _dims
 from .graph import Graph, GraphBuilder, Node, Value
 from .ops.control import scan_layout
@@ -113,8 +113,11 @@ def _static_form(graph: Graph, n: Node, ins: list[Value | None]
     if n.op == "If" and all(v is not None and is_static(v.shape) for v in ins[1:]):
         for key in ("then_branch", "else_branch"):
             branch = attrs[key]
-            attrs[key] = specialize(branch, {bv.name: tuple(int(d) for d in v.shape)  # type: ignore[union-attr]
-                                             for bv, v in zip(branch.inputs, ins[1:])})
+            try:
+                attrs[key] = specialize(branch, {bv.name: tuple(int(d) for d in v.shape)  # type: ignore[union-attr]
+                                                 for bv, v in zip(branch.inputs, ins[1:])})
+            except OpbridgeError:
+                pass  # invalid for these sizes: only a run that takes it fails, as onnxruntime's would
         return n.op, ins, attrs
     static = n.op[len("Dynamic"):] if n.op.startswith("Dynamic") else ""
     if not static or static not in graph.registry:

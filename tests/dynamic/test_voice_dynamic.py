@@ -125,6 +125,17 @@ def test_simulator_runs_only_the_branch_on_the_host(program, samples):
     assert {"MatMul", "Sigmoid", "Tanh"} <= tpu_ops
 
 
+def test_simulator_length_only_one_branch_can_frame(program, session):
+    """127 samples: the 16 kHz branch keeps 64 (two frames), the 8 kHz one 63 (no whole frame).
+    The length's program must still run the 16 kHz branch (the other stays unspecialised and
+    what follows it runs on the host); the 8 kHz run fails at the branch's Reshape, as in
+    onnxruntime."""
+    feeds = _feeds(127, 16000)
+    np.testing.assert_allclose(program.run(feeds)["speech"], session.run(None, feeds)[0], rtol=1e-5, atol=1e-6)
+    with pytest.raises(ob.OpbridgeError, match=r"else_branch/Reshape.*63"):
+        program.run(_feeds(127, 8000))
+
+
 def test_simulator_longer_than_the_maximum_is_an_error(program):
     with pytest.raises(ob.SimulatorError,
                        match=r"input 'audio' dim 1 \(samples\) is 2048, above the compiled maximum 1024"):
