@@ -119,10 +119,11 @@ def _static_form(graph: Graph, n: Node, ins: list[Value | None]
             except OpbridgeError:
                 pass  # invalid for these sizes: only a run that takes it fails, as onnxruntime's would
         return n.op, ins, attrs
-    static = n.op[len("Dynamic"):] if n.op.startswith("Dynamic") else ""
-    if not static or static not in graph.registry:
+    from .ops.dynamic import STATIC_FORMS, param_value
+
+    static = STATIC_FORMS.get(n.op, "")
+    if not static:
         return n.op, ins, attrs
-    from .ops.dynamic import param_value
 
     base, opdef = graph.registry.get(static), graph.registry.get(n.op)
     k = len(base.inputs)

@@ -239,6 +239,10 @@ def _runner(static: str, n_data: int, operands: Sequence[str]) -> Callable[..., 
     return run
 
 
+#: ``Dynamic<X>`` op name -> ``X``, for the ops :func:`_dynamic_op` defines.
+STATIC_FORMS: dict[str, str] = {}
+
+
 def _dynamic_op(static: str, operands: Sequence[tuple[str, str, bool]],
                 shape_fn: Callable[[ShapeContext], Any], doc: str, hinted: bool = False) -> OpDef:
     """Define ``Dynamic<static>``: the static op's inputs, then one input per run-time operand
@@ -246,6 +250,7 @@ def _dynamic_op(static: str, operands: Sequence[tuple[str, str, bool]],
     param holds the operand's value as symbolic dims where the graph says it."""
     base = DEFAULT_OPS.get(static)
     names = [n for n, _, _ in operands]
+    STATIC_FORMS[f"Dynamic{static}"] = static
     op = define_op(f"Dynamic{static}").doc(doc).placement("cpu")
     for p in base.inputs:
         op.input(p.name, p.type, optional=p.optional, doc=p.doc)
