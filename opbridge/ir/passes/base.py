@@ -10,8 +10,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+import numpy as np
+
 from ...errors import OpbridgeError
-from ..graph import Graph
+from ..graph import Graph, Value
 
 
 class PassError(OpbridgeError, RuntimeError):
@@ -26,6 +28,21 @@ class PassResult:
     graph: Graph
     modified: bool
     detail: str = ""
+
+
+def fresh_constant(constants: dict[str, Value], names: set[str], base: str, data: np.ndarray,
+                   like: Value | None) -> Value:
+    """A new constant named ``base`` (or ``base_1``, ``base_2``, ... if taken), with ``like``'s
+    dtype (f32 without one), added to ``constants`` and its name to ``names``: how a folding pass
+    adds the rewritten weights it makes."""
+    name, i = base, 0
+    while name in names:
+        i += 1
+        name = f"{base}_{i}"
+    names.add(name)
+    v = Value(name, like.dtype if like is not None else "f32", data.shape, data=data)
+    constants[name] = v
+    return v
 
 
 class GraphPass(Protocol):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import Graph, Node, Origin, Value
-from .base import PassResult
+from .base import PassResult, fresh_constant
 
 
 def _const(v: Value | None) -> np.ndarray | None:
@@ -62,8 +62,8 @@ class FoldBatchNormIntoConv:
             new_w = (w64 * s.reshape((-1,) + (1,) * (w.ndim - 1))).astype(w.dtype)
             b64 = np.zeros(w.shape[0]) if b is None else np.asarray(b, np.float64)
             new_b = ((b64 - mean) * s + beta).astype(w.dtype)
-            wv = self._constant(constants, names, f"{conv.name}/W_bn", new_w, conv.inputs[1])
-            bv = self._constant(constants, names, f"{conv.name}/B_bn", new_b, conv.inputs[1])
+            wv = fresh_constant(constants, names, f"{conv.name}/W_bn", new_w, conv.inputs[1])
+            bv = fresh_constant(constants, names, f"{conv.name}/B_bn", new_b, conv.inputs[1])
             out = bn.outputs[0]
             fused = Node("Conv", conv.name, [conv.inputs[0], wv, bv], [out], conv.attrs,
                          Origin(conv.origin.framework, conv.origin.op_type, conv.origin.name),
@@ -85,16 +85,3 @@ class FoldBatchNormIntoConv:
         g = EliminateDeadCode()(g).graph
         g.rebuild_uses()
         return PassResult(g, True)
-
-    @staticmethod
-    def _constant(constants: dict[str, Value], names: set[str], base: str, data: np.ndarray,
-                  like: Value | None) -> Value:
-        name, i = base, 0
-        while name in names:
-            i += 1
-            name = f"{base}_{i}"
-        names.add(name)
-        dtype = like.dtype if like is not None else "f32"
-        v = Value(name, dtype, data.shape, data=data)
-        constants[name] = v
-        return v

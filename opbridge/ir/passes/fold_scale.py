@@ -20,7 +20,7 @@ from collections.abc import Collection
 import numpy as np
 
 from ..graph import Graph, Node, Value
-from .base import PassResult
+from .base import PassResult, fresh_constant
 
 _FLOATS = ("f32", "f64", "f16", "bf16")
 
@@ -67,8 +67,8 @@ def _fold_one(n: Node, users: dict[int, int], outputs: set[int], fresh: set[int]
             w64, b64 = w64 * p.reshape((-1,) + (1,) * (w64.ndim - 1)), b64 * p
         else:
             b64 = b64 + p
-        wv = _constant(constants, names, f"{conv.name}/W_scaled", w64.astype(w.dtype), conv.inputs[1])
-        bv = _constant(constants, names, f"{conv.name}/B_scaled", b64.astype(w.dtype), conv.inputs[1])
+        wv = fresh_constant(constants, names, f"{conv.name}/W_scaled", w64.astype(w.dtype), conv.inputs[1])
+        bv = fresh_constant(constants, names, f"{conv.name}/B_scaled", b64.astype(w.dtype), conv.inputs[1])
         out = n.outputs[0]
         fused = Node("Conv", conv.name, [conv.inputs[0], wv, bv], [out], conv.attrs, conv.origin,
                      conv.placement)
@@ -76,17 +76,6 @@ def _fold_one(n: Node, users: dict[int, int], outputs: set[int], fresh: set[int]
         return conv, fused
     return None
 
-
-def _constant(constants: dict[str, Value], names: set[str], base: str, data: np.ndarray,
-              like: Value | None) -> Value:
-    name, i = base, 0
-    while name in names:
-        i += 1
-        name = f"{base}_{i}"
-    names.add(name)
-    v = Value(name, like.dtype if like is not None else "f32", data.shape, data=data)
-    constants[name] = v
-    return v
 
 
 class FoldScaleIntoConv:
