@@ -51,9 +51,8 @@ The ``bm1684x`` preset (Sophgo BM1684X):
   BERT b1), conv/f16 0.52, conv1x1/f16 0.90, matmul/f16 0.60 (the same rows in fp16);
   ``launch_us = 200`` (LPRNet); ``ddr_bandwidth_gbps``, ``sync_us``, ``tiu_issue_us`` as BM1684's
   (the chips share the LPDDR4X-4266 memory system; no fp32/fp16 row separates them).
-  conv/i8 and conv1x1/i8 0.80 (u8 takes the i8 figure): ResNet-50 int8 batch 4, the int8
-  calibration row least dominated by per-inference costs (its batch-1 row and YOLOv3's stay
-  slow: see docs/simulator.md for why).
+  conv/i8 and conv1x1/i8 0.80 (u8 takes the i8 figure): ResNet-50 and YOLOv3 int8 at batch 1
+  and 4 together (1.098, 0.902, 1.080, 1.146; see docs/simulator.md for what stays off).
 """
 
 from __future__ import annotations
