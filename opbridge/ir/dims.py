@@ -11,7 +11,6 @@ values its names have in one run (:func:`bind_shape` collects them from concrete
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Mapping, MutableMapping
 
@@ -321,4 +320,4 @@ def sizes_text(values: Mapping[str, int]) -> str:
 
 def ceil_div(a: Dim, c: int) -> Dim:
     """``ceil(a / c)`` for a positive constant ``c``."""
-    return floordiv(add(a, c - 1), c) if not isinstance(a, int) else math.ceil(a / c)
+    return floordiv(add(a, c - 1), c) if not isinstance(a, int) else -(-a // c)

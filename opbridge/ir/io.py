@@ -121,7 +121,13 @@ def graph_to_json(graph: Graph, tensors: dict[str, np.ndarray]) -> dict[str, Any
     consts = []
     for c in graph.constants.values():
         assert c.data is not None
-        tensors[c.name] = _to_storable(c.data)
+        stored = _to_storable(c.data)
+        if c.name in tensors and not np.array_equal(tensors[c.name], stored):
+            # a sub-graph's constants are stored beside the enclosing graph's, by name
+            raise GraphError(f"constant '{c.name}' of graph '{graph.name}' has the name of another "
+                             f"graph's constant with other data",
+                             hint="give the constants of a branch or loop body names of their own")
+        tensors[c.name] = stored
         consts.append(_typed_json(c))
     nodes = []
     for n in graph.nodes:

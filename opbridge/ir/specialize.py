@@ -56,7 +56,7 @@ def specialize(graph: Graph, shapes: Mapping[str, Sequence[int]]) -> Graph:
     b.metadata.update(graph.metadata)
     new: dict[int, Value] = {}
     for v in graph.inputs:
-        new[id(v)] = b.input(v.name, v.dtype, tuple(shapes.get(v.name, v.shape)))
+        new[id(v)] = b.input(v.name, v.dtype, tuple(shapes.get(v.name, v.shape)), kind=v.kind)
     for c in graph.constants.values():
         new[id(c)] = b.constant(c.name, c.data)
     kept = {id(v) for v in graph.outputs}

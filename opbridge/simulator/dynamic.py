@@ -59,7 +59,8 @@ class DynamicProgram:
         values: dict[str, int] = {}
         for v in self.graph.inputs:
             if v.name not in feeds:
-                continue  # the program's own feed check names it
+                raise SimulatorError(f"graph input '{v.name}' {format_shape(v.shape)} was not fed",
+                                     hint=f"pass {{'{v.name}': array}} with the other inputs")
             shape = np.shape(feeds[v.name])
             if len(shape) != len(v.shape) or _dims.bind_shape(v.shape, shape, values) is not None:
                 raise SimulatorError(f"input '{v.name}' has shape {list(shape)}; the program takes "
@@ -95,6 +96,9 @@ class DynamicProgram:
         """How many input sizes have a program so far (the largest included)."""
         return len(self._programs)
 
+    def __repr__(self) -> str:
+        return f"DynamicProgram({self.graph.name!r}, max {self.max_shapes})"
+
     def save(self, path: Any) -> None:
         """Write the program for the largest shapes as a ``.obprog``, with the symbolic graph
         and the maxima beside it, so :func:`opbridge.simulator.load_program` gives this back."""
@@ -124,6 +128,3 @@ def load_dynamic(doc_text: str, program: Program, tensor: Callable[[str], np.nda
                                hint="compile the model again with --dynamic") from None
     target = program.target
     return DynamicProgram(graph, shapes, lambda g: compile_graph(g, target), program=program)
-
-    def __repr__(self) -> str:
-        return f"DynamicProgram({self.graph.name!r}, max {self.max_shapes})"

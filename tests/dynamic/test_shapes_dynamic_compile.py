@@ -78,3 +78,27 @@ def test_save_load_and_cli(tmp_path, cnn_program):
     assert r.returncode == 0, r.stderr
     np.testing.assert_array_equal(np.load(tmp_path / "out.npz")["y"], cnn_program.run({"x": np.ones((3, 3, 8, 8),
                                                                                         np.float32)})["y"])
+
+
+def test_an_input_not_fed_is_named():
+    from opbridge.ir.graph import GraphBuilder
+
+    b = GraphBuilder("two")
+    x, y = b.input("x", "f32", ("N", 3)), b.input("y", "f32", ("M", 3))
+    b.output(b.op("Relu", [x], name="r1"), b.op("Relu", [y], name="r2"))
+    prog = ob.compile(b.build(require_static=False), "bm1684", dynamic=True,
+                      max_shapes={"x": (4, 3), "y": (4, 3)})
+    assert repr(prog).startswith("DynamicProgram('two'")
+    with pytest.raises(ob.SimulatorError, match=r"graph input 'y' \[M,3\] was not fed"):
+        prog.run({"x": np.ones((2, 3), np.float32)})
+
+
+def test_specialize_keeps_an_input_sequence():
+    from opbridge.ir.graph import GraphBuilder
+    from opbridge.ir.specialize import specialize
+
+    b = GraphBuilder("g")
+    s, x = b.input("s", "f32", ("N", 3), kind="sequence"), b.input("x", "f32", ("N", 3))
+    b.output(b.op("SequenceLength", [s], name="len"), b.op("Relu", [x], name="r"))
+    g = specialize(b.build(require_static=False), {"x": (2, 3)})
+    assert [v.kind for v in g.inputs] == ["sequence", "tensor"]

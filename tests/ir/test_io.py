@@ -120,3 +120,22 @@ def test_non_finite_float_attrs_are_strict_json(tmp_path):
     json.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
     g = ob.load(p)
     assert g.nodes[0].attrs["min"] == float("-inf") and g.nodes[0].attrs["max"] == float("inf")
+
+
+def test_branch_constant_named_like_another_graphs_constant_is_refused(tmp_path):
+    """Sub-graph constants are stored beside the enclosing graph's by name: two of one name
+    with other data would load as one, so saving refuses them (naming the constant)."""
+    from opbridge.ir.graph import GraphBuilder
+
+    def branch(val: float, name: str):
+        b = GraphBuilder(name)
+        x = b.input("bx", "f32", (3,))
+        b.output(b.op("Add", [x, b.constant("c", np.full(3, val, np.float32))], name="add"))
+        return b.build()
+
+    b = GraphBuilder("g")
+    x, cond = b.input("x", "f32", (3,)), b.input("cond", "bool", ())
+    y = b.op("Add", [x, b.constant("c", np.full(3, 100, np.float32))], name="outer")
+    b.output(b.op("If", [cond, y], name="if", then_branch=branch(1, "t"), else_branch=branch(2, "e")))
+    with pytest.raises(ob.GraphError, match="constant 'c' of graph 't' has the name of another"):
+        ob.save(b.build(), str(tmp_path / "g.obir"))
