@@ -284,7 +284,6 @@ class _Scheduler:
         self.tensors = prog.ddr.tensors
         self.lm = _Tracker(t.lmem_bytes_per_lane, LMEM_CHUNK)
         self.dd = _Tracker(prog.ddr.total_bytes, DDR_CHUNK)
-        self.free = dict.fromkeys(ENGINES, 0.0)
         self.nodes = {n.name: n for n in prog.graph.nodes}
         #: epilogue op -> the integer op whose instruction runs it (see fused_epilogues)
         self.fused = fused_epilogues(prog.graph.nodes, {v.name for v in prog.graph.outputs})

@@ -171,7 +171,7 @@ class Target:
         self._check_efficiency_field()
 
     def _check_dtypes_field(self) -> None:
-        if not isinstance(self.dtypes, list) or any(d not in NARROW_DTYPES for d in self.dtypes):
+        if not isinstance(self.dtypes, list) or any(not isinstance(d, str) or d not in NARROW_DTYPES for d in self.dtypes):
             raise SimulatorError(
                 f"target '{self.name}': dtypes = {self.dtypes!r} must be a list of "
                 f"{', '.join(sorted(NARROW_DTYPES))}",

@@ -103,6 +103,8 @@ def test_bm1684_conv_figure():
     assert compute == pytest.approx(1e-6 + 24_883_200 / (2.2e12 * 0.70 * 0.75 * 900 / 928), rel=1e-12)
     assert gdma == pytest.approx(1.5e-6 + 343_296 / 64e9, rel=1e-12)
     assert 23e-6 < compute < 23.5e-6 and 6.8e-6 < gdma < 6.9e-6
+    _, g = _only_group(ob.compile(_conv_graph("f32"), t))
+    assert g.est_ms == pytest.approx((gdma + compute) * 1e3, rel=1e-9)
 
 
 @pytest.mark.parametrize("chip", ["bm1684", "bm1684x"])

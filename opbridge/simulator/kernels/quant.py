@@ -34,14 +34,13 @@ import numpy as np
 
 from ...ir.graph import Node
 from ...ir.opdef import DEFAULT_OPS
+from ...ir.ops.quant import INT_RANGES, fixed_point_rescale
 from .conv import conv_tiling
 from .matmul import matmul_cost, matmul_rows, matmul_split
 from .registry import register_kernel, static_shape
 
 #: NCHW axis index -> the tiling axis it names (channels are never cut by a layer group).
 _TILE_AXES = {0: "N", 2: "H", 3: "W"}
-#: Requantize's saturation ranges per output dtype.
-_RANGES = {"i8": (-128, 127), "u8": (0, 255), "i16": (-32768, 32767), "u16": (0, 65535)}
 
 
 # -- ConvInteger --------------------------------------------------------------------------
@@ -109,30 +108,15 @@ def _along(p: np.ndarray, ndim: int, axis: int) -> np.ndarray:
     return q.reshape(shape)
 
 
-def _rescale(x: np.ndarray, multiplier: Any, shift: Any) -> np.ndarray:
-    """``round_half_away_from_zero(x * multiplier / 2**(31 + shift))`` of int64 ``x``, the
-    product below 2**62 in magnitude: a right shift ``n = 31 + shift`` rounds by adding
-    2**(n-1) to the magnitude; a left shift (``n <= 0``) saturates anyway once the magnitude
-    passes 2**20 (every caller saturates to 16 bits or fewer), so it is capped there first."""
-    prod = x * np.asarray(multiplier, np.int64)
-    n = 31 + np.asarray(shift, np.int64)
-    mag = np.abs(prod)
-    rs = np.clip(n, 1, 62)
-    down = np.where(n > 62, 0, (mag + (np.int64(1) << (rs - 1))) >> rs)
-    up = np.minimum(mag, np.int64(1) << 20) << np.clip(-n, 0, 32)
-    q = np.where(n >= 1, down, up)
-    return np.where(prod < 0, -q, q)
-
-
 def requantize_into(out: np.ndarray, acc: np.ndarray, multiplier: np.ndarray, shift: np.ndarray,
                     y_zero_point: np.ndarray | None = None, *, axis: int,
                     output_dtype: str) -> None:
-    """The fixed-point rescale of an i32 tile (see the module doc and :func:`_rescale`)."""
-    q = _rescale(acc.astype(np.int64), _along(multiplier, acc.ndim, axis),
+    """The fixed-point rescale of an i32 tile (see the module doc; the interpreter's own arithmetic, :func:`opbridge.ir.ops.quant.fixed_point_rescale`)."""
+    q = fixed_point_rescale(acc.astype(np.int64), _along(multiplier, acc.ndim, axis),
                  _along(shift, acc.ndim, axis))
     if y_zero_point is not None:
         q = q + _along(y_zero_point, acc.ndim, axis)
-    lo, hi = _RANGES[output_dtype]
+    lo, hi = INT_RANGES[output_dtype]
     np.clip(q, lo, hi, out=q)
     out[...] = q
 
@@ -144,9 +128,10 @@ def qadd_into(out: np.ndarray, a: np.ndarray, b: np.ndarray, *, a_zero_point: in
     """The chip's int8 Add of two tiles (see the module doc), into the output tile."""
     sa = (a.astype(np.int64) - a_zero_point) * (np.int64(1) << lshift)
     sb = (b.astype(np.int64) - b_zero_point) * (np.int64(1) << lshift)
-    acc = _rescale(sa, multipliers[0], shifts[0]) + _rescale(sb, multipliers[1], shifts[1])
-    q = _rescale(acc, multipliers[2], shifts[2]) + y_zero_point
-    lo, hi = _RANGES[output_dtype]
+    acc = (fixed_point_rescale(sa, multipliers[0], shifts[0])
+           + fixed_point_rescale(sb, multipliers[1], shifts[1]))
+    q = fixed_point_rescale(acc, multipliers[2], shifts[2]) + y_zero_point
+    lo, hi = INT_RANGES[output_dtype]
     np.clip(q, y_zero_point if relu else lo, hi, out=q)
     out[...] = q
 
