@@ -116,13 +116,12 @@ def bench_model(name: str, args: argparse.Namespace) -> list[str]:
 
 def _conv_kind(node, args) -> str:
     """A convolution's kernel, stride and the path conv_nd takes for it."""
-    from opbridge.ir.winograd import tile_size
+    from opbridge.ir.winograd import winograd_tile
 
     w, y = args[1], node.outputs[0].shape
     k, st = tuple(w.shape[2:]), tuple(node.attrs["strides"])
-    r = None
-    if k == (3, 3) and st == (1, 1) and tuple(node.attrs["dilations"]) == (1, 1) and node.attrs["group"] == 1:
-        r = tile_size(w.shape[1], w.shape[0], y[2], y[3])
+    r = winograd_tile(w.shape[1], w.shape[0], k, st, node.attrs["dilations"], node.attrs["group"],
+                      y[2:], np.float32) if len(y) == 4 else None
     path = f"Winograd F({r}x{r},3x3)" if r else "1x1 GEMM" if k == (1, 1) else "im2col"
     return f"{node.op} {k[0]}x{k[1]}/{st[0]} {path}"
 

@@ -13,14 +13,16 @@ im2col (max error / max |y| ~ 3e-7 in float32 on random data); F(4x4, 3x3) (inte
 points 0, +-1, +-2) ~4e-6 of the output's largest magnitude. Both transforms are
 applied as small GEMMs over every tile at once (a tile's rows, then its columns); the
 filters' transform is computed in
-float64 once per weight array and kept (see :func:`transformed_weights`).
+float64 once per weight array and kept (see :func:`transformed_weights`; the simulator keeps
+it per constant for the life of a program's executor instead). Whether a convolution takes
+this path at all is :func:`winograd_tile`'s decision.
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -57,6 +59,19 @@ _MIN_CHANNELS = 8
 #: Bytes of transformed filters kept at most; past it further convolutions use im2col, so the
 #: cache never grows with the number of models run.
 CACHE_BYTES = 512 << 20
+
+
+def winograd_tile(c: int, m: int, kernel: Sequence[int], strides: Sequence[int],
+                  dilations: Sequence[int], group: int, out_hw: Sequence[int],
+                  dtype: np.dtype) -> int | None:
+    """The one decision of whether a convolution runs by Winograd: the output tile side (2 or
+    4) for an ungrouped float32 2-D convolution of ``c`` to ``m`` channels with a 3x3 kernel,
+    stride 1 and dilation 1 whose output is ``out_hw``, or None where it does not apply or
+    im2col is faster. The interpreter's Conv and the simulator's tile kernel both ask it."""
+    if (tuple(kernel) != (3, 3) or tuple(strides) != (1, 1) or tuple(dilations) != (1, 1)
+            or group != 1 or np.dtype(dtype) != np.float32 or len(out_hw) != 2):
+        return None
+    return tile_size(c, m, out_hw[0], out_hw[1])
 
 
 def tile_size(c: int, m: int, oh: int, ow: int) -> int | None:
@@ -100,6 +115,15 @@ def _dropper(key: tuple[int, int]) -> Callable[[weakref.ref[np.ndarray]], None]:
     return lambda _ref: _drop(key)
 
 
+def filter_transform(w: np.ndarray, r: int) -> np.ndarray:
+    """``G w G^T`` of the filters ``w`` (M, C, 3, 3), computed in float64, as float32
+    (a*a, M, C), a = r + 2; not kept (callers that see one weight many times keep it)."""
+    f = _F[r]
+    a = f.g.shape[0]
+    u = np.einsum("ik,mckl,jl->ijmc", f.g, w.astype(np.float64), f.g, optimize=True)
+    return np.ascontiguousarray(u.reshape(a * a, *w.shape[:2]), dtype=np.float32)
+
+
 def transformed_weights(w: np.ndarray, r: int) -> np.ndarray | None:
     """``G w G^T`` of the filters ``w`` (M, C, 3, 3) as float32 (a*a, M, C), a = r + 2.
 
@@ -110,12 +134,10 @@ def transformed_weights(w: np.ndarray, r: int) -> np.ndarray | None:
     entry = _cache.get(key)
     if entry is not None and entry.ref() is w and entry.probe == _probe(w):
         return entry.u
-    f = _F[r]
-    a = f.g.shape[0]
+    a = r + 2
     if _cached_bytes[0] + a * a * w.shape[0] * w.shape[1] * 4 > CACHE_BYTES:
         return None  # checked first: a full cache must not cost a transform per call
-    u = np.einsum("ik,mckl,jl->ijmc", f.g, w.astype(np.float64), f.g, optimize=True)
-    u = np.ascontiguousarray(u.reshape(a * a, *w.shape[:2]), dtype=np.float32)
+    u = filter_transform(w, r)
     try:
         ref = weakref.ref(w, _dropper(key))
     except TypeError:  # an array type without weak references: not cacheable

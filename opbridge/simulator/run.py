@@ -16,7 +16,7 @@ the function to call), so a run is a loop of copies and kernel calls at tile gra
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import ModelFormatError, OpbridgeError, SimulatorError
 from ..ir.interpret import check_feeds, checked_result, run_node
 from ..ir.types import to_numpy_dtype
-from .kernels import DEFAULT_KERNELS
+from .kernels import DEFAULT_KERNELS, WeightMemo
 from .memory import constant_lane_bytes, tile_lane_bytes, view4
 from .schema import (
     RECOMPILE_HINT,
@@ -77,6 +77,10 @@ class Executor:
         for name, c in prog.graph.constants.items():
             if name in self.views:
                 self.views[name][...] = c.data
+        #: what kernels derive from constants (kernels/registry.py WeightMemo), and which
+        #: constant (DDR tensor, slice) each local address last received while preparing
+        self.memo: dict[Hashable, Any] = {}
+        self._const_at: dict[int, tuple[str, tuple[int, int, int] | None]] = {}
         self.steps: list[Step] = []
         for idx, ins in enumerate(prog.instrs):
             try:
@@ -126,6 +130,11 @@ class Executor:
     def _kernel(self, node: Any) -> Any:
         reg = self.prog.kernels if self.prog.kernels is not None else DEFAULT_KERNELS
         return reg.get(node.op)
+
+    def _memo(self, node: Any, keys: list[Hashable | None]) -> WeightMemo | None:
+        """The memo a kernel that asks for one gets, with its inputs' constant keys."""
+        k = self._kernel(node)
+        return WeightMemo(self.memo, keys) if k is not None and k.wants_memo else None
 
     def _fn(self, node_name: str, into: bool = False) -> tuple[Any, bool, bool]:
         """The function that computes a node, whether it writes into its output tile, and
@@ -177,6 +186,8 @@ class Executor:
             c = slice(*ins.c) if ins.c is not None else slice(None)
             w = slice(*ins.w) if ins.w is not None else slice(None)
             src = src.reshape(view4(src.shape))[ins.n[0]:ins.n[1], c, ins.h[0]:ins.h[1], w]
+        if ins.const:
+            self._const_at[ins.lmem] = (ins.tensor, None if ins.sel is None else tuple(ins.sel))
         d = self.prog.ddr.tensors[ins.tensor]
         dst = self._lmem_view(ins.lmem, list(src.shape), d.dtype, f"load of '{ins.tensor}'", ins.const,
                               len(d.shape) < 4)
@@ -204,7 +215,10 @@ class Executor:
         attrs = dict(node.attrs)
         attrs.update({k: tuple(v) if isinstance(v, list) else v for k, v in ins.attrs.items()})
         args: list[np.ndarray | None] = []
+        keys: list[Hashable | None] = []
         for v, a in zip(node.inputs, ins.ins):
+            src = self._const_at.get(a.lmem) if a is not None and a.const else None
+            keys.append(src if src is not None and src[0] == a.tensor else None)
             if a is None or v is None:
                 args.append(None)
                 continue
@@ -228,6 +242,9 @@ class Executor:
                 raise ModelFormatError(f"{node.where}: scratch range [{lo}, {hi}) lies outside "
                                        f"the lane's {self.budget} bytes", hint=RECOMPILE_HINT)
             attrs["scratch"] = self.lmem[lo * self.lanes:hi * self.lanes]
+        memo = self._memo(node, keys) if own else None
+        if memo is not None:
+            attrs["memo"] = memo
         return ("into" if into else "compute", fn, args, attrs, [out], node)
 
     def _prepare_whole(self, ins: GlobalOp | HostOp) -> Step:
@@ -245,6 +262,10 @@ class Executor:
         args = [self.views[v.name] if v is not None else None for v in node.inputs]
         outs = [self.views[v.name] for v in node.outputs]
         attrs = dict(node.attrs)
+        memo = self._memo(node, [(v.name, None) if v is not None and v.name in self.prog.graph.constants
+                                 else None for v in node.inputs]) if own else None
+        if memo is not None:
+            attrs["memo"] = memo
         scratch = ins.scratch if isinstance(ins, GlobalOp) else None
         if scratch is not None and own:
             attrs["scratch"] = self.views[scratch]

@@ -207,10 +207,10 @@ def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, k
     out_sp = [out_size(x.shape[2 + i], k[i], s[i], d[i], p[i], p[i + nsp]) for i in range(nsp)]
     kprod = int(np.prod(k))
     cg, mg = c // group, m // group
-    if tuple(k) == (3, 3) and tuple(s) == tuple(d) == (1, 1) and group == 1 and cdt == np.float32:
-        yw = _winograd(x, w_given, None if b is None else b.astype(cdt, copy=False), p, out_sp)
-        if yw is not None:
-            return yw.astype(out_dt, copy=False)  # the bias is in already
+    yw = _winograd(x, w_given, None if b is None else b.astype(cdt, copy=False), group, k, s, d, p,
+                   out_sp)
+    if yw is not None:
+        return yw.astype(out_dt, copy=False)  # the bias is in already
     if kprod == 1 and not any(p):
         # 1x1: one matmul per group, no im2col (a stride only picks every s-th pixel)
         xs = x[(slice(None), slice(None)) + tuple(slice(None, None, v) for v in s)]
@@ -231,13 +231,13 @@ def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, k
     return y.astype(out_dt, copy=False)
 
 
-def _winograd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, p: Ints,
-              out_sp: Sequence[int]) -> np.ndarray | None:
-    """A 3x3 stride-1 float32 convolution (plus bias) by Winograd's minimal filtering where
-    that is faster (see :mod:`opbridge.ir.winograd`), else None."""
-    from ..winograd import tile_size, transformed_weights, winograd_conv2d
+def _winograd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, group: int, k: Ints, s: Ints,
+              d: Ints, p: Ints, out_sp: Sequence[int]) -> np.ndarray | None:
+    """The convolution (plus bias) by Winograd's minimal filtering where
+    :func:`~opbridge.ir.winograd.winograd_tile` chooses it, else None."""
+    from ..winograd import transformed_weights, winograd_conv2d, winograd_tile
 
-    r = tile_size(x.shape[1], w.shape[0], out_sp[0], out_sp[1])
+    r = winograd_tile(x.shape[1], w.shape[0], k, s, d, group, out_sp, x.dtype)
     if r is None:
         return None
     u = transformed_weights(w, r)

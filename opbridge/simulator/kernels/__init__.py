@@ -22,6 +22,7 @@ from .registry import (
     DEFAULT_KERNELS,
     Kernel,
     KernelRegistry,
+    WeightMemo,
     register_kernel,
     tile_pads,
     tile_pads_w,
@@ -32,6 +33,6 @@ FAMILIES = ("activation", "conv", "elementwise", "fused", "matmul", "norm", "poo
             "softmax", "tensor")
 
 __all__ = [
-    "DEFAULT_KERNELS", "FAMILIES", "Kernel", "KernelRegistry", "register_kernel", "tile_pads",
-    "tile_pads_w", "window_rows",
+    "DEFAULT_KERNELS", "FAMILIES", "Kernel", "KernelRegistry", "register_kernel", "WeightMemo",
+    "tile_pads", "tile_pads_w", "window_rows",
 ]

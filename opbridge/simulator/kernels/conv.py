@@ -12,10 +12,11 @@ import math
 
 import numpy as np
 
+from ...ir import winograd
 from ...ir.graph import Node
 from ...ir.opdef import DEFAULT_OPS
-from ...ir.winograd import tile_size, transformed_weights, winograd_conv2d
-from .registry import Kernel, register_kernel, static_shape, tile_pads, tile_pads_w, window_rows
+from ...ir.winograd import filter_transform, transformed_weights, winograd_conv2d
+from .registry import Kernel, WeightMemo, register_kernel, static_shape, tile_pads, tile_pads_w, window_rows
 
 
 def _conv2d_params(node: Node, axis: int = 0) -> tuple[int, int, int, tuple[int, ...]]:
@@ -87,16 +88,21 @@ def _padded(x: np.ndarray, pt: int, pl: int, pb: int, pr: int) -> np.ndarray:
 
 
 def _winograd_into(out: np.ndarray, x: np.ndarray, w: np.ndarray, b: np.ndarray | None,
-                   strides: tuple[int, ...], dilations: tuple[int, ...], pads: tuple[int, ...]
-                   ) -> bool:
-    """A 3x3 stride-1 tile by Winograd's minimal filtering (as the interpreter's Conv) where
-    that is faster; False where it does not apply. The filters' transform is kept per weight
-    view, so a tile pays it on the first run only."""
-    if w.shape[2:] != (3, 3) or tuple(strides) != (1, 1) or tuple(dilations) != (1, 1):
+                   strides: tuple[int, ...], dilations: tuple[int, ...], pads: tuple[int, ...],
+                   memo: WeightMemo | None) -> bool:
+    """The tile by Winograd's minimal filtering where ``winograd_tile`` chooses it (as the
+    interpreter's Conv does); False where it does not. The filters' transform comes from the
+    program's ``memo`` (once per weight constant and chunk), or without one (a kernel called
+    outside a program) from the interpreter's cache kept per weight array."""
+    r = winograd.winograd_tile(x.shape[1], w.shape[0], w.shape[2:], strides, dilations, 1,
+                               out.shape[2:], x.dtype)
+    if r is None:
         return False
-    r = tile_size(x.shape[1], w.shape[0], out.shape[2], out.shape[3])
-    u = transformed_weights(w, r) if r is not None else None
-    if u is None or r is None:
+    if memo is not None:
+        u: np.ndarray | None = memo.get(1, ("winograd", r), lambda: filter_transform(w, r))
+    else:
+        u = transformed_weights(w, r)
+    if u is None:
         return False
     winograd_conv2d(x, u, r, tuple(pads), out=out, bias=b)
     return True
@@ -104,7 +110,8 @@ def _winograd_into(out: np.ndarray, x: np.ndarray, w: np.ndarray, b: np.ndarray 
 
 def conv2d_into(out: np.ndarray, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *,
                 group: int, kernel_shape: tuple[int, ...], strides: tuple[int, ...],
-                dilations: tuple[int, ...], pads: tuple[int, ...]) -> None:
+                dilations: tuple[int, ...], pads: tuple[int, ...], memo: WeightMemo | None = None
+                ) -> None:
     """Conv on a tile, written into ``out``: im2col by one strided copy per kernel tap, then
     one matmul straight into the output tile.
 
@@ -139,7 +146,7 @@ def conv2d_into(out: np.ndarray, x: np.ndarray, w: np.ndarray, b: np.ndarray | N
                 y3 += np.tensordot(w[:, :, i, j], xp[0, :, i * dh: i * dh + (oh - 1) * sh + 1: sh,
                                                     j * dw: j * dw + (ow - 1) * sw + 1: sw],
                                    axes=(1, 0))
-    elif _winograd_into(out, x, w, b, strides, dilations, pads):
+    elif _winograd_into(out, x, w, b, strides, dilations, pads, memo):
         return  # the bias is in already
     elif kh == kw == 1 and not (pt or pl or pb or pr):
         xs = x[:, :, : (oh - 1) * sh + 1 : sh, : (ow - 1) * sw + 1 : sw]
@@ -163,4 +170,5 @@ def conv_tiling(k: Kernel) -> Kernel:
             .tile_attrs(conv_tile_attrs).tile_attrs(conv_tile_attrs_w, axis="W").cost(conv_cost))
 
 
-conv_tiling(register_kernel("Conv")).channel_slice(conv_channels).compute_into(conv2d_into)
+(conv_tiling(register_kernel("Conv")).channel_slice(conv_channels).compute_into(conv2d_into)
+ .weight_memo())

@@ -88,6 +88,7 @@ def _sdpa_cost(node: Node, out_shape: tuple[int, ...]) -> float:
     .tile_attrs(conv_tile_attrs)
     .cost(_fused_conv_cost)
     .compute_into(fused_conv_into)
+    .weight_memo()
 )
 
 

@@ -27,6 +27,9 @@ spirit of bmcompiler's ``LayerDescriptor`` (``can_split_local_h_w``, ``backward_
   bmcompiler's ``get_global_buffer_size``); the kernel's own ``compute`` / ``compute_into``
   gets it as the keyword argument ``scratch``, a ``uint8`` array of at least that many bytes
   (``lanes`` times the per-lane bytes);
+- ``weight_memo()``: the kernel's own ``compute`` / ``compute_into`` gets the keyword
+  argument ``memo``, a :class:`WeightMemo`: what it derives from a constant input (a
+  filter transform) is derived once per constant for the program, not once per tile;
 - ``inplace()``: the output may take the input's memory (bmcompiler's ``can_inplace``): in
   DDR when the op runs as a global layer, in local memory inside a layer group, whenever
   input 0 has the output's shape and dtype and nothing reads it afterwards;
@@ -53,8 +56,8 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from ...errors import OpbridgeError, RegistryError, SimulatorError
 from ...ir.graph import Node, Value
@@ -69,6 +72,30 @@ ScratchFn = Callable[[Node, tuple[int, ...]], int]
 CostFn = Callable[[Node, tuple[int, ...]], float]
 
 AXES = ("N", "C", "H", "W")
+T = TypeVar("T")
+
+
+class WeightMemo:
+    """What a kernel derives from its constant inputs, kept for the life of a program's
+    executor: the weights in its DDR are written once, so every tile and every run sees the
+    same values. A constant is known by its DDR tensor and slice (``keys[i]``, None for an
+    input that is not a constant), never by the local-memory view a tile reads: views are
+    per instruction, and the same address holds other data in other layer groups."""
+
+    def __init__(self, store: dict[Hashable, Any], keys: Sequence[Hashable | None]) -> None:
+        self._store = store
+        self.keys = tuple(keys)
+
+    def get(self, i: int, what: Hashable, make: Callable[[], T]) -> T:
+        """``make()`` for input ``i``, computed once per constant and ``what`` (recomputed on
+        every call when input ``i`` is not a known constant)."""
+        key = self.keys[i] if i < len(self.keys) else None
+        if key is None:
+            return make()
+        full = (key, what)
+        if full not in self._store:
+            self._store[full] = make()
+        return self._store[full]  # type: ignore[no-any-return]
 
 
 def _axis(op: str, hint: str, axis: str) -> str:
@@ -123,6 +150,7 @@ class Kernel:
         self.tile_attrs_w_fn: TileAttrsFn | None = None
         self.in_place = False
         self.reshape_only = False
+        self.wants_memo = False
         #: the kernel also runs on tensors of rank 2 and 3 (``row_layout``)
         self.rows_ok = False
         #: dtype -> (fn, writes into its output): the per-dtype variants of the tile kernel
@@ -194,6 +222,11 @@ class Kernel:
         the rank-4 view (batch, 1, tokens, features); ``split``, ``input_slice`` and
         ``tile_attrs`` then speak of that view (H: tokens, W: features)."""
         self.rows_ok = on
+        return self
+
+    def weight_memo(self, on: bool = True) -> Kernel:
+        """The kernel's own function takes ``memo`` (a :class:`WeightMemo`)."""
+        self.wants_memo = on
         return self
 
     def inplace(self, on: bool = True) -> Kernel:

@@ -147,3 +147,89 @@ def test_simulator_tiles_match(case: str, monkeypatch: pytest.MonkeyPatch) -> No
     exact = run_onnx_reference("Conv", [x.astype(np.float64), w.astype(np.float64),
                                         b.astype(np.float64)], pads=pads)[0]
     _assert_near(got, np.maximum(exact, 0), 2e-5)
+
+
+class _CountingTransforms(dict):
+    """``winograd._F`` that counts lookups: one per filter transform computed."""
+
+    count = 0
+
+    def __getitem__(self, r: int) -> Any:
+        type(self).count += 1
+        return super().__getitem__(r)
+
+
+def _conv_program(x_shape: tuple[int, ...], w: np.ndarray, b: np.ndarray, lmem: int) -> Any:
+    g = ob.GraphBuilder("winograd_once")
+    xin = g.input("x", "f32", x_shape)
+    g.output(g.op("Conv", [xin, g.constant("w", w), g.constant("b", b)], pads=[1, 1, 1, 1]))
+    return ob.compile(g.build(), ob.Target.preset("bm1684", lmem_bytes_per_lane=lmem))
+
+
+# (X shape, W shape, local memory per lane): four row tiles of one resident weight; a weight
+# streamed in four chunks of 64 output channels (each chunk its own transform)
+ONCE_CASES = {
+    "row-tiles": ((1, 8, 130, 28), (10, 8, 3, 3), 8192, 1),
+    "streamed-chunks": ((1, 16, 12, 12), (512, 16, 3, 3), 4096, 4),
+}
+
+
+@pytest.mark.parametrize("case", list(ONCE_CASES))
+def test_simulator_transforms_each_weight_once(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A program transforms each weight (each streamed chunk of it) once, not once per tile,
+    and keeps it across its runs; another program with other weights at the same local
+    addresses gets its own transform, not the first one's."""
+    spy = _CountingTransforms(winograd._F)
+    _CountingTransforms.count = 0
+    monkeypatch.setattr(winograd, "_F", spy)
+    xs, ws, lmem, transforms = ONCE_CASES[case]
+    x = RNG.standard_normal(xs).astype(np.float32)
+    progs, weights = [], []
+    for _ in range(2):
+        w = (RNG.standard_normal(ws) / np.sqrt(np.prod(ws[1:]))).astype(np.float32)
+        b = RNG.standard_normal(ws[0]).astype(np.float32)
+        weights.append((w, b))
+        progs.append(_conv_program(xs, w, b, lmem))
+    first = next(iter(progs[0].run({"x": x}).values()))
+    assert _CountingTransforms.count == transforms
+    again = next(iter(progs[0].run({"x": x}).values()))
+    assert _CountingTransforms.count == transforms
+    assert np.array_equal(first, again)
+    other = next(iter(progs[1].run({"x": x}).values()))
+    assert _CountingTransforms.count == 2 * transforms
+    for got, (w, b) in zip((first, other), weights):
+        exact = run_onnx_reference("Conv", [x.astype(np.float64), w.astype(np.float64),
+                                            b.astype(np.float64)], pads=[1, 1, 1, 1])[0]
+        _assert_near(got, exact, 2e-5)
+
+
+@pytest.mark.parametrize("choice", [None, 2, 4])
+def test_interpreter_and_simulator_share_one_winograd_decision(
+        choice: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both Conv paths ask ``winograd.winograd_tile``: what it answers (here forced, even for
+    a 7x7 output that im2col would take) is the path both take, with the right numbers."""
+    import opbridge.simulator.kernels.conv as kernel
+
+    real = winograd.winograd_conv2d
+    asked: list[tuple[int, ...]] = []
+    used: list[int] = []
+
+    def conv2d(*a: Any, **k: Any) -> np.ndarray:
+        used.append(a[2])
+        return real(*a, **k)
+
+    monkeypatch.setattr(winograd, "winograd_tile",
+                        lambda c, m, k, s, d, group, out_hw, dtype: asked.append(tuple(out_hw)) or choice)
+    monkeypatch.setattr(winograd, "winograd_conv2d", conv2d)
+    monkeypatch.setattr(kernel, "winograd_conv2d", conv2d)
+    x = RNG.standard_normal((1, 8, 7, 7)).astype(np.float32)
+    w = (RNG.standard_normal((12, 8, 3, 3)) / np.sqrt(72)).astype(np.float32)
+    b = RNG.standard_normal(12).astype(np.float32)
+    exact = run_onnx_reference("Conv", [x.astype(np.float64), w.astype(np.float64),
+                                        b.astype(np.float64)], pads=[1, 1, 1, 1])[0]
+    interpreted = run_ir("Conv", [x, w, b], const=[False, True, True], pads=[1, 1, 1, 1])[0]
+    assert (asked, used) == ([(7, 7)], [choice] if choice else [])
+    simulated = next(iter(_conv_program(x.shape, w, b, 512 << 10).run({"x": x}).values()))
+    assert (asked, used) == ([(7, 7)] * 2, [choice] * 2 if choice else [])
+    _assert_near(interpreted, exact, 2e-5)
+    _assert_near(simulated, exact, 2e-5)
