@@ -42,16 +42,7 @@ def check_feeds(graph: Graph, feeds: Mapping[str, Any],
         if v.kind != "tensor":
             out[v.name] = _container_feed(v, feeds[v.name])
             continue
-        arr = np.asarray(feeds[v.name])
-        want = to_numpy_dtype(v.dtype)
-        if arr.dtype != want:
-            if np.can_cast(arr.dtype, want, casting="same_kind") or arr.dtype.kind == want.kind:
-                arr = arr.astype(want)
-            else:
-                raise InterpretError(
-                    f"graph input '{v.name}' wants {v.dtype}, got {arr.dtype}",
-                    hint=f"cast the array: x.astype(np.{want.name})",
-                )
+        arr = _fed_array(v, feeds[v.name], f"graph input '{v.name}'")
         if arr.ndim != len(v.shape) or _dims.bind_shape(v.shape, arr.shape, dims) is not None:
             bound = f" (with {_dims.sizes_text(dims)})" if dims else ""
             raise InterpretError(
@@ -63,21 +54,44 @@ def check_feeds(graph: Graph, feeds: Mapping[str, Any],
     return out
 
 
+def _fed_array(v: Value, fed: Any, what: str) -> np.ndarray:
+    """``fed`` (an array or anything numpy makes one of) as an array of ``v``'s dtype: cast
+    when the kinds agree or the cast is safe (f64 -> f32, i64 -> i32, bool -> f32), else an
+    InterpretError naming ``what`` and the dtype wanted."""
+    want = to_numpy_dtype(v.dtype)
+    try:
+        arr = np.asarray(fed)
+    except (ValueError, TypeError) as err:  # ragged nested lists, objects numpy cannot hold
+        raise InterpretError(f"{what} wants an array of {v.dtype}; got a {type(fed).__name__} "
+                             f"numpy cannot make one array of ({err})",
+                             hint="feed a numpy array (nested lists must be rectangular)") from None
+    if arr.dtype == want:
+        return arr
+    if arr.dtype != object and (np.can_cast(arr.dtype, want, casting="same_kind")
+                                or arr.dtype.kind == want.kind):
+        return arr.astype(want)
+    raise InterpretError(f"{what} wants {v.dtype}, got {arr.dtype}",
+                         hint=f"cast the array: x.astype(np.{want.name})")
+
+
 def _container_feed(v: Value, fed: Any) -> Any:
     """A fed sequence (a list of arrays) or optional (None, an array, or a list for an optional
-    sequence), its tensors cast to the value's dtype."""
-    want = to_numpy_dtype(v.dtype)
+    sequence), its tensors cast to the value's dtype as a tensor feed's are."""
+    what = f"graph input '{v.name}' (a {v.kind} of {v.dtype})"
+    sequence = v.kind in ("sequence", "optional_sequence")
     if fed is None:
         if v.kind.startswith("optional"):
             return None
-        raise InterpretError(f"graph input '{v.name}' is a {v.kind}; None was fed",
-                             hint="feed a list of arrays")
-    if v.kind in ("sequence", "optional_sequence"):
-        if not isinstance(fed, (list, tuple)):
-            raise InterpretError(f"graph input '{v.name}' is a {v.kind}; feed a list of arrays, "
-                                 f"not a {type(fed).__name__}")
-        return [np.asarray(a).astype(want, copy=False) for a in fed]
-    return np.asarray(fed).astype(want, copy=False)
+        raise InterpretError(f"{what} was fed None",
+                             hint=f"feed a list of {v.dtype} arrays (an empty list for no tensors)")
+    if not sequence:
+        return _fed_array(v, fed, what)
+    if not isinstance(fed, (list, tuple)):
+        raise InterpretError(f"{what} was fed a {type(fed).__name__}",
+                             hint=f"feed a list of {v.dtype} arrays"
+                                  + (", or None for an empty optional" if v.kind.startswith("optional")
+                                     else ""))
+    return [_fed_array(v, a, f"item {i} of {what}") for i, a in enumerate(fed)]
 
 
 def _checked_container(node: Node, v: Value, result: Any) -> Any:
