@@ -593,8 +593,8 @@ def _compile_dynamic(graph: Graph, target: Target, max_shapes: Mapping[str, Sequ
             "be smaller than the compiled one",
             hint="convert without --input-shape to keep the model's symbolic dims, and give their "
             "largest sizes to compile --dynamic --input-shape")
-    return DynamicProgram(graph, max_shapes, lambda g: compile(g, target, kernels=kernels,
-                                                               placement=placement, per_layer=per_layer))
+    return DynamicProgram(graph, max_shapes, target, kernels=kernels, placement=placement,
+                          per_layer=per_layer)
 
 
 def _store_every_layer(u: PlannedUnit, target: Target, every: set[str]) -> PlannedUnit:

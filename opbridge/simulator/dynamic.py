@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,16 +22,30 @@ from ..errors import SimulatorError
 from ..ir import dims as _dims
 from ..ir.graph import Graph
 from ..ir.io import graph_to_json
+from ..ir.opdef import check_placement
 from ..ir.specialize import input_dims, specialize
 from ..ir.types import format_shape
 from .program import Program
 
+if TYPE_CHECKING:
+    from .kernels import KernelRegistry
+    from .lower import Placement
+    from .target import Target
+
 
 class DynamicProgram:
-    """A program compiled for the largest input shapes that runs smaller ones (see the module)."""
+    """A program compiled for the largest input shapes that runs smaller ones (see the module).
 
-    def __init__(self, graph: Graph, max_shapes: Mapping[str, Sequence[int]],
-                 build: Callable[[Graph], Program], program: Program | None = None) -> None:
+    Every shape compiles with the settings the largest did: ``kernels``, ``per_layer`` and the
+    placement. A ``placement`` callable is asked once, about the nodes of the graph at the
+    largest shapes, and its answers are kept by node name (:attr:`placement`): the nodes of a
+    smaller shape have those names, and a saved program keeps the answers, so it compiles
+    later shapes as this one does (a custom ``kernels`` registry is code, and is not saved)."""
+
+    def __init__(self, graph: Graph, max_shapes: Mapping[str, Sequence[int]], target: Target, *,
+                 kernels: KernelRegistry | None = None,
+                 placement: Placement | Mapping[str, str] | None = None, per_layer: bool = False,
+                 program: Program | None = None) -> None:
         self.graph = graph
         self.max_dims = input_dims(graph, max_shapes, "max_shapes")
         missing = sorted(n for v in graph.inputs for d in v.shape if isinstance(d, str)
@@ -43,12 +57,32 @@ class DynamicProgram:
                                  f"symbolic dim {missing[0]} with no maximum",
                                  hint=f"give its largest shape: --input-shape {v.name}=... "
                                  f"(max_shapes={{'{v.name}': (...)}} in Python)")
-        self._build = build
+        self.target = target
+        self.kernels = kernels
+        self.per_layer = per_layer
         self.max_shapes = {v.name: self._shape_for(v.shape, self.max_dims) for v in graph.inputs}
+        largest = None
+        if callable(placement):
+            largest = specialize(graph, self.max_shapes)
+            ask = placement
+            placement = {n.name: check_placement(where, f"{n.where}: the placement callable",
+                                                 SimulatorError)
+                         for n in largest.nodes if (where := ask(n)) is not None}
+        #: node name -> "tpu" / "cpu": where the placement given to compile puts each node
+        self.placement: dict[str, str] = dict(placement or {})
         #: the program for the largest shapes: its plan and profile are the device's budget
-        self.program = program if program is not None else build(specialize(graph, self.max_shapes))
+        self.program = program if program is not None else self._build(
+            largest if largest is not None else specialize(graph, self.max_shapes))
         self._programs: dict[tuple[tuple[str, int], ...], Program] = {
             tuple(sorted(self.max_dims.items())): self.program}
+
+    def _build(self, graph: Graph) -> Program:
+        """The program for one specialisation of the graph, with this program's settings."""
+        from .compiler import compile as compile_graph
+
+        table = self.placement
+        return compile_graph(graph, self.target, kernels=self.kernels, per_layer=self.per_layer,
+                             placement=(lambda n: table.get(n.name)) if table else None)
 
     @staticmethod
     def _shape_for(shape: Sequence[Any], values: Mapping[str, int]) -> tuple[int, ...]:
@@ -104,7 +138,8 @@ class DynamicProgram:
         and the maxima beside it, so :func:`opbridge.simulator.load_program` gives this back."""
         tensors: dict[str, np.ndarray] = {}
         doc = {"graph": graph_to_json(self.graph, tensors),
-               "max_shapes": {k: list(v) for k, v in self.max_shapes.items()}}
+               "max_shapes": {k: list(v) for k, v in self.max_shapes.items()},
+               "per_layer": self.per_layer, "placement": self.placement}
         # the symbolic graph's constants are the max program's, by name, but for those that
         # specialising folded or unrolled away (a Scan body's weights): those are stored too
         self.program.save(path, extra={"dynamic": json.dumps(doc, separators=(",", ":"))},
@@ -116,15 +151,23 @@ def load_dynamic(doc_text: str, program: Program, tensor: Callable[[str], np.nda
     """The DynamicProgram of a ``.obprog`` written by :meth:`DynamicProgram.save`."""
     from ..errors import ModelFormatError
     from ..ir.io import graph_from_json
-    from ..ir.opdef import DEFAULT_OPS
-    from .compiler import compile as compile_graph
+    from ..ir.opdef import DEFAULT_OPS, PLACEMENTS
 
     try:
         doc = json.loads(doc_text)
         graph = graph_from_json(doc["graph"], tensor, DEFAULT_OPS)
         shapes = {str(k): tuple(int(d) for d in v) for k, v in doc["max_shapes"].items()}
+        # files written before these were saved compiled every shape with the defaults
+        per_layer = doc.get("per_layer", False)
+        placement = doc.get("placement", {})
+        if not isinstance(per_layer, bool):
+            raise ValueError(f"per_layer is {per_layer!r}, not true or false")
+        bad = [(k, v) for k, v in placement.items() if not isinstance(k, str) or v not in PLACEMENTS]
+        if bad:
+            raise ValueError(f"placement of node {bad[0][0]!r} is {bad[0][1]!r}, not one of "
+                             f"{', '.join(PLACEMENTS)}")
     except (KeyError, TypeError, ValueError, AttributeError) as err:
         raise ModelFormatError(f"{where}: its dynamic part is not valid: {err!r}",
                                hint="compile the model again with --dynamic") from None
-    target = program.target
-    return DynamicProgram(graph, shapes, lambda g: compile_graph(g, target), program=program)
+    return DynamicProgram(graph, shapes, program.target, placement=placement, per_layer=per_layer,
+                          program=program)

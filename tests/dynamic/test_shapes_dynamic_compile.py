@@ -102,3 +102,31 @@ def test_specialize_keeps_an_input_sequence():
     b.output(b.op("SequenceLength", [s], name="len"), b.op("Relu", [x], name="r"))
     g = specialize(b.build(require_static=False), {"x": (2, 3)})
     assert [v.kind for v in g.inputs] == ["sequence", "tensor"]
+
+
+def _profile_figures(p) -> tuple:
+    return (p.est_latency_ms, p.gdma_bytes, p.lmem_peak_bytes, p.num_layer_groups, p.num_tiles,
+            p.num_global_layers, p.num_cpu_layers)
+
+
+def test_saved_program_compiles_later_shapes_with_its_placement_and_per_layer(tmp_path):
+    """A dynamic program compiled with a placement (Relu on the host) and per_layer (every
+    layer's output stored) and saved compiles a new shape exactly as the original does: the
+    same placement, the same profile, every layer's output, the same bytes (onnxruntime's
+    numbers)."""
+    relu_on_host = lambda n: "cpu" if n.op == "Relu" else None  # noqa: E731
+    prog = ob.compile(ob.convert(cnn_model()), "bm1684", dynamic=True, max_shapes={"x": (4, 3, 8, 8)},
+                      placement=relu_on_host, per_layer=True)
+    prog.save(tmp_path / "d.obprog")
+    loaded = ob.load_program(tmp_path / "d.obprog")
+    x = np.random.default_rng(9).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    want = prog.run({"x": x}, keep_intermediates=True)
+    got = loaded.run({"x": x}, keep_intermediates=True)
+    assert sorted(got) == sorted(want) and len(want) > 2  # every layer's output, as per_layer keeps
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    p_want, p_got = prog.program_for({"x": x}).profile(), loaded.program_for({"x": x}).profile()
+    assert p_want.num_cpu_layers == 1
+    assert _profile_figures(p_got) == _profile_figures(p_want)
+    assert list(loaded.placement.values()) == ["cpu"] and loaded.placement == prog.placement
+    np.testing.assert_allclose(got["y"], _ort(cnn_model(), {"x": x})[0], rtol=1e-4, atol=1e-4)
