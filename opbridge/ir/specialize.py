@@ -144,7 +144,7 @@ def _unrolled_scan(b: GraphBuilder, n: Node, ins: list[Value | None]) -> list[Va
         return None
     body, m, n_caps = n.attrs["body"], n.attrs["num_scan_inputs"], n.attrs.get("num_captures", 0)
     n_states = len(ins) - m - n_caps
-    in_axes, in_dirs, out_axes, out_dirs = scan_layout(n_states, m, len(body.outputs) - n_states, n.attrs)
+    in_axes, in_dirs, out_axes, out_dirs = scan_layout(m, len(body.outputs) - n_states, n.attrs)
     xs = vals[n_states:n_states + m]
     axes = [a % len(x.shape) for a, x in zip(in_axes, xs)]
     steps = int(xs[0].shape[axes[0]]) if xs else 0

@@ -180,3 +180,17 @@ def test_opbridge_show_lists_the_branches(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "then_branch:" in out and "else_branch:" in out
     assert "= Concat(" in out  # a node of the else branch, listed under the If
+
+
+@pytest.mark.parametrize("attrs,want", [
+    ({"scan_input_axes": [], "scan_input_directions": [], "scan_output_axes": [],
+      "scan_output_directions": []}, ([0, 0], [0, 0], [0, 0, 0], [0, 0, 0])),
+    ({"scan_input_axes": [1, -1], "scan_input_directions": [0, 1], "scan_output_axes": [2, 0, 1],
+      "scan_output_directions": [1, 0, 0]}, ([1, -1], [0, 1], [2, 0, 1], [1, 0, 0])),
+], ids=["attributes-absent", "attributes-given"])
+def test_scan_layout_takes_the_scan_inputs_and_outputs_only(attrs, want):
+    """One axis and direction per scan input and per scan output (ONNX Scan-16: absent lists
+    mean axis 0, forward); the state values have none, so the layout does not ask for them."""
+    from opbridge.ir.ops.control import scan_layout
+
+    assert scan_layout(2, 3, attrs) == want

@@ -169,8 +169,9 @@ def _loop(m: np.ndarray | None, cond: np.ndarray | None, *values: np.ndarray, bo
 
 
 # -- Scan --------------------------------------------------------------------------------
-def scan_layout(n_states: int, n_scans: int, n_outs: int, attrs: dict[str, Any]) -> tuple[list[int], ...]:
-    """The four per-input/per-output axis and direction lists, zeros where absent."""
+def scan_layout(n_scans: int, n_outs: int, attrs: dict[str, Any]) -> tuple[list[int], ...]:
+    """The four per-input/per-output axis and direction lists of a Scan with ``n_scans`` scan
+    inputs and ``n_outs`` scan outputs (its state values take none), zeros where absent."""
     def full(name: str, n: int) -> list[int]:
         v = list(attrs[name])
         return v if v else [0] * n
@@ -187,7 +188,7 @@ def _scan_shape(ctx: ShapeContext) -> Any:
                         attr="num_scan_inputs")
     attrs = {k: ctx.attr(k) for k in ("scan_input_axes", "scan_input_directions",
                                       "scan_output_axes", "scan_output_directions")}
-    in_axes, _, out_axes, _ = scan_layout(n_states, m, len(body.outputs) - n_states, attrs)
+    in_axes, _, out_axes, _ = scan_layout(m, len(body.outputs) - n_states, attrs)
     xs = [ctx.input_shape(n_states + j) for j in range(m)]
     axes = [ctx.normalize_axis(a, len(x), "scan_input_axes") for a, x in zip(in_axes, xs)]
     sliced = [(tuple(d for k, d in enumerate(x) if k != a), ctx.input_dtype(n_states + j))
@@ -212,7 +213,7 @@ def _scan(*values: np.ndarray, body: Any, num_scan_inputs: int, num_captures: in
     xs = values[n_states:n_states + num_scan_inputs]
     caps = list(values[n_states + num_scan_inputs:])
     n_outs = len(body.outputs) - n_states
-    in_axes, in_dirs, out_axes, out_dirs = scan_layout(n_states, num_scan_inputs, n_outs, layout)
+    in_axes, in_dirs, out_axes, out_dirs = scan_layout(num_scan_inputs, n_outs, layout)
     axes = [a % x.ndim for a, x in zip(in_axes, xs)]
     steps = xs[0].shape[axes[0]] if xs else 0
     per_step: list[list[np.ndarray]] = [[] for _ in range(n_outs)]
