@@ -141,7 +141,8 @@ class Target:
     notes: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for f in ("lanes", "lmem_bytes_per_lane", "eu_bytes", "lmem_align_bytes", "ddr_align_bytes"):
+        for f in ("lanes", "lmem_bytes_per_lane", "lmem_banks", "eu_bytes", "lmem_align_bytes",
+                  "ddr_align_bytes"):
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise SimulatorError(
@@ -150,7 +151,7 @@ class Target:
                 )
         for f in ("clock_mhz", "ddr_bandwidth_gbps", "peak_tflops_f32", "peak_tops_i8", "host_gflops"):
             v = getattr(self, f)
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0:
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0:  # NaN too
                 raise SimulatorError(f"target '{self.name}': {f} = {v!r} must be a positive number")
         if self.lanes * self.lmem_bytes_per_lane > MAX_LMEM_TOTAL:
             raise SimulatorError(
@@ -160,7 +161,7 @@ class Target:
             )
         for f in ("gdma_latency_us", "tiu_issue_us", "sync_us", "launch_us", "peak_tflops_f16"):
             v = getattr(self, f)
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not v >= 0:
                 raise SimulatorError(f"target '{self.name}': {f} = {v!r} must be a number >= 0")
         for f in ("int8_batch_pack", "ic_parallel_bytes"):
             v = getattr(self, f)
