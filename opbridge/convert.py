@@ -96,7 +96,12 @@ def bind_input_values(origin: OriginGraph, values: Mapping[str, Any]) -> dict[st
         arr = np.asarray(value)
         if t.dtype is not None:
             want = np.dtype(t.dtype)
-            cast = arr.astype(want)
+            try:
+                cast = arr.astype(want)
+            except (TypeError, ValueError):
+                raise ShapeError(f"input_values['{name}'] = {value!r}: input '{name}' is {want}, and "
+                                 "the value is not a number", hint=f"give a number or an array of {want}"
+                                 ) from None
             if arr.dtype.kind in "fc" and want.kind in "iub" and not np.array_equal(cast, arr):
                 raise ShapeError(f"input_values['{name}'] = {value!r}: input '{name}' is {want}, "
                                  "and the value is not a whole number", hint="give an integer")
@@ -113,7 +118,10 @@ def bind_input_values(origin: OriginGraph, values: Mapping[str, Any]) -> dict[st
                 arr = arr.reshape((1,) * len(shape))
             else:
                 raise ShapeError(f"input_values['{name}'] has shape {list(arr.shape)}; input '{name}' "
-                                 f"is declared {format_shape(shape)} (rank {len(shape)})")
+                                 f"is declared {format_shape(shape)} (rank {len(shape)})",
+                                 hint=f"give an array of rank {len(shape)} ({name}=FILE.npy on the "
+                                 "command line), or fix its symbolic dims with --input-shape / "
+                                 "input_shapes")
         out[name] = arr
     return out
 

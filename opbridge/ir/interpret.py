@@ -24,7 +24,8 @@ def check_feeds(graph: Graph, feeds: Mapping[str, Any],
     Symbolic input dims take the fed sizes; ``dims`` collects them (name -> size) for the run."""
     dims = {} if dims is None else dims
     if not isinstance(feeds, Mapping):
-        raise InterpretError("feeds must be a dict of input name -> array")
+        raise InterpretError(f"feeds must be a dict of input name -> array, not a {type(feeds).__name__}",
+                             hint=f"pass {{{', '.join(repr(v.name) + ': array' for v in graph.inputs)}}}")
     names = [v.name for v in graph.inputs]
     unknown = sorted(set(feeds) - set(names))
     if unknown:
@@ -326,7 +327,9 @@ def _interpret(
     if stop_after is not None and not any(
         n.name == stop_after or n.origin.name == stop_after for n in graph.nodes
     ):
-        raise InterpretError(f"stop_after: graph '{graph.name}' has no node named '{stop_after}'")
+        raise InterpretError(f"stop_after: graph '{graph.name}' has no node named '{stop_after}'",
+                             hint="give an IR node name or its origin layer name ('opbridge show' "
+                             "lists them; OPBRIDGE_STOP_AFTER sets it too)")
     # without intermediates to return, a tensor is dropped after its last reader, so memory
     # is what is live at once, not every tensor of the run
     keep_all = keep_intermediates or stop_after is not None

@@ -90,7 +90,9 @@ class Conversion:
             return self.origin.tensors[name]
         except KeyError:
             where = error_context(node) if node is not None else {"framework": self.origin.framework}
-            raise GraphError(f"weight '{name}' is not in the model's tensors", **where) from None
+            raise GraphError(f"weight '{name}' is not in the model's tensors",
+                             hint="give the model's weights (Caffe: --weights / weights=; ONNX: its "
+                             "external data files beside the model)", **where) from None
 
     def value_of(self, name: str, node: OriginNode | None) -> Value:
         """The Value of origin tensor ``name`` (initializers become constants on first use)."""
@@ -448,16 +450,19 @@ def _fix_inputs(origin: OriginGraph, input_shapes: Mapping[str, Sequence[int]] |
         shape = t.shape
         if t.kind != "tensor":  # a sequence's tensors may differ: their shape is run-time
             if t.dtype is None:
-                raise ShapeError(f"input '{t.name}' has no declared element type")
+                raise ShapeError(f"input '{t.name}' has no declared element type", hint=_ELEM_HINT)
             out.append(TensorInfo(t.name, t.dtype, shape or (), t.kind))
             continue
         if t.name in shapes:
             try:
                 given = tuple(int(d) for d in shapes[t.name])
             except (TypeError, ValueError):
-                raise ShapeError(f"input_shapes['{t.name}'] = {shapes[t.name]!r}: not a list of ints") from None
+                raise ShapeError(f"input_shapes['{t.name}'] = {shapes[t.name]!r}: not a list of ints",
+                                 hint=f"give one int per dim: input_shapes={{'{t.name}': (1, 3, 224, 224)}}"
+                                 ) from None
             if any(d < 0 for d in given):
-                raise ShapeError(f"input_shapes['{t.name}'] = {given}: dims must be >= 0")
+                raise ShapeError(f"input_shapes['{t.name}'] = {given}: dims must be >= 0",
+                                 hint="give the size of every dim (0 only for an empty one)")
             if shape is not None and len(shape) != len(given):
                 raise ShapeError(
                     f"input '{t.name}' has rank {len(shape)} ({format_shape(shape)}); "
@@ -487,7 +492,7 @@ def _fix_inputs(origin: OriginGraph, input_shapes: Mapping[str, Sequence[int]] |
                 + f" (input_shapes={{'{t.name}': (...)}} in Python)",
             )
         if t.dtype is None:
-            raise ShapeError(f"input '{t.name}' has no declared element type")
+            raise ShapeError(f"input '{t.name}' has no declared element type", hint=_ELEM_HINT)
         out.append(TensorInfo(t.name, t.dtype, shape))
     return out
 
@@ -544,6 +549,7 @@ def scan_mappings(origin: OriginGraph, registry: MappingRegistry,
 
 
 #: How a report line says a mapping's IR op has no definition.
+_ELEM_HINT = "declare the input's element type in the model (ONNX: its value_info elem_type)"
 _NO_IR = "(target of a register_custom_op mapping) is not defined"
 
 

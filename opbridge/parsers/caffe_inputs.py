@@ -169,5 +169,6 @@ def apply_input_shapes(inputs: Inputs, given: dict[str, tuple[int, ...]], where:
                 hint=f"give {len(declared)} dims for '{name}'",
             )
         if any(d < 1 for d in shape):
-            raise ShapeError(f"{where}: input_shapes['{name}'] = {list(shape)}: dims must be >= 1")
+            raise ShapeError(f"{where}: input_shapes['{name}'] = {list(shape)}: dims must be >= 1",
+                             hint=f"give the size of every dim, e.g. --input-shape {name}=1,3,224,224")
         inputs[name] = check_input_shape(name, shape, f"{where}: input_shapes")

@@ -36,13 +36,27 @@ PROTOBUF_LIMIT = 2**31 - 1
 MAX_SPARSE_DENSE_BYTES = 1 << 30
 
 
+#: What to do about a tensor of an element type opbridge has no dtype for (strings, complex).
+_DTYPE_HINT = ("opbridge reads bool, integer and floating-point tensors: give the tensor one of "
+               "those types in the model (a Cast at export, or a numeric input)")
+
+
+def _type_name(elem_type: int) -> str:
+    """``8 (STRING)``: the number the file holds, with its TensorProto name where it has one."""
+    try:
+        return f"{elem_type} ({TensorProto.DataType.Name(elem_type)})"
+    except ValueError:
+        return str(elem_type)
+
+
 def _np_dtype(elem_type: int, what: str) -> np.dtype | None:
     if elem_type == TensorProto.UNDEFINED:
         return None
     try:
         return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
     except (KeyError, TypeError, ValueError):
-        raise UnsupportedOpError(f"[onnx] {what}: element type {elem_type} is not supported") from None
+        raise UnsupportedOpError(f"[onnx] {what}: element type {_type_name(elem_type)} is not supported",
+                                 hint=_DTYPE_HINT) from None
 
 
 def _dims(dims: Any) -> list[int]:
@@ -106,7 +120,7 @@ class ExternalDataLoader:
         if (dtype is None or dtype.kind in "OUS" or dtype.itemsize == 0
                 or tensor.data_type in (TensorProto.FLOAT6E2M3, TensorProto.FLOAT6E3M2)):
             raise UnsupportedOpError(f"[onnx] initializer '{name}': external data of element type "
-                                     f"{tensor.data_type} is not supported")
+                                     f"{_type_name(tensor.data_type)} is not supported", hint=_DTYPE_HINT)
         bits = _PACKED_BITS.get(tensor.data_type)
         path = self.resolve(name, info.get("location", ""))
         try:
@@ -274,7 +288,9 @@ def check_node_schema(n: onnx.NodeProto, where: str, opsets: Mapping[str, int]) 
             raise AttrError(f"{where} attribute '{a.name}': given twice", hint="keep one of them")
         seen.add(a.name)
         if a.type not in _ATTR_TYPE_NAMES or a.type == AttributeProto.UNDEFINED:
-            raise AttrError(f"{where} attribute '{a.name}': unknown attribute type {a.type}")
+            raise AttrError(f"{where} attribute '{a.name}': unknown attribute type {a.type}",
+                            hint="the file is damaged or from an unknown ONNX version: check it with "
+                            "onnx.checker.check_model, or export it again")
     domain = "" if n.domain in ("", "ai.onnx") else n.domain
     version = opsets.get(domain)
     if version is None or version < 1 or not n.op_type:
@@ -339,7 +355,8 @@ def _value_info(vi: onnx.ValueInfoProto, what: str) -> TensorInfo:
     if tt.WhichOneof("value") != "tensor_type" or kind not in KINDS:
         inner = (tt.WhichOneof("value") or "unknown").replace("_type", "")
         raise UnsupportedOpError(f"[onnx] {what} '{vi.name}' is a {' of '.join([*kinds, inner])}; "
-                                 "opbridge supports tensors, sequences and optionals of them")
+                                 "opbridge supports tensors, sequences and optionals of them",
+                                 hint=f"export the model with '{vi.name}' as a tensor")
     dtype = _np_dtype(tt.tensor_type.elem_type, f"{what} '{vi.name}'")
     if not tt.tensor_type.HasField("shape"):
         return TensorInfo(vi.name, dtype, None, kind)
