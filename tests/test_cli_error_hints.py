@@ -4,6 +4,7 @@ traceback); the Python API raises the same OpbridgeError with the hint."""
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
@@ -86,3 +87,27 @@ def test_interpret_feeds_not_a_dict_and_unknown_stop_after(tmp_path):
     with pytest.raises(ob.InterpretError, match="has no node named 'nope'") as err:
         ob.interpret(g, {"x": [[1.0] * 3] * 2}, stop_after="nope")
     assert "opbridge show" in err.value.hint
+
+
+def test_dynamic_program_run_on_a_wrong_shape_says_what_to_feed(tmp_path, capsys):
+    from tests.dynamic.test_shapes_symbolic import cnn_model
+
+    prog = ob.compile(ob.convert(cnn_model()), "bm1684", dynamic=True, max_shapes={"x": (4, 3, 8, 8)})
+    prog.save(tmp_path / "d.obprog")
+    np.save(tmp_path / "x.npy", np.zeros((2, 3, 9, 8), np.float32))
+    error, hint = _cli_error(capsys, ["run", str(tmp_path / "d.obprog"), "--input",
+                                      f"x={tmp_path / 'x.npy'}"])
+    assert "input 'x' has shape [2, 3, 9, 8]; the program takes [batch,3,8,8] up to [4, 3, 8, 8]" in error
+    assert "fixed dims match" in hint
+
+
+def test_graph_builder_misuse_has_hints():
+    b = ob.GraphBuilder("g")
+    x = b.input("x", "f32", (1, 2))
+    b.op("Relu", [x], name="r")
+    with pytest.raises(ob.GraphError, match="node name used twice") as err:
+        b.op("Relu", [x], name="r")
+    assert "its own name" in err.value.hint
+    with pytest.raises(ob.GraphError, match=r"input 0 is ndarray, not a Value") as err:
+        b.op("Relu", [np.zeros((1, 2), np.float32)])
+    assert "constant()" in err.value.hint

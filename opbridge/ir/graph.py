@@ -146,7 +146,8 @@ class Graph:
         for n in self.nodes:
             if n.name == name:
                 return n
-        raise GraphError(f"graph '{self.name}' has no node named '{name}'")
+        raise GraphError(f"graph '{self.name}' has no node named '{name}'",
+                         hint="'opbridge show' (or [n.name for n in graph.nodes]) lists them")
 
     def op_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -264,7 +265,8 @@ class GraphBuilder:
                 self._counter += 1
                 name = f"{op_type.lower()}_{self._counter}"
         elif name in self._node_names:
-            raise GraphError(f"{node_ctx(name, op_type)}: node name used twice")
+            raise GraphError(f"{node_ctx(name, op_type)}: node name used twice",
+                             hint="give each node its own name, or leave name= out for a fresh one")
         where = node_ctx(name, op_type)
         if placement is not None:  # refused before the node's names are claimed
             placement = check_placement(placement, where, GraphError)
@@ -273,7 +275,9 @@ class GraphBuilder:
             ins.pop()  # trailing absent optional inputs
         for i, v in enumerate(ins):
             if v is not None and not isinstance(v, Value):
-                raise GraphError(f"{where}: input {i} is {type(v).__name__}, not a Value")
+                raise GraphError(f"{where}: input {i} is {type(v).__name__}, not a Value",
+                                 hint="pass the ob.Value that input(), constant() or op() returned "
+                                 "(None for an absent optional input)")
         opdef.check_input_count(len(ins), where)
         opdef.check_input_kinds([v.kind if v is not None else None for v in ins], where)
         norm = opdef.normalize_attrs(attrs, where)
@@ -288,7 +292,8 @@ class GraphBuilder:
             n_out,
         )
         if outputs is not None and len(outputs) != len(types):
-            raise ShapeError(f"{where}: {len(outputs)} output names given for {len(types)} outputs")
+            raise ShapeError(f"{where}: {len(outputs)} output names given for {len(types)} outputs",
+                             hint=f"give {len(types)} names in outputs=, or leave it out")
         kinds = opdef.output_kinds(name, [v.kind if v is not None else None for v in ins], norm,
                                    len(types))
         self._node_names.add(name)

@@ -98,7 +98,9 @@ class DynamicProgram:
             shape = np.shape(feeds[v.name])
             if len(shape) != len(v.shape) or _dims.bind_shape(v.shape, shape, values) is not None:
                 raise SimulatorError(f"input '{v.name}' has shape {list(shape)}; the program takes "
-                                     f"{format_shape(v.shape)} up to {list(self.max_shapes[v.name])}")
+                                     f"{format_shape(v.shape)} up to {list(self.max_shapes[v.name])}",
+                                     hint="feed an array of that rank whose fixed dims match and "
+                                     "whose symbolic ones are within the maxima")
             for i, (d, n) in enumerate(zip(v.shape, shape)):
                 top = self.max_shapes[v.name][i]
                 if n > top:

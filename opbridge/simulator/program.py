@@ -309,7 +309,8 @@ def _check_ddr(prog: Program, where: str) -> None:
     align_bytes = max(int(prog.target.ddr_align_bytes), 1)
     for name, t in tensors.items():
         if t.addr < 0 or t.nbytes < 0 or t.addr + t.nbytes > total:
-            raise SimulatorError(f"{where}: tensor '{name}' lies outside the DDR plan")
+            raise SimulatorError(f"{where}: tensor '{name}' lies outside the DDR plan",
+                                 hint=RECOMPILE_HINT)
         if t.region == "scratch":  # a global layer's scratch buffer: bytes, no graph value
             if t.dtype != "u8" or list(t.shape) != [t.nbytes]:
                 raise ModelFormatError(f"{where}: scratch buffer '{name}' is not {t.nbytes} u8 bytes")
