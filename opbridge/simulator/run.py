@@ -218,7 +218,9 @@ class Executor:
         keys: list[Hashable | None] = []
         for v, a in zip(node.inputs, ins.ins):
             src = self._const_at.get(a.lmem) if a is not None and a.const else None
-            keys.append(src if src is not None and src[0] == a.tensor else None)
+            # the part of the loaded constant the operand takes is part of what it is
+            keys.append((*src, a.n, a.h, a.w) if a is not None and src is not None and src[0] == a.tensor
+                        else None)
             if a is None or v is None:
                 args.append(None)
                 continue
