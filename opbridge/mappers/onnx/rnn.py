@@ -22,6 +22,7 @@ import numpy as np
 from ...ir.graph import Value
 from ...parsers.origin import OriginNode
 from ..context import MapContext
+from ..recurrent import STEPS, Cell, gate_rows, np_dtype, pick
 from .decompose import versions
 
 #: gates per op, and default activations (one list per direction)
@@ -70,82 +71,6 @@ def _acts(node: OriginNode, g: MapContext, ndir: int) -> list[list[Callable[[Val
     return [fns[d * per:(d + 1) * per] for d in range(ndir)]
 
 
-def _pick(g: MapContext, v: Value, index: int, axis: int = 0) -> Value:
-    """v[index] along ``axis`` (that axis removed)."""
-    return g.op("Squeeze", [g.op("Slice", [v], starts=[index], ends=[index + 1], axes=[axis])], axes=[axis])
-
-
-def _part(g: MapContext, v: Value, k: int, size: int, axis: int) -> Value:
-    return g.op("Slice", [v], starts=[k * size], ends=[(k + 1) * size], axes=[axis])
-
-
-@dataclass
-class _Cell:
-    """What one direction's time loop needs: the op, its sizes and its per-direction weights."""
-
-    g: MapContext
-    hidden: int
-    dtype: str
-    acts: list[Callable[[Value], Value]]
-    clip: float | None
-    linear_before_reset: bool
-    input_forget: bool
-    rt: Value                  # R of this direction, transposed: [H, G*H]
-    rb_sep: Value | None       # GRU with linear_before_reset keeps Rb inside the reset product
-    peep: Value | None
-
-    def gate(self, v: Value) -> Value:
-        """``clip`` bounds every gate pre-activation."""
-        g = self.g
-        return g.op("Clip", [v], min=-float(self.clip), max=float(self.clip)) if self.clip is not None else v
-
-    def part(self, v: Value, k: int) -> Value:
-        return _part(self.g, v, k, self.hidden, 1)
-
-    def one(self) -> Value:
-        return self.g.constant(np.ones((), _np(self.dtype)))
-
-
-def _rnn_step(cell: _Cell, xt: Value, h: Value, c: Value | None) -> tuple[Value, Value | None]:
-    g = cell.g
-    return cell.acts[0](cell.gate(g.op("Add", [xt, g.op("MatMul", [h, cell.rt])]))), None
-
-
-def _gru_step(cell: _Cell, xt: Value, h: Value, c: Value | None) -> tuple[Value, Value | None]:
-    g, f, part = cell.g, cell.acts, cell.part
-    hr = g.op("MatMul", [h, cell.rt])
-    if cell.rb_sep is not None:
-        hr = g.op("Add", [hr, cell.rb_sep])
-    z = f[0](cell.gate(g.op("Add", [part(xt, 0), part(hr, 0)])))
-    rr = f[0](cell.gate(g.op("Add", [part(xt, 1), part(hr, 1)])))
-    if cell.linear_before_reset:
-        pre = g.op("Add", [part(xt, 2), g.op("Mul", [rr, part(hr, 2)])])
-    else:
-        rh = g.op("MatMul", [g.op("Mul", [rr, h]), _part(g, cell.rt, 2, cell.hidden, 1)])
-        pre = g.op("Add", [part(xt, 2), rh])
-    hh = f[1](cell.gate(pre))
-    return g.op("Add", [g.op("Mul", [g.op("Sub", [cell.one(), z]), hh]), g.op("Mul", [z, h])]), None
-
-
-def _lstm_step(cell: _Cell, xt: Value, h: Value, c: Value | None) -> tuple[Value, Value | None]:
-    g, f, p = cell.g, cell.acts, cell.peep
-    assert c is not None  # the caller always gives an LSTM its cell state
-    gates = g.op("Add", [xt, g.op("MatMul", [h, cell.rt])])
-    gi, go, gf, gc = (cell.part(gates, k) for k in range(4))
-
-    def peephole(k: int, v: Value, state: Value) -> Value:
-        return v if p is None else g.op("Add", [v, g.op("Mul", [_part(g, p, k, cell.hidden, 0), state])])
-
-    i_t = f[0](cell.gate(peephole(0, gi, c)))
-    f_t = g.op("Sub", [cell.one(), i_t]) if cell.input_forget else f[0](cell.gate(peephole(2, gf, c)))
-    c = g.op("Add", [g.op("Mul", [f_t, c]), g.op("Mul", [i_t, f[1](cell.gate(gc))])])
-    o_t = f[0](cell.gate(peephole(1, go, c)))
-    return g.op("Mul", [o_t, f[2](c)]), c
-
-
-_STEPS = {"RNN": _rnn_step, "GRU": _gru_step, "LSTM": _lstm_step}
-
-
 @dataclass
 class _Inputs:
     """The node's tensors, seq-first (``layout`` 1 transposed on the way in)."""
@@ -188,28 +113,28 @@ def _direction(node: OriginNode, g: MapContext, ins: _Inputs, d: int, reverse: b
     hidden = int(node.get_attr("hidden_size", ins.w.shape[1] // _GATES[op]))
     clip = node.get_attr("clip", None)
     lbr = op == "GRU" and bool(int(node.get_attr("linear_before_reset")))
-    wt = g.op("Transpose", [_pick(g, ins.w, d)], perm=[1, 0])  # [I, G*H]
+    wt = g.op("Transpose", [pick(g, ins.w, d)], perm=[1, 0])  # [I, G*H]
     xw = g.op("MatMul", [x, wt])  # [S, B, G*H]
     rb_sep = None
     if ins.bias is not None:
-        b = _pick(g, ins.bias, d)
+        b = pick(g, ins.bias, d)
         size = _GATES[op] * hidden
-        wb, rb = _part(g, b, 0, size, 0), _part(g, b, 1, size, 0)
+        wb, rb = gate_rows(g, b, 0, size, 0), gate_rows(g, b, 1, size, 0)
         xw = g.op("Add", [xw, wb]) if lbr else g.op("Add", [xw, g.op("Add", [wb, rb])])
         rb_sep = rb if lbr else None
     input_forget = op == "LSTM" and bool(int(node.get_attr("input_forget")))  # an LSTM-only attribute
-    cell = _Cell(g, hidden, x.dtype, acts, clip, lbr, input_forget,
-                 g.op("Transpose", [_pick(g, ins.r, d)], perm=[1, 0]), rb_sep,
-                 _pick(g, ins.peep, d) if ins.peep is not None else None)
+    cell = Cell(g, hidden, x.dtype, acts, clip, lbr, input_forget,
+                 g.op("Transpose", [pick(g, ins.r, d)], perm=[1, 0]), rb_sep,
+                 pick(g, ins.peep, d) if ins.peep is not None else None)
     zeros = _zeros(g, xw, hidden)
-    h = _pick(g, ins.h0, d) if ins.h0 is not None else zeros
-    c = (_pick(g, ins.c0, d) if ins.c0 is not None else zeros) if op == "LSTM" else None
+    h = pick(g, ins.h0, d) if ins.h0 is not None else zeros
+    c = (pick(g, ins.c0, d) if ins.c0 is not None else zeros) if op == "LSTM" else None
     if not isinstance(x.shape[0], int):
         return _scanned(node, g, cell, xw, h, c, reverse)
     seq = x.shape[0]
     outs: list[Value | None] = [None] * seq
     for t in (range(seq - 1, -1, -1) if reverse else range(seq)):
-        h, c = _STEPS[op](cell, _pick(g, xw, t), h, c)
+        h, c = STEPS[op](cell, pick(g, xw, t), h, c)
         outs[t] = h
     steps = [g.op("Unsqueeze", [v], axes=[0, 1]) for v in outs if v is not None]
     y = steps[0] if len(steps) == 1 else g.op("Concat", steps, axis=0)
@@ -220,19 +145,19 @@ def _zeros(g: MapContext, xw: Value, hidden: int) -> Value:
     """The default initial state, [B, H] zeros (made at run time when the batch is symbolic)."""
     batch = xw.shape[1]
     if isinstance(batch, int):
-        return g.constant(np.zeros((batch, hidden), _np(xw.dtype)))
+        return g.constant(np.zeros((batch, hidden), np_dtype(xw.dtype)))
     first = g.op("Gather", [xw, g.constant(np.array(0, np.int64))], axis=0)  # [B, G*H]
-    return g.full_like(_part(g, first, 0, hidden, 1), 0)
+    return g.full_like(gate_rows(g, first, 0, hidden, 1), 0)
 
 
-def _scanned(node: OriginNode, g: MapContext, cell: _Cell, xw: Value, h: Value, c: Value | None,
+def _scanned(node: OriginNode, g: MapContext, cell: Cell, xw: Value, h: Value, c: Value | None,
              reverse: bool) -> tuple[Value, Value, Value | None]:
     """The time loop as a Scan over ``xw`` (a sequence of run-time length): the states are h
     (and c), the scan output each step's h; the weights the step reads become captures."""
     states = [h] if c is None else [h, c]
 
     def step(*ins: Value) -> list[Value]:
-        h_t, c_t = _STEPS[node.op_type](cell, ins[-1], ins[0], ins[1] if c is not None else None)
+        h_t, c_t = STEPS[node.op_type](cell, ins[-1], ins[0], ins[1] if c is not None else None)
         return [h_t, h_t] if c_t is None else [h_t, c_t, h_t]
 
     types = [(v.dtype, v.shape) for v in states] + [(xw.dtype, xw.shape[1:])]
@@ -271,10 +196,4 @@ def recurrent(node: OriginNode, g: MapContext) -> Any:
         y_c = g.op("Transpose", [y_c], perm=[1, 0, 2]) if y_c is not None else None
     outs = (y, y_h, y_c) if node.op_type == "LSTM" else (y, y_h)
     return outs[: len(node.outputs)]
-
-
-def _np(dtype: str) -> np.dtype:
-    from ...ir.types import to_numpy_dtype
-
-    return to_numpy_dtype(dtype)
 

@@ -11,12 +11,13 @@ from typing import Any
 
 import numpy as np
 
+from ...ir.graph import Value
 from ...parsers.origin import OriginNode
 from ..context import MapContext
 from .common import Args, cast, ir_dtype, norm_axis, one_to_one, ts_mapping, with_inplace
+from .elementwise import operands
 
-for _kind, _ir_op in (("relu", "Relu"), ("sigmoid", "Sigmoid"), ("tanh", "Tanh"),
-                     ("hardswish", "HardSwish"), ("mish", "Mish"), ("silu", "Swish"), ("selu", "Selu")):
+for _kind, _ir_op in (("relu", "Relu"), ("hardswish", "HardSwish"), ("mish", "Mish"), ("silu", "Swish"), ("selu", "Selu")):
     one_to_one(_ir_op, *with_inplace(_kind))
 
 
@@ -32,29 +33,43 @@ def hardtanh(node: OriginNode, g: MapContext) -> Any:
 
 
 def _bound(a: Args, i: int, inf: float) -> float:
-    if a.is_none(i):
-        return inf
-    if a.is_tensor(i) and not a.known(i):
-        raise a.g.unsupported(f"clamp bound {i} is a run-time tensor; opbridge needs a number")
-    return float(np.asarray(a.py(i)).reshape(()))
+    return inf if a.is_none(i) else float(np.asarray(a.py(i)).reshape(()))
+
+
+def _scalar_bounds(a: Args, idx: tuple[int, ...]) -> bool:
+    """True when every given bound is one number (a Clip attribute); a tensor bound (the
+    ``clamp.Tensor`` overload: per-element, broadcast) is an elementwise Max/Min instead."""
+    return all(a.is_none(i) or (a.known(i) and np.size(a.py(i)) == 1) for i in idx)
+
+
+def _clamp(a: Args, lo: int | None, hi: int | None) -> Value:
+    """min(max(x, lo), hi), as torch.clamp (hi wins where lo > hi)."""
+    idx = tuple(i for i in (lo, hi) if i is not None)
+    if _scalar_bounds(a, idx):
+        return a.g.op("Clip", [a.tensor(0)],
+                      min=-math.inf if lo is None else _bound(a, lo, -math.inf),
+                      max=math.inf if hi is None else _bound(a, hi, math.inf))
+    y = a.tensor(0)
+    for i, op in ((lo, "Max"), (hi, "Min")):
+        if i is not None and not a.is_none(i):
+            x, b = operands(a, 0, i)
+            y = a.g.op(op, [cast(a.g, y, x.dtype), b])
+    return y
 
 
 @ts_mapping(*with_inplace("clamp", "clip"))
 def clamp(node: OriginNode, g: MapContext) -> Any:
-    a = Args(node, g)
-    return g.op("Clip", [a.tensor(0)], min=_bound(a, 1, -math.inf), max=_bound(a, 2, math.inf))
+    return _clamp(Args(node, g), 1, 2)
 
 
 @ts_mapping(*with_inplace("clamp_min"))
 def clamp_min(node: OriginNode, g: MapContext) -> Any:
-    a = Args(node, g)
-    return g.op("Clip", [a.tensor(0)], min=_bound(a, 1, -math.inf))
+    return _clamp(Args(node, g), 1, None)
 
 
 @ts_mapping(*with_inplace("clamp_max"))
 def clamp_max(node: OriginNode, g: MapContext) -> Any:
-    a = Args(node, g)
-    return g.op("Clip", [a.tensor(0)], max=_bound(a, 1, math.inf))
+    return _clamp(Args(node, g), None, 1)
 
 
 @ts_mapping("gelu", "gelu_")

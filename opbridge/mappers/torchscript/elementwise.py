@@ -20,7 +20,10 @@ _FLOAT_RANK = {"f16": 1, "bf16": 1, "f32": 2, "f64": 3}
 _INT_RANK = {"bool": 0, "u8": 1, "i8": 1, "i16": 2, "i32": 3, "i64": 4}
 
 
-def _promote(x: str, y: str) -> str:
+def promote(x: str, y: str) -> str:
+    """The dtype torch gives an op on tensors of dtypes x and y (both dimensioned)."""
+    if {x, y} in ({"u8", "i8"}, {"f16", "bf16"}):  # neither holds the other's range
+        return "i16" if x[0] in "ui" else "f32"
     fx, fy = x in _FLOAT_RANK, y in _FLOAT_RANK
     if fx != fy:
         return x if fx else y
@@ -45,11 +48,11 @@ def operands(a: Args, i: int, j: int) -> tuple[Value, Value]:
         if not di and a.known(i) != a.known(j):  # a run-time 0-d tensor and a number
             return _with_scalar(a, j, i) if a.known(i) else _with_scalar(a, i, j)
         x, y = a.tensor(i), a.tensor(j)
-        dt = _promote(x.dtype, y.dtype)
+        dt = promote(x.dtype, y.dtype)
         return cast(a.g, x, dt), cast(a.g, y, dt)
     if di == dj:  # both known numbers: the caller folds; promote like torch anyway
         x, y = a.tensor(i), a.tensor(j)
-        dt = _promote(x.dtype, y.dtype)
+        dt = promote(x.dtype, y.dtype)
         return cast(a.g, x, dt), cast(a.g, y, dt)
     return _with_scalar(a, i, j) if di else _with_scalar(a, j, i)
 
@@ -144,13 +147,21 @@ def div(node: OriginNode, g: MapContext) -> Any:
     x, y = operands(a, 0, 1)
     if mode is None and x.dtype not in _FLOAT_RANK:
         x, y = cast(g, x, "f32"), cast(g, y, "f32")
+    if mode == "floor":
+        return _floor_divide(g, x, y)
     q = g.op("Div", [x, y])
-    if mode == "floor" and q.dtype in _FLOAT_RANK:
-        return g.op("Floor", [q])
     if mode == "trunc" and q.dtype in _FLOAT_RANK:
         # trunc(q) = sign(q) * floor(|q|)
         return g.op("Mul", [g.op("Sign", [q]), g.op("Floor", [g.op("Abs", [q])])])
-    return q
+    return q  # integer Div truncates toward zero, as torch's "trunc"
+
+
+def _floor_divide(g: MapContext, x: Value, y: Value) -> Value:
+    """floor(x / y); on integers (x - x mod y) / y, where the Python-sign ``mod`` makes the
+    division exact, since the IR's integer Div truncates toward zero."""
+    if x.dtype in _FLOAT_RANK:
+        return g.op("Floor", [g.op("Div", [x, y])])
+    return g.op("Div", [g.op("Sub", [x, g.op("Mod", [x, y], fmod=0)]), y])
 
 
 @ts_mapping("floor_divide")
@@ -158,9 +169,7 @@ def floor_divide(node: OriginNode, g: MapContext) -> Any:
     a = Args(node, g)
     if _all_known(a, (0, 1)):
         return _fold(a, _floor_div, (0, 1))
-    x, y = operands(a, 0, 1)
-    q = g.op("Div", [x, y])
-    return g.op("Floor", [q]) if q.dtype in _FLOAT_RANK else q
+    return _floor_divide(g, *operands(a, 0, 1))
 
 
 @ts_mapping("remainder", "fmod")
@@ -289,11 +298,13 @@ def masked_fill(node: OriginNode, g: MapContext) -> Any:
 _UNARY = {
     "abs": "Abs", "neg": "Neg", "negative": "Neg", "exp": "Exp", "log": "Log", "sqrt": "Sqrt",
     "reciprocal": "Reciprocal", "floor": "Floor", "ceil": "Ceil", "sin": "Sin", "cos": "Cos",
-    "tan": "Tan", "erf": "Erf",
+    "tan": "Tan", "erf": "Erf", "sigmoid": "Sigmoid", "tanh": "Tanh", "asin": "Asin",
+    "acos": "Acos", "atan": "Atan", "sinh": "Sinh", "cosh": "Cosh",
 }
-for _kind, _ir_op in (("round", "Round"), ("sign", "Sign"), ("asin", "Asin"), ("acos", "Acos"),
-                      ("atan", "Atan"), ("sinh", "Sinh"), ("cosh", "Cosh")):
-    one_to_one(_ir_op, *with_inplace(_kind))
+#: torch computes these on an integer or bool tensor in its default float dtype (f32)
+_TO_FLOAT = frozenset(("exp", "log", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tan", "erf",
+                       "sigmoid", "tanh", "asin", "acos", "atan", "sinh", "cosh"))
+one_to_one("Sign", *with_inplace("sign"))
 _UNARY_NP = {"abs": np.abs, "neg": np.negative, "negative": np.negative, "floor": np.floor,
              "ceil": np.ceil, "sqrt": np.sqrt}
 
@@ -304,15 +315,31 @@ def unary(node: OriginNode, g: MapContext) -> Any:
     kind = node.op_type.rstrip("_")
     if kind in _UNARY_NP and a.known(0) and not a.is_tensor(0):
         return _fold(a, _UNARY_NP[kind], (0,))
+    return g.op(_UNARY[kind], [_unary_input(a, kind)])
+
+
+def _unary_input(a: Args, kind: str) -> Value:
     x = a.tensor(0)
-    if kind in ("exp", "log", "sqrt", "reciprocal", "sin", "cos", "tan", "erf") and x.dtype not in _FLOAT_RANK:
-        x = cast(g, x, "f32")
-    return g.op(_UNARY[kind], [x])
+    return cast(a.g, x, "f32") if kind in _TO_FLOAT and x.dtype not in _FLOAT_RANK else x
+
+
+@ts_mapping(*with_inplace("round"))
+def round_(node: OriginNode, g: MapContext) -> Any:
+    """round(x, decimals=0), half to even; with decimals as torch computes it: x * 10**d rounded,
+    then divided by 10**d (for d < 0: x / 10**-d rounded, times 10**-d)."""
+    a = Args(node, g)
+    x = a.tensor(0)
+    decimals = a.int(1, 0, what="decimals")
+    if not decimals or x.dtype not in _FLOAT_RANK:
+        return g.op("Round", [x])
+    ten = a.scalar_value(10.0 ** abs(decimals), like=x)
+    inner, outer = ("Mul", "Div") if decimals > 0 else ("Div", "Mul")
+    return g.op(outer, [g.op("Round", [g.op(inner, [x, ten])]), ten])
 
 
 @ts_mapping(*with_inplace("rsqrt"))
 def rsqrt(node: OriginNode, g: MapContext) -> Any:
-    return g.op("Reciprocal", [g.op("Sqrt", [Args(node, g).tensor(0)])])
+    return g.op("Reciprocal", [g.op("Sqrt", [_unary_input(Args(node, g), "rsqrt")])])
 
 
 @ts_mapping(*with_inplace("square"))

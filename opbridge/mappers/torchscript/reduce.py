@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ...ir.graph import Value
 from ...parsers.origin import OriginNode
 from ..context import MapContext
@@ -86,32 +88,53 @@ def logsumexp(node: OriginNode, g: MapContext) -> Any:
     return _reduce(g, "ReduceLogSumExp", a.tensor(0), a.ints(1), bool(a.py(2, False)))
 
 
-@ts_mapping("var", "std")
-def var_std(node: OriginNode, g: MapContext) -> Any:
-    # var(self, dim, *, correction, keepdim) (the form TorchScript records), or
-    # var(self, dim, unbiased, keepdim), or var(self, unbiased)
-    a = Args(node, g)
-    x = a.tensor(0)
-    rank = len(x.shape)
+def _var_args(a: Args) -> tuple[list[int] | None, float, bool]:
+    """(dims, correction, keepdim) of var/std/var_mean/std_mean in any of their forms:
+    (self, dim, *, correction, keepdim) (what TorchScript records), (self, dim, unbiased,
+    keepdim), (self, unbiased)."""
     types = [a.types[k] if isinstance(k, int) else "List[int]" for k in a.spec]
-    if len(a) == 2 and types[1] == "bool":
-        dims, correction, keep = None, 1 if a.py(1) else 0, False
+    if len(a) <= 2 and (len(a) == 1 or types[1] == "bool"):
+        return None, 1 if a.py(1, True) else 0, False
+    third = a.py(2)
+    if types[2] == "bool":
+        correction: float = 1 if third else 0
     else:
-        dims = a.ints(1)
-        third = a.py(2)
-        if types[2] == "bool":
-            correction = 1 if third else 0
-        else:
-            correction = 1 if third is None else float(third)
-        keep = bool(a.py(3, False))
-    axes = _axes(g, dims, rank)
-    n = 1
+        correction = 1 if third is None else float(third)
+    return a.ints(1), correction, bool(a.py(3, False))
+
+
+def _var(g: MapContext, a: Args, x: Value) -> tuple[Value, Value]:
+    """(variance, mean) over the reduced dims, both with the keepdim of the call."""
+    dims, correction, keep = _var_args(a)
+    axes = _axes(g, dims, len(x.shape))
     shape = static_shape(g, x)
+    n = 1
     for ax in axes:
         n *= shape[ax]
     mean = g.op("ReduceMean", [x], axes=axes, keepdims=1)
     d = g.op("Sub", [x, mean])
     y = g.op("ReduceMean", [g.op("Mul", [d, d])], axes=axes, keepdims=int(keep))
     if correction:
-        y = g.op("Mul", [y, a.scalar_value(n / max(n - correction, 0), like=y)])
-    return g.op("Sqrt", [y]) if node.op_type == "std" else y
+        # torch divides the sum of squares by max(0, n - correction): 0/0 is nan, x/0 is inf
+        with np.errstate(divide="ignore"):
+            scale = np.float64(n) / np.float64(max(n - correction, 0))
+        y = g.op("Mul", [y, a.scalar_value(scale, like=y)])
+    return y, mean if keep else g.op("Squeeze", [mean], axes=axes)
+
+
+@ts_mapping("var", "std", "var_mean", "std_mean")
+def var_std(node: OriginNode, g: MapContext) -> Any:
+    """var/std, and var_mean/std_mean -> (var or std, mean)."""
+    a = Args(node, g)
+    var, mean = _var(g, a, a.tensor(0))
+    y = g.op("Sqrt", [var]) if node.op_type.startswith("std") else var
+    return (y, mean) if node.op_type.endswith("_mean") else y
+
+
+@ts_mapping("aminmax")
+def aminmax(node: OriginNode, g: MapContext) -> Any:
+    """aminmax(self, *, dim=None, keepdim=False) -> (min, max)."""
+    a = Args(node, g)
+    x, dim, keep = a.tensor(0), a.py(1), bool(a.py(2, False))
+    dims = None if dim is None else [int(dim)]
+    return _reduce(g, "ReduceMin", x, dims, keep), _reduce(g, "ReduceMax", x, dims, keep)

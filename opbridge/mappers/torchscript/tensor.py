@@ -3,6 +3,7 @@ index/index_select/gather/embedding, pad, topk, cumsum, triu/tril, pixel (un)shu
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -11,13 +12,18 @@ from ...ir.graph import Value
 from ...parsers.origin import OriginNode
 from ..context import MapContext
 from .common import Args, cast, norm_axis, norm_index, static_shape, ts_mapping
+from .elementwise import promote
 from .shape import reshape_to
 
 
 @ts_mapping("cat", "concat", "concatenate")
 def cat(node: OriginNode, g: MapContext) -> Any:
     a = Args(node, g)
-    xs = [x for x in a.tensor_list(0, "tensors") if not (len(x.shape) == 1 and x.shape[0] == 0)]
+    given = a.tensor_list(0, "tensors")
+    # torch skips 1-d empty tensors (legacy), and the result takes the promoted dtype of all
+    xs = [x for x in given if not (len(x.shape) == 1 and x.shape[0] == 0)] or given[:1]
+    dtype = functools.reduce(promote, [x.dtype for x in given])
+    xs = [cast(g, x, dtype) for x in xs]
     if len(xs) == 1:
         return xs[0]
     axis = norm_axis(g, a.int(1, 0), len(xs[0].shape))
@@ -52,7 +58,14 @@ def chunk(node: OriginNode, g: MapContext) -> Any:
     x = a.tensor(0)
     shape = static_shape(g, x)
     axis = norm_axis(g, a.int(2, 0), len(shape))
-    n, dim = a.int(1), shape[axis]
+    n, dim = a.py(1, what="sections"), shape[axis]
+    if isinstance(n, list):  # tensor_split(x, indices): cut before each index (clamped to dim)
+        cuts = [0, *(min(max(int(i) + dim if int(i) < 0 else int(i), 0), dim) for i in n), dim]
+        sizes = [max(e - s, 0) for s, e in zip(cuts, cuts[1:])]
+        return _split(node, g, x, axis, sizes)
+    n = int(n)
+    if n < 1:
+        raise g.error(f"{n} pieces: the number of pieces must be >= 1", attr="chunks")
     if node.op_type in ("chunk", "unsafe_chunk"):
         step = -(-dim // n)  # torch.chunk: pieces of ceil(dim / n), maybe fewer pieces
         sizes = [min(step, dim - i) for i in range(0, dim, step)] if dim else [0]
@@ -73,7 +86,9 @@ def split(node: OriginNode, g: MapContext) -> Any:
         sizes = [int(s) for s in arg]
     else:
         step, dim = int(arg), shape[axis]
-        sizes = [min(step, dim - i) for i in range(0, dim, step)]
+        if step < 1:
+            raise g.error(f"split_size {step}: must be >= 1", attr="split_size")
+        sizes = [min(step, dim - i) for i in range(0, dim, step)] or [0]
     return _split(node, g, x, axis, sizes)
 
 
@@ -142,7 +157,8 @@ def _as_scalar(g: MapContext, v: Value) -> Value:
 
 def _indices(g: MapContext, idx: Value, dim: int) -> Value:
     if idx.dtype == "bool":
-        raise g.unsupported("indexing with a boolean mask (data-dependent shape)")
+        raise g.unsupported("indexing with a boolean mask computed at run time (data-dependent shape)",
+                            hint="index with integer positions, or torch.where(mask, x, other)")
     return cast(g, idx, "i64")
 
 
@@ -156,7 +172,10 @@ def index_select(node: OriginNode, g: MapContext) -> Any:
 
 @ts_mapping("index", "_unsafe_index")
 def index(node: OriginNode, g: MapContext) -> Any:
-    """``x[..., idx, ...]`` with one tensor index (the other positions ``None``)."""
+    """``x[..., i, j, ...]``: index tensors (or constant boolean masks) at adjacent positions,
+    the other positions ``None``. The indexed dims merge into one, addressed by the linear
+    index ``sum(i_k * stride_k)`` (index tensors broadcast together), so the result's index
+    dims take the indexed dims' place, as torch's advanced indexing does."""
     a = Args(node, g)
     x = a.tensor(0)
     spec = a.spec[1]
@@ -164,15 +183,50 @@ def index(node: OriginNode, g: MapContext) -> Any:
         items: list[Any] = [a.consts[k] if k in a.consts else g.input(k) for k in spec]
     else:  # a constant list (freezing folded the index tensors into it)
         items = list(a.py(1, what="indices"))
-    given = [i for i, v in enumerate(items) if v is not None]
-    if len(given) != 1:
-        raise g.unsupported(f"indexing with {len(given)} tensors at once",
+    given = _index_tensors(g, items)
+    if not given:
+        return x
+    dims = [d for d, _ in given]
+    if dims != list(range(dims[0], dims[0] + len(dims))):
+        raise g.unsupported(f"indexing dims {dims} that are not next to each other",
                             hint="index one dimension at a time")
-    axis = given[0]
-    idx = items[axis]
-    if not isinstance(idx, Value):
-        idx = g.constant(np.asarray(idx))
-    return g.op("Gather", [x, _indices(g, idx, axis)], axis=axis)
+    if len(given) == 1:
+        return g.op("Gather", [x, given[0][1]], axis=dims[0])
+    shape = static_shape(g, x)
+    if dims[-1] >= len(shape):
+        raise g.error(f"{dims[-1] + 1} indexed dims for a tensor of rank {len(shape)}")
+    sizes = [shape[d] for d in dims]
+    linear: Value | None = None
+    for k, (_, idx) in enumerate(given):
+        # a negative index counts from the end: idx mod size (Python sign) is its position
+        pos = g.op("Mod", [idx, g.constant(np.asarray(sizes[k], np.int64))], fmod=0)
+        stride = int(np.prod(sizes[k + 1:], dtype=np.int64))
+        term = g.op("Mul", [pos, g.constant(np.asarray(stride, np.int64))]) if stride != 1 else pos
+        linear = term if linear is None else g.op("Add", [linear, term])
+    assert linear is not None
+    merged = reshape_to(g, x, [*shape[:dims[0]], int(np.prod(sizes)), *shape[dims[-1] + 1:]])
+    return g.op("Gather", [merged, linear], axis=dims[0])
+
+
+def _index_tensors(g: MapContext, items: list[Any]) -> list[tuple[int, Value]]:
+    """(dim, i64 index Value) of each index tensor; a constant boolean mask over m dims becomes
+    the m index tensors of its True entries (its nonzero), which are known while converting."""
+    out: list[tuple[int, Value]] = []
+    dim = 0
+    for item in items:
+        if item is None:
+            dim += 1
+            continue
+        arr = item if not isinstance(item, Value) else item.data
+        if arr is not None and np.asarray(arr).dtype == np.bool_:
+            mask = np.asarray(arr)
+            out += [(dim + k, g.constant(nz.astype(np.int64))) for k, nz in enumerate(np.nonzero(mask))]
+            dim += max(mask.ndim, 1)
+            continue
+        idx = item if isinstance(item, Value) else g.constant(np.asarray(item))
+        out.append((dim, _indices(g, idx, dim)))
+        dim += 1
+    return out
 
 
 @ts_mapping("gather")
