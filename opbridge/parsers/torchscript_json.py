@@ -51,14 +51,15 @@ class _Weights:
         self._keys: set[str] = set()
         self._meta: dict[str, str] = {}
 
-    def open(self) -> None:
+    def open(self, where: str = "[torchscript]") -> None:
+        """Open the file (once); ``where`` names the node that first needs a tensor."""
         if self.path is None or self._file is not None:
             return
         from safetensors import safe_open
 
         if not self.path.is_file():
             raise ModelFormatError(
-                f"the weights file '{self.path}' does not exist",
+                f"{where}: the weights file '{self.path}' does not exist",
                 hint="keep the .safetensors file written by export-torchscript beside the .ts.json",
             )
         try:
@@ -67,12 +68,12 @@ class _Weights:
             self._meta = self._file.metadata() or {}
         except Exception as err:  # safetensors raises its own types for bad headers
             raise ModelFormatError(
-                f"'{self.path}' is not a valid safetensors file (truncated?): {err}",
+                f"{where}: '{self.path}' is not a valid safetensors file (truncated?): {err}",
                 hint="re-export the model with opbridge export-torchscript",
             ) from None
 
     def get(self, key: str, where: str) -> np.ndarray:
-        self.open()
+        self.open(where)
         if key not in self._keys:
             src = f"'{self.path}'" if self.path is not None else "no weights file (the JSON names none)"
             raise ModelFormatError(
@@ -386,7 +387,37 @@ class _NodeReader:
                 attrs["value"] = _decode(rn["value"], where, self.weights, self.tensors)
             except RecursionError:
                 raise ModelFormatError(f"{where}: the constant is nested too deeply") from None
+            if len(types) == 1 and not _matches(attrs["value"], types[0]):
+                raise ModelFormatError(
+                    f"{where}: value {json.dumps(rn['value'])[:60]} is not of its declared type "
+                    f"{types[0]!r}", hint="the JSON was edited or damaged; re-export the model")
         return attrs
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(x: Any) -> bool:
+    return _is_int(x) or isinstance(x, float)
+
+
+#: What a constant of each simple TorchScript type must decode to (other types are not checked).
+_TYPE_CHECKS: dict[str, Any] = {
+    "int": _is_int, "SymInt": _is_int, "float": _is_number, "number": _is_number,
+    "Scalar": lambda x: _is_number(x) or isinstance(x, bool), "bool": lambda x: isinstance(x, bool),
+    "str": lambda x: isinstance(x, str), "Device": lambda x: isinstance(x, str),
+    "NoneType": lambda x: x is None,
+}
+
+
+def _matches(value: Any, ts_type: str) -> bool:
+    """True when a decoded constant fits its declared TorchScript type (``List[T]``: each item)."""
+    if ts_type.startswith("List[") and ts_type.endswith("]"):
+        inner = _TYPE_CHECKS.get(ts_type[5:-1])
+        return inner is None or (isinstance(value, list) and all(inner(x) for x in value))
+    check = _TYPE_CHECKS.get(ts_type)
+    return check is None or bool(check(value))
 
 
 def _input_names(inputs: list[TensorInfo], src: str) -> set[str]:
@@ -420,6 +451,15 @@ def _input_types(doc: dict[str, Any], inputs: list[TensorInfo], src: str) -> dic
     return out
 
 
+def _producer(doc: dict[str, Any], src: str) -> dict[str, str]:
+    """The document's ``producer`` object (torch and opbridge versions, export mode) as metadata."""
+    producer = doc.get("producer") or {}
+    if not isinstance(producer, dict):
+        raise ModelFormatError(f"{src}: 'producer' must be an object, got {json.dumps(producer)[:60]}",
+                               hint="the JSON was edited or damaged; re-export the model")
+    return {str(k): str(v) for k, v in producer.items()}
+
+
 def parse_torchscript_json(path: str | os.PathLike[str]) -> OriginGraph:
     """Read ``path`` (``*.ts.json``) and its weights into an OriginGraph (framework torchscript)."""
     p = Path(path)
@@ -445,5 +485,5 @@ def parse_torchscript_json(path: str | os.PathLike[str]) -> OriginGraph:
         framework=Framework.TORCHSCRIPT,
         nodes=nodes, inputs=inputs, outputs=outputs, tensors=reader.tensors,
         opsets={"": version, "aten": version, "prim": version, "opbridge": version}, source=str(p),
-        metadata={k: str(v) for k, v in (doc.get("producer") or {}).items()},
+        metadata=_producer(doc, src),
     )

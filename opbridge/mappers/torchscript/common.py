@@ -73,6 +73,14 @@ def py_of(v: Value, arg_type: str) -> Any:
     return arr
 
 
+#: The default of an argument accessor that has none: the argument must be there.
+_REQUIRED: Any = object()
+
+
+def _short(x: Any) -> str:
+    return repr(x.tolist() if isinstance(x, np.ndarray) else x)[:60]
+
+
 class Args:
     """A node's schema arguments, by position, as Values or conversion-time Python values."""
 
@@ -138,20 +146,37 @@ class Args:
 
         return walk(self.spec[a])
 
-    def int(self, a: int, default: Any = None, what: str | None = None) -> Any:
-        v = self.py(a, default, what)
-        return int(v) if v is not None and not isinstance(v, (list, np.ndarray)) else v
+    def _present(self, a: int, default: Any, what: str | None) -> None:
+        """A required argument (no default given) that the node lacks is a damaged file."""
+        if a >= len(self.spec) and default is _REQUIRED:
+            raise self.g.error(
+                f"{what or f'argument {a}'} is missing: the node has {len(self.spec)} argument(s)",
+                hint="the JSON was edited or damaged; re-export the model")
 
-    def ints(self, a: int, default: Any = None, what: str | None = None) -> Any:
+    def _as_int(self, x: Any, a: int, what: str | None) -> int:
+        arr = np.asarray(x)
+        if arr.size != 1 or arr.dtype.kind not in "biu":
+            raise self.g.error(f"{what or f'argument {a}'} = {_short(x)}: an integer is needed",
+                               hint="the JSON was edited or damaged; re-export the model")
+        return int(arr.reshape(()).item())
+
+    def int(self, a: int, default: Any = _REQUIRED, what: str | None = None) -> Any:
+        """An int argument; ``None`` stays ``None``; absent -> default (an error if none is given)."""
+        self._present(a, default, what)
+        v = self.py(a, None if default is _REQUIRED else default, what)
+        return self._as_int(v, a, what) if v is not None and not isinstance(v, (list, np.ndarray)) else v
+
+    def ints(self, a: int, default: Any = _REQUIRED, what: str | None = None) -> Any:
         """An int-list argument (a bare int is a one-element list) as a list of ints, or default."""
-        v = self.py(a, default, what)
+        self._present(a, default, what)
+        v = self.py(a, None if default is _REQUIRED else default, what)
         if v is None:
             return None
         if isinstance(v, np.ndarray):
             v = v.tolist()
         if not isinstance(v, (list, tuple)):
             v = [v]
-        return [int(np.asarray(x).item()) for x in v]
+        return [self._as_int(x, a, what) for x in v]
 
     def is_tensor(self, a: int) -> bool:
         k = self.spec[a] if a < len(self.spec) else None
