@@ -16,19 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ModelFormatError, OpbridgeError
+from ..parsers.torchscript_json import DTYPE_NAMES, FORMAT, INPUT_TYPES
 from .torchscript_graph import TorchExportError, bind_absent_optionals, buffers_kept, frozen_graph, type_str
 
-FORMAT = "opbridge.torchscript-json"
 #: The version written when the file needs none of version 2's additions (so older readers
 #: still read it); version 2 adds node ``blocks`` (prim::If / prim::Loop) and non-tensor graph
 #: inputs (int, float, bool and lists of them).
 FORMAT_VERSION = 1
 FORMAT_VERSION_BLOCKS = 2
-
-#: torch dtype name (without "torch.") for the JSON file.
-_DTYPE_NAMES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "int32",
-                "int64", "bool")
-
 
 def import_torch() -> Any:
     """The torch module, or an OpbridgeError saying how to install it."""
@@ -51,10 +46,10 @@ def weights_path_for(json_path: str | os.PathLike[str]) -> Path:
 
 def _dtype_name(dtype: Any) -> str:
     name = str(dtype).replace("torch.", "")
-    if name not in _DTYPE_NAMES:
+    if name not in DTYPE_NAMES:
         raise TorchExportError(
             f"tensor dtype {name} is not supported by TorchScript-json",
-            hint=f"use one of {', '.join(_DTYPE_NAMES)}",
+            hint=f"use one of {', '.join(DTYPE_NAMES)}",
         )
     return name
 
@@ -266,11 +261,6 @@ def _check_traceable(torch: Any, module: Any, example: tuple[Any, ...], mode: st
                          "and its if / for keep their blocks")
 
 
-#: TorchScript type of a scalar forward() argument -> (dtype, rank) of its graph input.
-_SCALAR_INPUTS = {"int": ("int64", 0), "float": ("float64", 0), "bool": ("bool", 0),
-                  "List[int]": ("int64", 1), "List[float]": ("float64", 1), "List[bool]": ("bool", 1)}
-
-
 def _graph_io(torch: Any, graph: Any, scripted: Any, given: int,
               input_names: Sequence[str] | None) -> _GraphIO:
     """The graph's inputs matched to the ``given`` example inputs, and the names they get.
@@ -302,10 +292,10 @@ def _input_renames(graph: Any, g_inputs: list[Any], input_names: Sequence[str] |
     taken = {v.debugName() for n in graph.nodes() for v in n.outputs()}
     taken |= {v.debugName() for v in g_inputs}  # another input may keep the name unrenamed
     for i, v in enumerate(g_inputs):
-        if type_str(v) != "Tensor" and type_str(v) not in _SCALAR_INPUTS:
+        if type_str(v) != "Tensor" and type_str(v) not in INPUT_TYPES:
             raise TorchExportError(
                 f"graph input {i} '{v.debugName()}' is a {type_str(v)}, not a Tensor",
-                hint=f"forward() arguments may be tensors or {', '.join(_SCALAR_INPUTS)}")
+                hint=f"forward() arguments may be tensors or {', '.join(INPUT_TYPES)}")
         want = input_names[i] if input_names is not None else re.sub(r"\.\d+$", "", v.debugName())
         if want != v.debugName() and want not in taken and want not in rename.values():
             rename[v.debugName()] = want
@@ -421,7 +411,7 @@ def _input_entry(name: str, ts_type: str, example: Any) -> dict[str, Any]:
     argument its TorchScript ``type`` and the 0-d or 1-d tensor it is given as."""
     if ts_type == "Tensor":
         return {"name": name, "dtype": _dtype_name(example.dtype), "shape": list(example.shape)}
-    dtype, rank = _SCALAR_INPUTS[ts_type]
+    dtype, rank = INPUT_TYPES[ts_type]
     shape = [len(example)] if rank == 1 and isinstance(example, list) else []
     return {"name": name, "dtype": dtype, "shape": shape, "type": ts_type}
 

@@ -28,6 +28,9 @@ _DTYPES: dict[str, Any] = {
     "uint8": np.uint8, "int16": np.int16, "int32": np.int32, "int64": np.int64, "bool": np.bool_,
 }
 
+#: Every dtype name the format knows (bfloat16 is stored as 16-bit words, see _Weights).
+DTYPE_NAMES = (*_DTYPES, "bfloat16")
+
 
 def _np_dtype(name: Any, what: str) -> np.dtype:
     if name == "bfloat16":
@@ -37,7 +40,7 @@ def _np_dtype(name: Any, what: str) -> np.dtype:
     if not isinstance(name, str) or name not in _DTYPES:
         raise ModelFormatError(
             f"{what}: dtype {name!r} is not a TorchScript-json dtype",
-            hint=f"use one of {', '.join([*_DTYPES, 'bfloat16'])}",
+            hint=f"use one of {', '.join(DTYPE_NAMES)}",
         )
     return np.dtype(_DTYPES[name])
 
@@ -431,7 +434,7 @@ def _input_names(inputs: list[TensorInfo], src: str) -> set[str]:
 
 
 #: Non-tensor graph input types (version 2), with the dtype and rank they are given as.
-_INPUT_TYPES = {"int": ("int64", 0), "float": ("float64", 0), "bool": ("bool", 0),
+INPUT_TYPES = {"int": ("int64", 0), "float": ("float64", 0), "bool": ("bool", 0),
                 "List[int]": ("int64", 1), "List[float]": ("float64", 1), "List[bool]": ("bool", 1)}
 
 
@@ -441,12 +444,12 @@ def _input_types(doc: dict[str, Any], inputs: list[TensorInfo], src: str) -> dic
     for t, raw in zip(inputs, doc.get("inputs") or []):
         ts_type = raw.get("type", "Tensor")
         if ts_type != "Tensor":
-            want = _INPUT_TYPES.get(ts_type)
+            want = INPUT_TYPES.get(ts_type)
             shape_ok = want is not None and t.shape is not None and len(t.shape) == want[1]
             if want is None or not shape_ok or t.dtype != _np_dtype(want[0], src):
                 raise ModelFormatError(
                     f"{src}: graph input '{t.name}' of type {ts_type!r} must be one of "
-                    f"{', '.join(_INPUT_TYPES)}, given as a {'0-d or 1-d'} tensor of its dtype")
+                    f"{', '.join(INPUT_TYPES)}, given as a 0-d or 1-d tensor of its dtype")
         out[t.name] = ts_type
     return out
 
