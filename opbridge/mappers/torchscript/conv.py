@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ...ir.graph import Value
 from ...parsers.origin import OriginNode
 from ..context import MapContext
@@ -97,11 +99,19 @@ def avg_pool(node: OriginNode, g: MapContext) -> Any:
     a = Args(node, g)
     x = a.tensor(0)
     n = len(x.shape) - 2
-    if not a.is_none(6):
-        raise g.unsupported("divisor_override is not supported", hint="divide in the model instead")
     kernel, strides, pads = _pool_common(g, a, n)
-    return g.op("AveragePool", [x], kernel_shape=kernel, strides=strides, pads=pads,
-                ceil_mode=int(bool(a.py(4, False))), count_include_pad=int(bool(a.py(5, True))))
+    ceil, with_pad = bool(a.py(4, False)), bool(a.py(5, True))
+    divisor = None if a.is_none(6) else a.int(6, what="divisor_override")
+    if divisor is None:
+        return g.op("AveragePool", [x], kernel_shape=kernel, strides=strides, pads=pads,
+                    ceil_mode=int(ceil), count_include_pad=int(with_pad))
+    if ceil or divisor == 0:
+        raise g.unsupported(f"divisor_override = {divisor} with ceil_mode = {ceil} is not supported",
+                            hint="use ceil_mode=False and a non-zero divisor, or divide in the model")
+    # every window then covers the whole kernel (padding counted): its sum is mean * kernel size
+    mean = g.op("AveragePool", [x], kernel_shape=kernel, strides=strides, pads=pads, ceil_mode=0,
+                count_include_pad=1)
+    return g.op("Mul", [mean, a.scalar_value(float(np.prod(kernel)) / divisor, like=mean)])
 
 
 def _adaptive(node: OriginNode, g: MapContext, op: str) -> Value:

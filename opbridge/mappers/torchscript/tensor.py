@@ -11,7 +11,7 @@ import numpy as np
 from ...ir.graph import Value
 from ...parsers.origin import OriginNode
 from ..context import MapContext
-from .common import Args, cast, norm_axis, norm_index, static_shape, ts_mapping
+from .common import Args, cast, ir_dtype, norm_axis, norm_index, static_shape, ts_mapping
 from .elementwise import promote
 from .shape import reshape_to
 
@@ -333,8 +333,14 @@ def meshgrid(node: OriginNode, g: MapContext) -> Any:
 
 @ts_mapping("cumsum")
 def cumsum(node: OriginNode, g: MapContext) -> Any:
+    # (self, dim, dtype=None): integers and bools add up in int64 unless dtype says otherwise
     a = Args(node, g)
     x = a.tensor(0)
+    dt = a.py(2)
+    if dt is not None:
+        x = cast(g, x, ir_dtype(g, dt))
+    elif x.dtype in ("bool", "u8", "i8", "i16", "i32"):
+        x = cast(g, x, "i64")
     return g.op("CumSum", [x], axis=norm_axis(g, a.int(1), len(x.shape)))
 
 

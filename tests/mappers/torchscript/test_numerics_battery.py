@@ -19,7 +19,8 @@ from tests.torchscript.helpers import check
 
 pytestmark = requires_torch
 
-Case = tuple[Any, Callable[[], tuple[Any, ...]]]
+#: (module or function, its example inputs[, export mode])
+Case = tuple[Any, ...]
 
 
 def _f(*shape: int, scale: float = 2.0, seed: int = 0) -> Callable[[], tuple[Any, ...]]:
@@ -362,15 +363,69 @@ def _seeded(make: Callable[[], Any]) -> Callable[[], Any]:
     return build
 
 
+def _more() -> dict[str, Case]:
+    import torch
+    import torch.nn.functional as F  # noqa: N812 - torch's own spelling
+
+    img = _f(1, 2, 5, 7, scale=1.0)
+    ii = _two(_ints(3, 4), _nonzero_ints(3, 4))
+    return {
+        "interp=nearest-scale-1.7": (lambda x: F.interpolate(x, scale_factor=1.7, mode="nearest"), img),
+        "interp=bilinear-recompute": (
+            lambda x: F.interpolate(x, scale_factor=1.7, mode="bilinear", recompute_scale_factor=True), img),
+        "interp=bicubic-scale": (lambda x: F.interpolate(x, scale_factor=(1.5, 0.6), mode="bicubic"), img),
+        "conv_transpose=functional-outpad": (
+            lambda x: F.conv_transpose2d(x, torch.linspace(-1, 1, 2 * 3 * 9).reshape(2, 3, 3, 3), stride=2,
+                                         output_padding=1), img),
+        "avg_pool=divisor_override": (lambda x: F.avg_pool2d(x, 2, divisor_override=3), img),
+        "avg_pool=divisor_override-pad": (lambda x: F.avg_pool2d(x, 3, 2, 1, divisor_override=5), img),
+        "cumsum=dtype-arg": (lambda x: torch.cumsum(x, 1, dtype=torch.float64), img),
+        "max_pool=dilation": (lambda x: F.max_pool2d(x, 2, dilation=2, padding=1), img),
+        "pad=reflect-3d": (lambda x: F.pad(x, (1, 1, 1, 0, 0, 1), mode="reflect"), _f(1, 2, 3, 4, 4)),
+        "to=int-trunc-neg": (lambda x, y: (x.float() / 3).to(torch.int32), ii),
+        "remainder=int-float-scalar": (lambda x, y: torch.remainder(x, 2.5), ii),
+        "floor_divide=int-float-scalar": (lambda x, y: torch.floor_divide(x, -2.5), ii),
+        "where=int-float-tensors": (lambda x, y: torch.where(x > 0, x, y.float() * 0.5), ii),
+        "prod=int32": (lambda x, y: x.int().prod(1), ii),
+        "cumsum=bool": (lambda x, y: torch.cumsum(x > 0, 0), ii),
+        "sum=f16": (lambda x, y: x.half().sum(1), ii),
+        "mean=f16": (lambda x, y: (x.half() / 3).mean(), ii),
+        "full_like=int": (lambda x, y: torch.full_like(x, 7) + x, ii),
+        "arange-times-float": (lambda x, y: torch.arange(4) * y.float(), ii),
+        "scalar-int-arith=scripted": (_Scripted(), _f(2, 3, 5), "script"),
+    }
+
+
+def _scripted_class() -> Any:
+    import torch
+
+    class Scripted(torch.nn.Module):
+        """Integer arithmetic on sizes in TorchScript: Python's floor division and modulo."""
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            n = x.size(2)
+            a = (n - 9) // 2
+            b = (n - 9) % 3
+            c = -n // 4
+            d = int((n - 9) / 3)  # true division then truncation toward zero
+            return x * a + b + c * 10 + d * 100 + (n - 9) ** 2
+
+    return Scripted
+
+
+def _Scripted() -> Any:  # noqa: N802 - reads as a class at the call site
+    return _scripted_class()()
+
+
 def _cases() -> dict[str, Case]:
     if not HAVE_TORCH:
         return {}
-    return {**_arith(), **_reduce(), **_elementwise(), **_shape(), **_nn()}
+    return {**_arith(), **_reduce(), **_elementwise(), **_shape(), **_nn(), **_more()}
 
 
 @pytest.mark.parametrize("case", list(_cases()))
 def test_matches_torch(case: str) -> None:
-    fn, make_inputs = _cases()[case]
+    fn, make_inputs, *mode = _cases()[case]
     if getattr(fn, "seeded", False):
         fn = fn()
-    check(fn, *make_inputs())
+    check(fn, *make_inputs(), mode=mode[0] if mode else "trace")
