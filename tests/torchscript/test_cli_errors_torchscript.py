@@ -120,7 +120,7 @@ def _assert_user_error(r: subprocess.CompletedProcess[str], pattern: str) -> Non
     lines = r.stderr.strip().splitlines()
     assert lines[0].startswith("error: [torchscript]"), r.stderr
     assert re.search(pattern, r.stderr), r.stderr
-    assert any(line.strip().startswith("hint: ") for line in lines[1:]), r.stderr
+    assert sum(line.startswith("hint: ") for line in lines) == 1, r.stderr  # one hint, at the end
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -145,4 +145,42 @@ def test_cli_reports_a_missing_or_truncated_weights_file(exported: Path, tmp_pat
         (tmp_path / "m.ts.safetensors").write_bytes(exported.with_suffix(".safetensors").read_bytes()[:40])
     pattern = (r"node '[^']+' \(prim::Constant\): the weights file .* does not exist" if damage == "absent"
                else r"node '[^']+' \(prim::Constant\): .* is not a valid safetensors file")
+    _assert_user_error(_convert(tmp_path / "m.ts.json"), pattern)
+
+
+def _handmade(kind: str, consts: list[tuple[str, Any]], out_type: str) -> Doc:
+    """A document of one ``kind`` node whose arguments are the constants ``(type, value)``,
+    added to the input ``x`` (a file no exporter writes: its arguments are the damage)."""
+    nodes: list[Doc] = [{"name": f"c{i}", "kind": "prim::Constant", "inputs": [], "outputs": [f"c{i}"],
+                         "types": [t], "value": v} for i, (t, v) in enumerate(consts)]
+    nodes.append({"name": "made", "kind": kind, "inputs": [f"c{i}" for i in range(len(consts))],
+                  "outputs": ["m"], "types": [out_type]})
+    nodes.append({"name": "one", "kind": "prim::Constant", "inputs": [], "outputs": ["one"],
+                  "types": ["int"], "value": 1})
+    nodes.append({"name": "sum", "kind": "aten::add", "inputs": ["x", "m", "one"], "outputs": ["y"],
+                  "types": ["Tensor"]})
+    return {"format": "opbridge.torchscript-json", "version": 1, "name": "handmade",
+            "inputs": [{"name": "x", "dtype": "float32", "shape": [3]}],
+            "outputs": [{"name": "y", "dtype": "float32", "shape": [3]}], "nodes": nodes}
+
+
+NONES = [("NoneType", None)] * 4
+
+#: case -> (document, regex of the error): sizes and ranges that would allocate nonsense
+HANDMADE = {
+    "zeros=negative-size": (_handmade("aten::zeros", [("List[int]", [-3]), *NONES], "Tensor"),
+                            r"node 'made' \(zeros\) attribute 'size': size: shape \(-3,\) has a negative dim"),
+    "zeros=absurd-size": (_handmade("aten::zeros", [("List[int]", [1 << 30, 1 << 30]), *NONES], "Tensor"),
+                          r"node 'made' \(zeros\) attribute 'size': .* above the limit"),
+    "arange=step-0": (_handmade("aten::arange", [("int", 0), ("int", 3), ("int", 0), *NONES], "Tensor"),
+                      r"node 'made' \(arange\): arange\(0, 3, 0\): numbers with a non-zero step"),
+    "arange=absurd": (_handmade("aten::arange", [("int", 0), ("int", 1 << 40), ("int", 1), *NONES], "Tensor"),
+                      r"node 'made' \(arange\): .* has no finite size of at most"),
+}
+
+
+@pytest.mark.parametrize("case", list(HANDMADE))
+def test_cli_refuses_absurd_sizes_before_allocating(tmp_path: Path, case: str) -> None:
+    doc, pattern = HANDMADE[case]
+    (tmp_path / "m.ts.json").write_text(json.dumps(doc))
     _assert_user_error(_convert(tmp_path / "m.ts.json"), pattern)

@@ -3,12 +3,14 @@ resizing (``upsample_*``, the ops ``F.interpolate`` records)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
+from ...errors import ShapeError
 from ...ir.graph import Value
-from ...ir.types import to_numpy_dtype
+from ...ir.types import MAX_ELEMENTS, check_shape, to_numpy_dtype
 from ...parsers.origin import OriginNode
 from ..context import MapContext
 from .common import Args, cast, ir_dtype, static_shape, ts_mapping
@@ -40,7 +42,11 @@ def type_as(node: OriginNode, g: MapContext) -> Any:
 
 
 def _filled(g: MapContext, shape: list[int], value: Any, dtype: str) -> Value:
-    return g.constant(np.full(shape, value, dtype=to_numpy_dtype(dtype)))
+    try:  # a negative or absurd size is refused before anything is allocated
+        dims = check_shape(shape, "size")
+    except ShapeError as err:
+        raise g.error(err.detail, attr="size", hint="the JSON was edited or damaged; re-export the model") from None
+    return g.constant(np.full(dims, value, dtype=to_numpy_dtype(dtype)))
 
 
 def _dtype_or(a: Args, i: int, default: str) -> str:
@@ -86,6 +92,14 @@ def arange(node: OriginNode, g: MapContext) -> Any:
     nums = {5: 1, 6: 2, 7: 3}.get(n, n)
     vals = [a.py(i) for i in range(nums)]
     dt_idx = nums
+    start, end, step = ([0, *vals, 1] if nums == 1 else [*vals, 1])[:3]
+    if not all(isinstance(v, (int, float)) for v in (start, end, step)) or step == 0:
+        raise g.error(f"arange({start!r}, {end!r}, {step!r}): numbers with a non-zero step are needed",
+                      hint="the JSON was edited or damaged; re-export the model")
+    size = max(math.ceil((end - start) / step), 0) if math.isfinite((end - start) / step) else -1
+    if size < 0 or size > MAX_ELEMENTS:
+        raise g.error(f"arange({start!r}, {end!r}, {step!r}) has no finite size of at most {MAX_ELEMENTS}",
+                      hint="the JSON was edited or damaged; re-export the model")
     arr = np.arange(*vals)
     if not a.is_none(dt_idx) and dt_idx < n:
         return g.constant(arr.astype(to_numpy_dtype(ir_dtype(g, a.py(dt_idx)))))
