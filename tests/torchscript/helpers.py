@@ -70,7 +70,9 @@ def check(module: Any, *inputs: Any, rtol: float = RTOL, mode: str = "trace") ->
     if not isinstance(module, torch.nn.Module):
         module = _Wrap(module)
     graph, ref = export_and_convert(module, inputs, mode)
-    feeds = {v.name: t.numpy() for v, t in zip(graph.inputs, inputs)}
+    # a scripted forward()'s int / float / bool argument is a 0-d graph input of its dtype
+    feeds = {v.name: t.numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
+             for v, t in zip(graph.inputs, inputs)}
     out = list(ob.interpret(graph, feeds).values())
     assert len(out) == len(ref), f"{len(out)} outputs, torch gives {len(ref)}"
     for i, (o, r) in enumerate(zip(out, ref)):

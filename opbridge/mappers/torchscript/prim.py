@@ -16,7 +16,7 @@ from ...ir.graph import Value
 from ...parsers.origin import OriginNode
 from ..context import MapContext
 from .common import SCALAR_TYPES, Args, cast, norm_axis, static_shape, ts_mapping
-from .elementwise import bitwise
+from .elementwise import bitwise, floor_divide
 
 _DTYPE_CODES = {v: k for k, v in SCALAR_TYPES.items()}
 
@@ -182,12 +182,14 @@ _INT_OPS = {
 
 @ts_mapping("aten::floordiv", "aten::__and__", "aten::__or__", "aten::__not__")
 def int_arith(node: OriginNode, g: MapContext) -> Any:
-    """Arithmetic on conversion-time ints and bools (scripted shape code); ``&``, ``|`` and
-    ``not`` on tensors or run-time numbers are elementwise ops."""
+    """Arithmetic on conversion-time ints and bools (scripted shape code); ``//``, ``&``, ``|``
+    and ``not`` on tensors or run-time numbers are elementwise ops."""
     a = Args(node, g)
     runtime = [not a.known(i) for i in range(len(a))]  # tensors, or numbers only the run knows
     if node.op_type in ("__and__", "__or__") and any(runtime):
         return bitwise(node, g)
+    if node.op_type == "floordiv" and any(runtime):  # a loop's iteration number // 2
+        return floor_divide(node, g)
     if node.op_type == "__not__" and runtime[0]:  # a loop's `break` flag, a run-time condition
         return g.op("Not", [cast(g, a.tensor(0), "bool")])
     fn = _INT_OPS[node.op_type]

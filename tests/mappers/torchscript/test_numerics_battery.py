@@ -393,6 +393,8 @@ def _more() -> dict[str, Case]:
         "full_like=int": (lambda x, y: torch.full_like(x, 7) + x, ii),
         "arange-times-float": (lambda x, y: torch.arange(4) * y.float(), ii),
         "scalar-int-arith=scripted": (_Scripted(), _f(2, 3, 5), "script"),
+        "loop-if=scripted-then": (_Loop(), lambda: (_f(2, 3)()[0].abs() + 0.3, 5), "script"),
+        "loop-if=scripted-else": (_Loop(), lambda: (-_f(2, 3)()[0].abs() - 9, 3), "script"),
     }
 
 
@@ -415,6 +417,29 @@ def _scripted_class() -> Any:
 
 def _Scripted() -> Any:  # noqa: N802 - reads as a class at the call site
     return _scripted_class()()
+
+
+def _loop_class() -> Any:
+    import torch
+
+    class Loop(torch.nn.Module):
+        """A run-time loop whose iteration number takes part in int and float arithmetic."""
+
+        def forward(self, x: torch.Tensor, n: int) -> torch.Tensor:
+            acc = torch.zeros_like(x)
+            for i in range(n):
+                acc = acc + x * i + (i - 3) // 2 + (i - 3) % 2 + i / 4
+            if acc.sum() > 0:
+                acc = torch.remainder(acc, -1.5)
+            else:
+                acc = torch.floor_divide(acc, -2)
+            return acc
+
+    return Loop
+
+
+def _Loop() -> Any:  # noqa: N802 - reads as a class at the call site
+    return _loop_class()()
 
 
 def _cases() -> dict[str, Case]:
