@@ -564,6 +564,7 @@ MAPPINGS: dict[tuple[str, str | None, str], tuple[str, ...]] = {
     ('torchscript', 'aten', 'cos_'): ('opbridge.mappers.torchscript.activation',),
     ('torchscript', 'aten', 'cosh'): ('opbridge.mappers.torchscript.activation',),
     ('torchscript', 'aten', 'cosh_'): ('opbridge.mappers.torchscript.activation',),
+    ('torchscript', 'aten', 'cosine_similarity'): ('opbridge.mappers.torchscript.norm',),
     ('torchscript', 'aten', 'cumsum'): ('opbridge.mappers.torchscript.inplace',),
     ('torchscript', 'aten', 'cumsum_'): ('opbridge.mappers.torchscript.inplace',),
     ('torchscript', 'aten', 'detach'): ('opbridge.mappers.torchscript.inplace',),

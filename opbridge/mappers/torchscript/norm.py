@@ -3,6 +3,7 @@ vector norms."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -93,12 +94,49 @@ def vector_norm(node: OriginNode, g: MapContext) -> Any:
         p = 2.0 if a.is_none(1) else float(a.py(1))
         dims, keep = a.ints(2), bool(a.py(3, False))
     axes = list(range(rank)) if not dims else [norm_axis(g, d, rank) for d in dims]
+    return _p_norm(g, x, p, axes, keep)
+
+
+def _p_norm(g: MapContext, x: Value, p: float, axes: list[int], keep: bool) -> Value:
+    """torch.linalg.vector_norm's orders: 1, 2, ±inf (max/min of |x|), 0 (the number of
+    non-zero entries) and any other p: (sum |x|^p)^(1/p)."""
     ops = {1.0: "ReduceL1", 2.0: "ReduceL2"}
     if p in ops:
         return g.op(ops[p], [x], axes=axes, keepdims=int(keep))
-    if p == float("inf"):
-        return g.op("ReduceMax", [g.op("Abs", [x])], axes=axes, keepdims=int(keep))
-    raise g.unsupported(f"a vector norm of order {p}", hint="orders 1, 2 and inf are supported")
+    if math.isinf(p):
+        return g.op("ReduceMax" if p > 0 else "ReduceMin", [g.op("Abs", [x])], axes=axes, keepdims=int(keep))
+    if p == 0:
+        zero = g.constant(np.zeros((), to_numpy_dtype(x.dtype)))
+        nonzero = g.op("Cast", [g.op("Not", [g.op("Equal", [x, zero])])], to=x.dtype)
+        return g.op("ReduceSum", [nonzero], axes=axes, keepdims=int(keep))
+    np_dtype = to_numpy_dtype(x.dtype)
+    powered = g.op("Pow", [g.op("Abs", [x]), g.constant(np.asarray(p, np_dtype))])
+    total = g.op("ReduceSum", [powered], axes=axes, keepdims=int(keep))
+    return g.op("Pow", [total, g.constant(np.asarray(1.0 / p, np_dtype))])
+
+
+@ts_mapping("cosine_similarity")
+def cosine_similarity(node: OriginNode, g: MapContext) -> Any:
+    """(x1, x2, dim=1, eps=1e-8): sum(x1·x2) / sqrt(max(sum(x1²)·sum(x2²), eps²)), as torch
+    computes it (aten/src/ATen/native/Distance.cpp), the inputs broadcast together."""
+    a = Args(node, g)
+    x1, x2 = a.tensor(0), a.tensor(1)
+    rank = max(len(x1.shape), len(x2.shape))
+    axes = [norm_axis(g, a.int(2, 1, what="dim"), rank)]
+    eps = float(a.py(3, 1e-8))
+    np_dtype = to_numpy_dtype(x1.dtype)
+
+    def sum_of(u: Value, v: Value) -> Value:
+        return g.op("ReduceSum", [g.op("Mul", [u, v])], axes=axes, keepdims=0)
+
+    # the operands broadcast to one shape first, so that every sum runs over the same entries
+    try:
+        shape = list(np.broadcast_shapes(static_shape(g, x1), static_shape(g, x2)))
+    except ValueError:
+        raise g.error(f"x1 {x1.shape} and x2 {x2.shape} do not broadcast together") from None
+    x1, x2 = (v if list(v.shape) == shape else g.op("Expand", [v], shape=shape) for v in (x1, x2))
+    denom = g.op("Max", [g.op("Mul", [sum_of(x1, x1), sum_of(x2, x2)]), g.constant(np.asarray(eps * eps, np_dtype))])
+    return g.op("Div", [sum_of(x1, x2), g.op("Sqrt", [denom])])
 
 
 @ts_mapping("rms_norm")

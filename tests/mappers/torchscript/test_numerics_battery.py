@@ -392,6 +392,24 @@ def _more() -> dict[str, Case]:
         "mean=f16": (lambda x, y: (x.half() / 3).mean(), ii),
         "full_like=int": (lambda x, y: torch.full_like(x, 7) + x, ii),
         "arange-times-float": (lambda x, y: torch.arange(4) * y.float(), ii),
+        "addmm=beta0-ignores-nan": (
+            lambda x, y: torch.addmm(torch.full((3, 3), float("nan")), y.float(), y.float().t(), beta=0), ii),
+        "baddbmm=alpha-beta": (
+            lambda x, y: torch.baddbmm(x.float()[None, :, :3], y.float()[None], y.float().t()[None],
+                                       beta=0.5, alpha=-2), ii),
+        "linear=no-bias-3d": (lambda x, y: F.linear(x.float()[None], y.float()), ii),
+        "einsum=bij,bjk": (lambda x, y: torch.einsum("ij,kj->ik", x.float(), y.float()), ii),
+        "norm=inf": (lambda x, y: torch.linalg.vector_norm(x.float(), ord=float("inf"), dim=1), ii),
+        "norm=l1-dims": (lambda x, y: torch.linalg.vector_norm(x.float(), ord=1, dim=(0, 1)), ii),
+        "norm=l0": (lambda x, y: torch.linalg.vector_norm(x.float(), ord=0, dim=1), ii),
+        "normalize": (lambda x, y: F.normalize(x.float(), dim=1), ii),
+        "norm=p3-neg-inf": (lambda x, y: torch.linalg.vector_norm(x.float(), ord=3, dim=1)
+                            + torch.linalg.vector_norm(x.float(), ord=float("-inf")), ii),
+        "cosine_similarity": (lambda x, y: F.cosine_similarity(x.float(), y.float(), dim=1), ii),
+        "cosine_similarity=broadcast-zero": (
+            lambda x, y: F.cosine_similarity(x.float() * (x > 0), y.float()[:1], dim=-1), ii),
+        "sdpa=causal": (lambda x, y: F.scaled_dot_product_attention(
+            x.float()[None], y.float()[None], x.float()[None], is_causal=True), ii),
         "scalar-int-arith=scripted": (_Scripted(), _f(2, 3, 5), "script"),
         "loop-if=scripted-then": (_Loop(), lambda: (_f(2, 3)()[0].abs() + 0.3, 5), "script"),
         "loop-if=scripted-else": (_Loop(), lambda: (-_f(2, 3)()[0].abs() - 9, 3), "script"),
