@@ -267,5 +267,16 @@ def ir_dtype(g: MapContext, code: Any, what: str = "dtype") -> str:
     return SCALAR_TYPES[code]
 
 
+def as_0d(g: MapContext, v: Value, what: str = "the value") -> Value:
+    """A one-element tensor as the 0-d tensor torch reads a number from (a condition, an index,
+    ``int(t)``), or an error naming ``what`` when it holds more than one element."""
+    if v.shape == ():
+        return v
+    if any(d != 1 for d in v.shape):
+        raise g.error(f"{what} has shape {v.shape}; one element is needed",
+                      hint="reduce it to one element in the model (t.sum(), t[0], t.any())")
+    return g.op("Reshape", [v, g.constant(np.zeros(0, np.int64))])
+
+
 def cast(g: MapContext, v: Value, dtype: str) -> Value:
     return v if v.dtype == dtype else g.op("Cast", [v], to=dtype)

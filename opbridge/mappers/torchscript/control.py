@@ -19,7 +19,7 @@ from ...ir.graph import Value
 from ...ir.ops.control import merge_shapes
 from ...parsers.origin import OriginGraph, OriginNode, TensorInfo
 from ..context import MapContext
-from .common import Args, cast, ts_mapping
+from .common import Args, as_0d, cast, ts_mapping
 
 #: Upper bound on unrolled iterations of a loop whose trip count and condition are known
 #: (a longer one is a run-time Loop).
@@ -88,9 +88,7 @@ def if_(node: OriginNode, g: MapContext) -> Any:
 
 def _as_bool(g: MapContext, v: Value) -> Value:
     """A condition as the 0-d bool the IR's If / Loop take."""
-    if v.shape != ():
-        v = g.op("Reshape", [v, g.constant(np.zeros(0, np.int64))])
-    return cast(g, v, "bool")
+    return cast(g, as_0d(g, v, "the condition"), "bool")
 
 
 @ts_mapping("prim::Uninitialized")
@@ -170,13 +168,9 @@ def _runtime_loop(node: OriginNode, g: MapContext, body: OriginGraph, trip: Valu
     if cond_out.dtype != "bool" or cond_out.shape != ():
         raise g.unsupported(f"the body's condition is a {cond_out.dtype} of shape {cond_out.shape}, "
                             "not a bool")
-    outs = g.op("Loop", [cast(g, _as_i64(g, trip), "i64"), _as_bool(g, cond), *carried, *caps],
+    outs = g.op("Loop", [cast(g, as_0d(g, trip, "the trip count"), "i64"), _as_bool(g, cond), *carried, *caps],
                 body=body_g, num_captures=len(caps), num_outputs=len(carried))
     return list(outs) if isinstance(outs, tuple) else [outs]
-
-
-def _as_i64(g: MapContext, v: Value) -> Value:
-    return v if v.shape == () else g.op("Reshape", [v, g.constant(np.zeros(0, np.int64))])
 
 
 def _check_body_outputs(g: MapContext, outs: list[Value], carried: list[Value]) -> None:

@@ -15,7 +15,7 @@ import numpy as np
 from ...ir.graph import Value
 from ...parsers.origin import OriginNode
 from ..context import MapContext
-from .common import SCALAR_TYPES, Args, cast, norm_axis, static_shape, ts_mapping
+from .common import SCALAR_TYPES, Args, as_0d, cast, norm_axis, static_shape, ts_mapping
 from .elementwise import bitwise, floor_divide
 
 _DTYPE_CODES = {v: k for k, v in SCALAR_TYPES.items()}
@@ -125,10 +125,7 @@ _RUNTIME_CASTS = {"Int": "i64", "IntImplicit": "i64", "Float": "f64", "FloatImpl
 def _runtime_scalar(g: MapContext, v: Value, kind: str) -> Value:
     """``aten::Int(t)``/``Float``/``Bool`` and ``NumToTensor`` of a run-time value: its one
     element as a 0-d tensor (int64, float64, bool as torch's scalars are)."""
-    if v.shape != ():
-        if any(d != 1 for d in v.shape):
-            raise g.error(f"converts a tensor of shape {v.shape} to a number; it must hold one element")
-        v = g.op("Reshape", [v, g.constant(np.zeros(0, np.int64))])
+    v = as_0d(g, v, "the tensor converted to a number")
     to = _RUNTIME_CASTS.get(kind)
     return v if to is None or v.dtype == to else g.op("Cast", [v], to=to)
 

@@ -11,7 +11,7 @@ import numpy as np
 from ...ir.graph import Value
 from ...parsers.origin import OriginNode
 from ..context import MapContext
-from .common import Args, cast, ir_dtype, norm_axis, norm_index, static_shape, ts_mapping
+from .common import Args, as_0d, cast, ir_dtype, norm_axis, norm_index, static_shape, ts_mapping
 from .elementwise import promote
 from .shape import reshape_to
 
@@ -140,19 +140,10 @@ def select(node: OriginNode, g: MapContext) -> Any:
     shape = static_shape(g, x)
     axis = norm_axis(g, a.int(1), len(shape))
     if not a.known(2):  # an index computed at run time (a loop's iteration): a 0-d Gather
-        return g.op("Gather", [x, _indices(g, _as_scalar(g, a.tensor(2)), axis)], axis=axis)
+        return g.op("Gather", [x, _indices(g, as_0d(g, a.tensor(2), "the index"), axis)], axis=axis)
     idx = norm_index(g, a.int(2), shape[axis], axis)
     piece = g.op("Slice", [x], starts=[idx], ends=[idx + 1], axes=[axis], steps=[1])
     return g.op("Squeeze", [piece], axes=[axis])
-
-
-def _as_scalar(g: MapContext, v: Value) -> Value:
-    """A one-element index as the 0-d index that drops the axis."""
-    if v.shape == ():
-        return v
-    if any(d != 1 for d in v.shape):
-        raise g.error(f"the index has shape {v.shape}; one element is needed")
-    return g.op("Reshape", [v, g.constant(np.zeros(0, np.int64))])
 
 
 def _indices(g: MapContext, idx: Value, dim: int) -> Value:
