@@ -66,15 +66,9 @@ def frozen_graph(torch: Any, module: Any, example: tuple[Any, ...], mode: str,
     if isinstance(module, script_types):
         used = "scripted"
         scripted = module
-    elif mode == "script":
-        used = "script"
-        scripted = torch.jit.script(module.eval() if hasattr(module, "eval") else module)
-    elif mode == "trace":
-        used = "trace"
-        if hasattr(module, "eval"):
-            module = module.eval()
-        with _no_mha_fastpath(torch), torch.no_grad(), buffers_kept(torch, module):
-            scripted = torch.jit.trace(module, example, check_trace=False)
+    elif mode in ("script", "trace"):
+        used = mode
+        scripted = _compiled(torch, module, example, mode)
     else:
         raise TorchExportError(f"export mode {mode!r}: use 'trace' or 'script'")
     if isinstance(scripted, torch.jit.ScriptModule):
@@ -87,6 +81,27 @@ def frozen_graph(torch: Any, module: Any, example: tuple[Any, ...], mode: str,
         _specialize(torch, graph, example)
     torch._C._jit_pass_dce(graph)
     return scripted, graph, used
+
+
+def _compiled(torch: Any, module: Any, example: tuple[Any, ...], mode: str) -> Any:
+    """``torch.jit.script`` or ``torch.jit.trace`` of ``module``; what the module or torch's
+    compiler raises (the module's own error, code TorchScript cannot compile) is an error saying
+    which step failed, with torch's first line."""
+    if hasattr(module, "eval"):
+        module = module.eval()
+    try:
+        if mode == "script":
+            return torch.jit.script(module)
+        with _no_mha_fastpath(torch), torch.no_grad(), buffers_kept(torch, module):
+            return torch.jit.trace(module, example, check_trace=False)
+    except Exception as err:  # torch raises RuntimeError, its frontend errors, and the module's own
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        other = "trace" if mode == "script" else "script"
+        raise TorchExportError(
+            f"{'scripting' if mode == 'script' else 'tracing'} the module failed: "
+            f"{type(err).__name__}: {first}",
+            hint=f"check that the module runs on the example inputs in eval() mode, or export with "
+                 f"mode='{other}'; --debug shows torch's traceback") from err
 
 
 def bind_absent_optionals(torch: Any, graph: Any, inputs: list[Any], given: int) -> None:

@@ -249,3 +249,31 @@ def test_select_index_out_of_range_names_the_node(tmp_path: Path, kind: str, inp
     with pytest.raises(ob.OpbridgeError, match=rf"'sel' \({kind.split('::')[1]}\): index {index} is out of range for dim 1 "
                                                r"of size 3"):
         ob.convert(str(path))
+
+
+def _failing_modules() -> dict[str, Any]:
+    import torch
+
+    class Raises(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            raise KeyError("boom")
+
+    class Unscriptable(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return sum(v for v in [x, x])  # a generator: TorchScript cannot compile it
+
+    return {"trace": (Raises(), r"tracing the module failed: KeyError: 'boom'"),
+            "script": (Unscriptable(), r"scripting the module failed: \w+")}
+
+
+@pytest.mark.parametrize("mode", ["trace", "script"])
+def test_export_reports_a_module_torch_cannot_compile(export: Any, mode: str) -> None:
+    """What the module or torch's compiler raises is an error naming the step, not a traceback."""
+    import torch
+
+    from opbridge.export.torchscript_graph import TorchExportError
+
+    module, pattern = _failing_modules()[mode]
+    with pytest.raises(TorchExportError, match=pattern) as info:
+        export(module, (torch.randn(2),), mode=mode)
+    assert "mode='" in (info.value.hint or "")
