@@ -85,6 +85,11 @@ def _arith() -> dict[str, Case]:
         "add=int32-int64": (lambda x, y: x.int() + y, ii),
         "add=f16-f32-0d": (lambda x, y: x.half() + torch.tensor(0.5), ff),
         "add=bool-int": (lambda x, y: (x > 0) + y, ii),
+        "mul=int-tensor-float-0d": (lambda x, y: x * torch.tensor(1.5), ii),
+        "mul=f16-f64-0d": (lambda x, y: x.half() * torch.tensor(1.5, dtype=torch.float64), ii),
+        "add=int32-int64-0d": (lambda x, y: x.int() + torch.tensor(7), ii),
+        "add=int32-0d-int64-tensor": (lambda x, y: x.int()[0, 0] + y, ii),
+        "div=int-0d-tensors": (lambda x, y: x[0, 0] / y[0, 0], ii),
         "add=uint8-int8": (lambda x, y: x.abs().to(torch.uint8) + y.to(torch.int8), ii),
         "add=f16-bf16": (lambda x, y: x.half() + y.bfloat16(), ff),
         "sub=uint8": (lambda x, y: x.abs().to(torch.uint8) - 1, ii),
@@ -203,6 +208,12 @@ def _shape() -> dict[str, Case]:
         "index_put=accumulate": (
             lambda x: x.index_put((torch.tensor([0, 0, 2]),), torch.ones(3, 3), accumulate=True), _f(4, 3)),
         "index_put=setitem": (lambda x: _setitem(x), _f(4, 3)),
+        "index_put=two-tensors": (
+            lambda x: x.index_put((torch.tensor([0, 3]), torch.tensor([2, -1])), torch.tensor([5.0, 6.0])),
+            _f(4, 3)),
+        "index_put=two-tensors-accumulate": (
+            lambda x: x.index_put((torch.tensor([1, 1]), torch.tensor([0, 0])), torch.tensor(2.0),
+                                  accumulate=True), _f(4, 3)),
         "select=neg": (lambda x: x.select(1, -1), _f(4, 3)),
         "slice=step": (lambda x: x[:, ::2], _f(4, 5)),
         "slice=neg-bounds": (lambda x: x[-3:-1], _f(4, 5)),
