@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ...ir.graph import Value
+from ...ir.types import to_numpy_dtype
 from ...parsers.origin import OriginNode
 from ..context import MapContext
 from .common import Args, as_array, cast, one_to_one, ts_mapping, with_inplace
@@ -132,9 +133,9 @@ def _trunc_div(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _floor_div(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    if x.dtype.kind in "iu" and y.dtype.kind in "iu":
+    """numpy's floor_divide is Python's and torch's (on floats too: 2.1 // 0.7 is 2)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
         return np.floor_divide(x, y)
-    return np.floor(np.true_divide(x, y))
 
 
 @ts_mapping(*with_inplace("div"), "divide", "true_divide")
@@ -157,11 +158,19 @@ def div(node: OriginNode, g: MapContext) -> Any:
 
 
 def _floor_divide(g: MapContext, x: Value, y: Value) -> Value:
-    """floor(x / y); on integers (x - x mod y) / y, where the Python-sign ``mod`` makes the
-    division exact, since the IR's integer Div truncates toward zero."""
-    if x.dtype in _FLOAT_RANK:
-        return g.op("Floor", [g.op("Div", [x, y])])
-    return g.op("Div", [g.op("Sub", [x, g.op("Mod", [x, y], fmod=0)]), y])
+    """x // y as torch computes it: (x - x mod y) / y with the Python-sign ``mod``, exact on
+    integers (the IR's integer Div truncates toward zero). On floats that quotient is rounded
+    to the integer it approximates, as torch's div_floor_floating does: floor(x / y) differs
+    where x / y rounds up to an integer (2.1 // 0.7 is 2, floor(2.1 / 0.7) is 3); x // 0 is
+    x / 0 (±inf, nan)."""
+    q = g.op("Div", [g.op("Sub", [x, g.op("Mod", [x, y], fmod=0)]), y])
+    if x.dtype not in _FLOAT_RANK:
+        return q
+    q = g.op("Round", [q])
+    if y.data is not None and np.all(np.asarray(y.data) != 0):
+        return q
+    zero = g.constant(np.zeros((), np.asarray(0, to_numpy_dtype(y.dtype)).dtype))
+    return g.op("Where", [g.op("Equal", [y, zero]), g.op("Div", [x, y]), q])
 
 
 @ts_mapping("floor_divide")
@@ -178,12 +187,9 @@ def remainder(node: OriginNode, g: MapContext) -> Any:
     fmod = node.op_type == "fmod"
     if _all_known(a, (0, 1)):
         return _fold(a, np.fmod if fmod else np.mod, (0, 1))
-    x, y = operands(a, 0, 1)
-    if x.dtype in _FLOAT_RANK:
-        q = g.op("Div", [x, y])
-        q = g.op("Mul", [g.op("Sign", [q]), g.op("Floor", [g.op("Abs", [q])])]) if fmod else g.op("Floor", [q])
-        return g.op("Sub", [x, g.op("Mul", [q, y])])
-    return g.op("Mod", [x, y], fmod=int(fmod))
+    # Mod is numpy's mod / fmod, which torch's remainder / fmod agree with on floats too
+    # (x - floor(x / y) * y is off by y where x / y rounds up to an integer)
+    return g.op("Mod", list(operands(a, 0, 1)), fmod=int(fmod))
 
 
 @ts_mapping(*with_inplace("pow"))

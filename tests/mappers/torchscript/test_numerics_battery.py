@@ -74,6 +74,11 @@ def _arith() -> dict[str, Case]:
         "div-trunc=int-neg": (lambda x, y: torch.div(x, y, rounding_mode="trunc"), ii),
         "div-true=int": (lambda x, y: x / y, ii),
         "div-true=int-scalar": (lambda x, y: x / 4, ii),
+        "floor_divide=float-exact-multiples": (lambda x, y: torch.floor_divide(x.round() * 0.1, 0.1 * y.sign()),
+                                               _two(_f(6, 7, scale=30), _f(6, 7, seed=2))),
+        "remainder=float-exact-multiples": (lambda x, y: torch.remainder(x.round() * 0.1, 0.7),
+                                            _two(_f(6, 7, scale=30), _f(6, 7, seed=2))),
+        "div-floor=float-by-zero": (lambda x, y: torch.div(x, y * (y > 0), rounding_mode="floor"), ff),
         "remainder=int-neg": (lambda x, y: torch.remainder(x, y), ii),
         "remainder=int-scalar-neg": (lambda x, y: x % -4, ii),
         "remainder=float-neg": (lambda x, y: torch.remainder(x, -0.7), ff),
@@ -439,7 +444,8 @@ def _scripted_class() -> Any:
             b = (n - 9) % 3
             c = -n // 4
             d = int((n - 9) / 3)  # true division then truncation toward zero
-            return x * a + b + c * 10 + d * 100 + (n - 9) ** 2
+            e = (n * 0.7) // 0.7  # 3.5 // 0.7 is 4.0 in Python, floor(3.5 / 0.7) is 5
+            return x * a + b + c * 10 + d * 100 + (n - 9) ** 2 + e * 1000
 
     return Scripted
 
