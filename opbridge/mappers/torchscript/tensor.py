@@ -163,10 +163,11 @@ def index_select(node: OriginNode, g: MapContext) -> Any:
 
 @ts_mapping("index", "_unsafe_index")
 def index(node: OriginNode, g: MapContext) -> Any:
-    """``x[..., i, j, ...]``: index tensors (or constant boolean masks) at adjacent positions,
-    the other positions ``None``. The indexed dims merge into one, addressed by the linear
-    index ``sum(i_k * stride_k)`` (index tensors broadcast together), so the result's index
-    dims take the indexed dims' place, as torch's advanced indexing does."""
+    """``x[..., i, j, ...]``: index tensors (or constant boolean masks), the other positions
+    ``None``. The indexed dims merge into one, addressed by the linear index
+    ``sum(i_k * stride_k)`` (index tensors broadcast together), so the result's index dims take
+    the indexed dims' place when those are adjacent, and come first otherwise, as torch's
+    advanced indexing does."""
     a = Args(node, g)
     x = a.tensor(0)
     spec = a.spec[1]
@@ -178,14 +179,19 @@ def index(node: OriginNode, g: MapContext) -> Any:
     if not given:
         return x
     dims = [d for d, _ in given]
-    if dims != list(range(dims[0], dims[0] + len(dims))):
-        raise g.unsupported(f"indexing dims {dims} that are not next to each other",
-                            hint="index one dimension at a time")
     if len(given) == 1:
         return g.op("Gather", [x, given[0][1]], axis=dims[0])
     shape = static_shape(g, x)
     if dims[-1] >= len(shape):
         raise g.error(f"{dims[-1] + 1} indexed dims for a tensor of rank {len(shape)}")
+    if dims != list(range(dims[0], dims[0] + len(dims))):
+        # indexed dims apart from each other: torch puts the index dims first, so the indexed
+        # dims move to the front (in order) and are indexed there
+        perm = dims + [d for d in range(len(shape)) if d not in dims]
+        x = g.op("Transpose", [x], perm=perm)
+        shape = [shape[d] for d in perm]
+        given = [(k, idx) for k, (_, idx) in enumerate(given)]
+        dims = list(range(len(given)))
     sizes = [shape[d] for d in dims]
     linear: Value | None = None
     for k, (_, idx) in enumerate(given):

@@ -207,6 +207,8 @@ def _shape() -> dict[str, Case]:
         "index=two-tensors-broadcast": (
             lambda x: x[:, torch.tensor([[0], [2]]), torch.tensor([1, -1])], _f(2, 4, 3)),
         "index=tensors-then-slice": (lambda x: x[torch.tensor([1, 0]), torch.tensor([3, -2])], _f(2, 4, 3)),
+        "index=tensors-apart": (lambda x: x[torch.tensor([[1], [0]]), :, torch.tensor([2, -1, 0])], _f(2, 4, 3)),
+        "index=tensors-apart-4d": (lambda x: x[:, torch.tensor([1, 0]), :, torch.tensor([2, 2])], _f(2, 3, 4, 3)),
         "index=bool-mask-2d-const": (lambda x: x[torch.tensor([[True, False, True], [False, True, True]])],
                                      _f(2, 3, 4)),
         "index_put=tensor": (lambda x: x.index_put((torch.tensor([0, 2]),), torch.tensor(9.0)), _f(4, 3)),
