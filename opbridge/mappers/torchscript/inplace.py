@@ -116,7 +116,7 @@ def _index_items(a: Args, g: MapContext) -> list[Any]:
 @ts_mapping("index_put", "index_put_", "_index_put_impl_", "_unsafe_index_put")
 def index_put(node: OriginNode, g: MapContext) -> Any:
     """``x[indices] = values`` (``accumulate``: ``+=``) for constant indices of any kind, a
-    boolean mask, or one run-time integer index."""
+    run-time boolean mask, or run-time integer indices."""
     a = Args(node, g)
     x = a.tensor(0)
     items = _index_items(a, g)
@@ -129,20 +129,19 @@ def index_put(node: OriginNode, g: MapContext) -> Any:
         where = np.asarray(positions_of(g, x).data)[
             tuple(slice(None) if v is None else np.asarray(v) for v in items)]
         return write_at(g, x, g.constant(where), values, reduction)
-    if len(given) != 1:
-        raise g.unsupported(f"index_put with {len(given)} index tensors computed at run time",
-                            hint="index one dimension at a time")
-    axis, idx = given[0], items[given[0]]
-    if idx.dtype == "bool":
-        if reduction == "add" or int(np.prod(static_shape(g, values))) != 1:
-            raise g.unsupported("a boolean-mask write of several values (its count is only known at "
-                                "run time)", hint="write one value: x[mask] = v")
-        mask = idx
-        for _ in range(len(x.shape) - axis - len(idx.shape)):
-            mask = g.op("Unsqueeze", [mask], axes=[len(mask.shape)])
-        return g.op("Where", [mask, broadcast_to(g, values, (), x.dtype), x])
-    where = g.op("Gather", [positions_of(g, x), cast(g, idx, "i64")], axis=axis)
-    return write_at(g, x, where, values, reduction)
+    axis, mask = given[0], items[given[0]]
+    if len(given) > 1 or mask.dtype != "bool":  # the positions the indices pick, at run time
+        from .tensor import gather_index, index_tensors
+
+        where = gather_index(g, positions_of(g, x), index_tensors(g, items))
+        return write_at(g, x, where, values, reduction)
+    # one boolean mask computed at run time
+    if reduction == "add" or int(np.prod(static_shape(g, values))) != 1:
+        raise g.unsupported("a boolean-mask write of several values (its count is only known at "
+                            "run time)", hint="write one value: x[mask] = v")
+    for _ in range(len(x.shape) - axis - len(mask.shape)):
+        mask = g.op("Unsqueeze", [mask], axes=[len(mask.shape)])
+    return g.op("Where", [mask, broadcast_to(g, values, (), x.dtype), x])
 
 
 @ts_mapping("index_copy", "index_copy_", "index_add", "index_add_", "index_fill", "index_fill_")

@@ -175,9 +175,13 @@ def index(node: OriginNode, g: MapContext) -> Any:
         items: list[Any] = [a.consts[k] if k in a.consts else g.input(k) for k in spec]
     else:  # a constant list (freezing folded the index tensors into it)
         items = list(a.py(1, what="indices"))
-    given = _index_tensors(g, items)
-    if not given:
-        return x
+    given = index_tensors(g, items)
+    return gather_index(g, x, given) if given else x
+
+
+def gather_index(g: MapContext, x: Value, given: list[tuple[int, Value]]) -> Value:
+    """``x`` advanced-indexed by the int64 index tensors ``(dim, index)``, in dim order (the
+    other dims taken whole), as torch's ``x[..., i, ..., j]``."""
     dims = [d for d, _ in given]
     if len(given) == 1:
         return g.op("Gather", [x, given[0][1]], axis=dims[0])
@@ -205,7 +209,7 @@ def index(node: OriginNode, g: MapContext) -> Any:
     return g.op("Gather", [merged, linear], axis=dims[0])
 
 
-def _index_tensors(g: MapContext, items: list[Any]) -> list[tuple[int, Value]]:
+def index_tensors(g: MapContext, items: list[Any]) -> list[tuple[int, Value]]:
     """(dim, i64 index Value) of each index tensor; a constant boolean mask over m dims becomes
     the m index tensors of its True entries (its nonzero), which are known while converting."""
     out: list[tuple[int, Value]] = []

@@ -221,6 +221,13 @@ def _shape() -> dict[str, Case]:
         "index_put=two-tensors-accumulate": (
             lambda x: x.index_put((torch.tensor([1, 1]), torch.tensor([0, 0])), torch.tensor(2.0),
                                   accumulate=True), _f(4, 3)),
+        "index_put=run-time-tensors": (
+            lambda x, i, j: x.index_put((i, j), torch.tensor([5.0, 6.0, 7.0])), _run_time_indices),
+        "index_put=run-time-tensors-accumulate-repeats": (
+            lambda x, i, j: x.index_put((i, i.clamp(max=2)), torch.tensor(1.5), accumulate=True),
+            _run_time_indices),
+        "index_put=run-time-tensors-apart": (lambda x, i, j: _setitem_apart(x, i, j), _run_time_indices),
+        "index=run-time-tensors": (lambda x, i, j: x[i, j] + x[:, j][i], _run_time_indices),
         "select=neg": (lambda x: x.select(1, -1), _f(4, 3)),
         "slice=step": (lambda x: x[:, ::2], _f(4, 5)),
         "slice=neg-bounds": (lambda x: x[-3:-1], _f(4, 5)),
@@ -239,6 +246,19 @@ def _shape() -> dict[str, Case]:
         "cat=int-float": (lambda x: torch.cat([x, (x * 3).long()], 1), _f(2, 3, 4)),
         "stack=neg-dim": (lambda x: torch.stack([x, x * 2], -1), _f(2, 3, 4)),
     }
+
+
+def _run_time_indices() -> tuple[Any, ...]:
+    """x [4, 3] and two index tensors fed at run time (distinct pairs, a negative index)."""
+    import torch
+
+    return (_f(4, 3)()[0], torch.tensor([0, 3, 0]), torch.tensor([2, -1, 1]))
+
+
+def _setitem_apart(x: Any, i: Any, j: Any) -> Any:
+    y = x.reshape(4, 1, 3).clone()
+    y[i, :, j] = -1.0  # index tensors at dims 0 and 2
+    return y
 
 
 def _setitem(x: Any) -> Any:
