@@ -22,6 +22,7 @@ from .memory import (
     gdma_bytes,
     plan,
     tile_lane_bytes,
+    view4,
 )
 from .partition import PlannedUnit, partition
 from .program import Program
@@ -344,9 +345,11 @@ class _GroupEmitter:
     def operand(self, v: Value, ti: int, t: Tile, h: Rows | None, w: Rows | None = None) -> Operand:
         b = self.buf(v.name, ti)
         shp = self.tile_shape(v, t)
+        lane = tile_lane_bytes(self.target, shp, v.dtype, row_layout(v))
+        if len(v.shape) == 5:  # a volume's tile, (n, C, d, H*W) in the view: its kernel's rank 5
+            shp = (*shp[:3], *static_shape(v)[3:])
         return Operand(tensor=v.name, buf=b, lmem=self.g.alloc[b][0], shape=shp,
-                       lane_bytes=tile_lane_bytes(self.target, shp, v.dtype, row_layout(v)), h=h,
-                       n=None, const=False, w=w)
+                       lane_bytes=lane, h=h, n=None, const=False, w=w)
 
     def compute(self, ln: Lowered, ti: int, t: Tile, r: Rows) -> None:
         node = ln.node
@@ -427,7 +430,7 @@ class _GroupEmitter:
         h: Rows | None = None
         w: Rows | None = None
         nr: Rows | None = None
-        if len(shp) == 4:
+        if len(shp) == 4 and len(ln.node.outputs[0].shape) == 4:
             hv = shp[2]
             lo, hi = row_fn(ln, i, v)(r[0], r[1])
             if (lo, hi) != (0, hv):
@@ -518,6 +521,8 @@ class _StreamEmitter:
 def _efficiency(target: Target, shape: tuple[int, ...], dtype: str, rows: bool = False) -> float:
     """Fraction of the lanes' EUs a tile of this shape keeps busy (channels over lanes, H*W
     over the EU width; ``rows``: a row-layout tile, its rows over lanes, features over the EU)."""
+    if len(shape) == 5:
+        shape = view4(shape)
     if len(shape) != 4:
         return 1.0
     n, c, h, w = shape

@@ -4,7 +4,8 @@ A node's placement is its own ``placement`` (set when it was created, from the o
 definition unless a mapping or the builder said otherwise, and kept in ``.obir``); the
 ``placement`` callable given to ``compile`` may override it per node. A TPU node runs as a
 local layer (may join a layer group) when its kernel has tiling hints and its tensors fit
-the NCHW local layout, else as a global layer.
+the NCHW local layout, else as a global layer. A rank-5 node (a 3-D convolution's volumes) is
+local when its kernel takes volumes (``Kernel.volumes``), cut along N and its depth only.
 """
 
 from __future__ import annotations
@@ -48,11 +49,12 @@ def _layout_ok(node: Node) -> bool:
     """Local layers work on rank-4 tiles: one output of rank 4 (NCHW) with rank-4 non-constant
     inputs, or of rank 2 or 3 (a transformer's [batch, tokens, features], seen as the rank-4
     view ``memory.view4``) whose non-constant inputs have its rank, and whose constants
-    broadcast against that view as they do against the tensor."""
+    broadcast against that view as they do against the tensor; or of rank 5 (NCDHW, whose
+    tiles keep their rank) with rank-5 non-constant inputs."""
     if len(node.outputs) != 1 or not all(isinstance(d, int) for d in node.outputs[0].shape):
         return False
     rank = len(node.outputs[0].shape)
-    if rank not in (2, 3, 4):
+    if rank not in (2, 3, 4, 5):
         return False
     if any(v is not None and 0 in v.shape for v in (*node.inputs, node.outputs[0])):
         return False  # an empty tensor has no tiles: a global layer, which moves nothing
@@ -74,9 +76,13 @@ def _whole_rows_constant(node: Node, k: Kernel | None, axis: str = "H") -> bool:
     """Whether a constant of rank 2 or 3 broadcasts along the output's rows (an (H, W) mask
     added to scores): a tile takes such a constant whole (only a rank-4 one is read at the
     tile's rows), so an op that maps rows one to one must not be cut along H. Along W
-    (``axis="W"``) a constant of rank 1 to 3 whose last dimension is the output's width."""
+    (``axis="W"``) a constant of rank 1 to 3 whose last dimension is the output's width. For a
+    rank-5 output (cut along its depth, the view's H) a constant with a depth axis."""
     if k is None or (k.input_slice_fn if axis == "H" else k.input_slice_w_fn) is not None:
         return False
+    if len(node.outputs[0].shape) == 5:
+        return any(v is not None and v.is_constant and len(v.shape) >= 3 and v.shape[-3] != 1
+                   for v in node.inputs)
     if axis == "W":
         w = view4(node.outputs[0].shape)[3]
         return any(v is not None and v.is_constant and 1 <= len(v.shape) < 4 and v.shape[-1] == w != 1
@@ -98,11 +104,14 @@ def lower(
     for i, node in enumerate(graph.nodes):
         k = reg.get(node.op)
         where = _placement_of(node, placement)
+        rank = len(node.outputs[0].shape) if node.outputs else 0
         local = (where == TPU and k is not None and k.local and _layout_ok(node)
-                 and (k.rows_ok or len(node.outputs[0].shape) == 4))
+                 and (rank == 4 or (rank < 4 and k.rows_ok) or (rank == 5 and k.volumes_ok)))
         split = k.split_axes(node) if local and k is not None else frozenset()
         local = local and split is not None
         axes = split or frozenset()
+        if rank == 5:  # a volume's tiles are whole H x W planes, and never chunks of channels
+            axes = axes & {"N", "H"}
         if "H" in axes and _whole_rows_constant(node, k):
             axes = axes - {"H"}
         if "W" in axes and _whole_rows_constant(node, k, "W"):

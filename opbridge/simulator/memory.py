@@ -28,6 +28,15 @@ constructor sets (``include/tpu_mlir/Backend/BM168x/BM1684.h``; sophgo/tpu-mlir 
 015442ac4a6528730d57e9cdc36a7c6d85d76b3f). Weights keep their plain size (TPU-MLIR's
 ``get_weight_lmem_bytes`` and the weight case of ``get_gmem_bytes``).
 
+A rank-5 tensor (N, C, D, H, W), the activations of a 3-D convolution, keeps the channel-over-
+lanes layout with each lane holding its channels' D x H x W volumes: a layer group sees it
+through the rank-4 view (N, C, D, H*W), so it cuts the depth as an image's rows (with the
+halo of a 3-D window) and a tile of d depth slices takes ``N * ceil(C / lanes) * align(d * H * W,
+EU) * itemsize`` bytes per lane; its kernels still get the rank-5 tile. TPU-MLIR's BM1684X
+Conv3D local layer likewise takes whole (H, W) planes per depth slice
+(``lib/Dialect/Tpu/Interfaces/BM1684X/Conv3D.cpp``, ``conv3d_local_spec_t``: input
+``(id, n, ic, ih, iw)``).
+
 Both local memory and DDR are planned the same way: every buffer has a size and a lifetime
 (first and last step that uses it), and buffers whose lifetimes overlap never share bytes.
 """
@@ -57,9 +66,9 @@ def packs_4n(target: Target, dtype: str) -> bool:
 
 def activation_lane_bytes(target: Target, shape: Sequence[int], dtype: str,
                           packed: bool = True) -> int:
-    """Per-lane bytes of a rank-4 (N, C, H, W) tile in the channel-over-lanes layout
-    (``packed=False``: never in the 4N layout, as a weight)."""
-    n, c, h, w = shape
+    """Per-lane bytes of a rank-4 (N, C, H, W) tile in the channel-over-lanes layout (a rank-5
+    one through its view :func:`view4`; ``packed=False``: never in the 4N layout, as a weight)."""
+    n, c, h, w = view4(shape)
     if packed and packs_4n(target, dtype):
         p = target.int8_batch_pack
         return -(-n // p) * -(-c // target.lanes) * align(h * w, max(1, target.eu_bytes // p)) * p
@@ -69,8 +78,12 @@ def activation_lane_bytes(target: Target, shape: Sequence[int], dtype: str,
 
 def view4(shape: Sequence[int]) -> tuple[int, ...]:
     """The rank-4 view a layer group uses for a tensor: itself at rank 4, (batch, 1, tokens,
-    features) at rank 3, (1, 1, rows, features) at rank 2, (1, 1, 1, features) at rank 1."""
+    features) at rank 3, (1, 1, rows, features) at rank 2, (1, 1, 1, features) at rank 1, and
+    (N, C, D, H * W) at rank 5 (a volume: its depth slices are the view's rows)."""
     rank = len(shape)
+    if rank == 5:
+        n, c, d, h, w = shape
+        return (n, c, d, h * w)
     if rank >= 4:
         return tuple(shape)
     if rank == 3:
@@ -82,6 +95,8 @@ def view_axis(rank: int, axis: int) -> int:
     """The axis of the rank-4 view (:func:`view4`) that axis ``axis`` of a rank-``rank``
     tensor becomes (negative axes count from the end)."""
     a = axis % max(rank, 1)
+    if rank == 5:
+        return (0, 1, 2, 3, 3)[a]
     if rank >= 4:
         return a
     if rank == 3:

@@ -49,6 +49,8 @@ def lane_bytes(target: ob.Target, shape, dtype: str, const: bool = False, rows: 
     if const and not (len(shape) == 4 and shape[0] == 1):
         d0, rest = (shape[0], int(np.prod(shape[1:]))) if shape else (1, 1)
         return math.ceil(d0 / target.lanes) * (math.ceil(rest / eu) * eu) * size
+    if len(shape) == 5:  # a volume (N, C, D, H, W): each channel's D x H x W aligned once
+        shape = (shape[0], shape[1], shape[2], shape[3] * shape[4])
     n, c, h, w = shape
     if rows:
         return math.ceil(n * c * h / target.lanes) * (math.ceil(w / eu) * eu) * size

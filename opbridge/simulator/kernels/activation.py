@@ -30,8 +30,8 @@ def relu_into(out: np.ndarray, x: np.ndarray) -> None:
 
 
 for _op in CHEAP:
-    k = register_kernel(_op).split("N", "H", "W").row_layout().cost(_per_element(1.0))
+    k = register_kernel(_op).split("N", "H", "W").row_layout().volumes().cost(_per_element(1.0))
     if _op == "Relu":
         k.compute_into(relu_into)
 for _op in TRANSCENDENTAL:
-    register_kernel(_op).split("N", "H", "W").row_layout().cost(_per_element(4.0))
+    register_kernel(_op).split("N", "H", "W").row_layout().volumes().cost(_per_element(4.0))

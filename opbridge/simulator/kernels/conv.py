@@ -4,6 +4,12 @@ Output rows ``[lo, hi)`` read input rows ``[lo*s - pad_top, (hi-1)*s - pad_top +
 (bmcompiler's ``backward_hslice`` / ``backward_hidx``); rows outside the input are padding,
 so a tile at the top or bottom edge keeps that padding and an inner tile has none. Columns
 likewise, with the kernel's width, stride, dilation and left pad (``backward_wslice``).
+
+A 3-D convolution (rank-5 input, a volume) is a local layer too, cut along N and its depth D
+(the rows of the layer group's view (N, C, D, H*W)): output depth slices ``[lo, hi)`` read the
+input slices the kernel's depth window covers, with its depth stride, dilation and front pad,
+so the same formula gives the depth halo; a tile at the front or back keeps that padding.
+Every tile holds whole H x W planes, as TPU-MLIR's BM1684X Conv3D local layer takes them.
 """
 
 from __future__ import annotations
@@ -16,7 +22,16 @@ from ...ir import winograd
 from ...ir.graph import Node
 from ...ir.opdef import DEFAULT_OPS
 from ...ir.winograd import filter_transform, transformed_weights, winograd_conv2d
-from .registry import Kernel, WeightMemo, register_kernel, static_shape, tile_pads, tile_pads_w, window_rows
+from .registry import (
+    Kernel,
+    WeightMemo,
+    register_kernel,
+    static_shape,
+    tile_pads,
+    tile_pads_axis,
+    tile_pads_w,
+    window_rows,
+)
 
 
 def _conv2d_params(node: Node, axis: int = 0) -> tuple[int, int, int, tuple[int, ...]]:
@@ -27,9 +42,12 @@ def _conv2d_params(node: Node, axis: int = 0) -> tuple[int, int, int, tuple[int,
 
 
 def conv_split(node: Node) -> tuple[str, ...]:
-    """Only 2-D convolutions (rank-4 input) are local layers; ungrouped ones may also be
-    computed in chunks of output channels."""
-    if len(static_shape(node.inputs[0])) != 4:
+    """2-D convolutions (rank-4 input) are local layers, ungrouped ones may also be computed in
+    chunks of output channels; 3-D ones (rank 5) are cut along N and their depth."""
+    rank = len(static_shape(node.inputs[0]))
+    if rank == 5:
+        return ("N", "H")
+    if rank != 4:
         return ()
     return ("N", "C", "H", "W") if node.attrs["group"] == 1 else ("N", "H", "W")
 
@@ -57,7 +75,10 @@ def conv_channels(node: Node, i: int, c0: int, c1: int) -> tuple[int, int, int] 
 def conv_tile_attrs(node: Node, lo: int, hi: int, needed, clipped) -> dict:
     attrs = dict(node.attrs)
     _, _, _, pads = _conv2d_params(node)
-    attrs["pads"] = tile_pads(pads, needed[0], clipped[0])
+    if len(pads) == 6:  # a 3-D convolution's tile of depth slices: its front and back pads
+        attrs["pads"] = tile_pads_axis(pads, 0, needed[0], clipped[0])
+    else:
+        attrs["pads"] = tile_pads(pads, needed[0], clipped[0])
     return attrs
 
 
@@ -167,7 +188,8 @@ def conv_tiling(k: Kernel) -> Kernel:
     """The tiling a 2-D convolution's kernel has whatever its dtypes (Conv, ConvInteger): split
     on N/H/W, input rows and columns with the window's halo, the tile's pads, the cost."""
     return (k.split_when(conv_split).input_slice(conv_rows).input_slice(conv_cols, axis="W")
-            .tile_attrs(conv_tile_attrs).tile_attrs(conv_tile_attrs_w, axis="W").cost(conv_cost))
+            .tile_attrs(conv_tile_attrs).tile_attrs(conv_tile_attrs_w, axis="W").cost(conv_cost)
+            .volumes())
 
 
 (conv_tiling(register_kernel("Conv")).channel_slice(conv_channels).compute_into(conv2d_into)

@@ -25,6 +25,6 @@ def add_into(out: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
 
 
 for _op in BINARY + UNARY:
-    k = register_kernel(_op).split("N", "H", "W").row_layout()
+    k = register_kernel(_op).split("N", "H", "W").row_layout().volumes()
     if _op == "Add":
         k.compute_into(add_into)

@@ -87,6 +87,7 @@ def _sdpa_cost(node: Node, out_shape: tuple[int, ...]) -> float:
     .channel_slice(conv_channels)
     .tile_attrs(conv_tile_attrs)
     .cost(_fused_conv_cost)
+    .volumes()
     .compute_into(fused_conv_into)
     .weight_memo()
 )

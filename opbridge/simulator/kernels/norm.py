@@ -84,7 +84,7 @@ def _reduce_cost(node: Node, out_shape: tuple[int, ...]) -> float:
 for _op in LAST_AXIS_REDUCTIONS:
     (register_kernel(_op).split_when(_reduce_split).tile_attrs(_reduce_tile_attrs).row_layout()
      .cost(_reduce_cost))
-register_kernel("BatchNormalization").split("N", "H", "W").cost(_per_element(2.0))
+register_kernel("BatchNormalization").split("N", "H", "W").volumes().cost(_per_element(2.0))
 register_kernel("LRN").split("N", "H", "W").cost(
     lambda n, s: 2.0 * n.attrs["size"] * float(math.prod(s)))
 (register_kernel("LayerNormalization").split_when(_layernorm_split).tile_attrs(view_axis_attrs)

@@ -13,6 +13,10 @@ becomes part of the tile's bottom pad. An average with ``count_include_pad`` cou
 not the overhang: such a pool is not cut along an axis (H or W) where it has an overhang,
 and its whole-height (whole-width) tile keeps the pool's own end pad, rounding up to the
 overhang itself.
+
+A 3-D pool (rank-5 input) is cut along N and its depth D (the rows of the layer group's view
+(N, C, D, H*W)) by the same rules, the depth window in place of the rows'; each tile holds
+whole H x W planes.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 import math
 
 from ...ir.graph import Node
-from .registry import register_kernel, static_shape, tile_pads, tile_pads_w, window_rows
+from .registry import register_kernel, static_shape, tile_pads, tile_pads_axis, tile_pads_w, window_rows
 
 
 def _params(node: Node, axis: int = 0) -> tuple[int, int, int, tuple[int, ...]]:
@@ -31,7 +35,11 @@ def _params(node: Node, axis: int = 0) -> tuple[int, int, int, tuple[int, ...]]:
 
 
 def pool_split(node: Node) -> tuple[str, ...]:
-    if len(static_shape(node.inputs[0])) != 4 or len(node.outputs) != 1:
+    rank = len(static_shape(node.inputs[0]))
+    if rank == 5 and len(node.outputs) == 1:  # a volume: N and the depth (its view's rows)
+        return ("N",) + (("H",) if not node.attrs.get("count_include_pad") or _overhang(node) == 0
+                         else ())
+    if rank != 4 or len(node.outputs) != 1:
         return ()
     if node.attrs.get("count_include_pad"):
         return ("N",) + tuple(a for axis, a in ((0, "H"), (1, "W")) if _overhang(node, axis) == 0)
@@ -58,6 +66,12 @@ def pool_cols(node: Node, i: int, lo: int, hi: int) -> tuple[int, int] | None:
 def pool_tile_attrs(node: Node, lo: int, hi: int, needed, clipped) -> dict:
     attrs = dict(node.attrs)
     _, _, _, pads = _params(node)
+    if len(pads) == 6:  # a 3-D pool's tile of depth slices: its front and back pads
+        p = list(tile_pads_axis(pads, 0, needed[0], clipped[0]))
+        if node.attrs.get("count_include_pad"):
+            p[3] = min(p[3], pads[3])  # as for the bottom pad below
+        attrs["pads"] = tuple(p)
+        return attrs
     top, left, bottom, right = tile_pads(pads, needed[0], clipped[0])
     if node.attrs.get("count_include_pad"):
         # the overhang must not count in the divisor: the tile holds every row (see
@@ -89,7 +103,7 @@ def global_pool_cost(node: Node, out_shape: tuple[int, ...]) -> float:
 for _op in ("MaxPool", "AveragePool", "LpPool"):
     (register_kernel(_op).split_when(pool_split).input_slice(pool_rows)
      .input_slice(pool_cols, axis="W").tile_attrs(pool_tile_attrs)
-     .tile_attrs(pool_tile_attrs_w, axis="W").cost(pool_cost))
+     .tile_attrs(pool_tile_attrs_w, axis="W").cost(pool_cost).volumes())
 
 for _op in ("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"):
     register_kernel(_op).split("N").input_slice(lambda n, i, lo, hi: None).cost(global_pool_cost)

@@ -200,13 +200,15 @@ register_kernel("MatMulInteger").split_when(matmul_integer_split).input_slice(ma
     register_kernel("Requantize")
     .split_when(per_axis_split(1))
     .cost(lambda node, shape: 2.0 * float(np.prod(shape)))  # a multiply and a shift
+    .volumes()
     .compute_into(requantize_into, dtype="i32")
 )
-register_kernel("QAdd").split("N", "H", "W").row_layout().cost(qadd_cost).compute_into(
+register_kernel("QAdd").split("N", "H", "W").row_layout().volumes().cost(qadd_cost).compute_into(
     qadd_into, dtype=("i8", "u8"))
 (
     register_kernel("Lut").split("N", "H", "W").input_slice(lut_rows).input_slice(lut_rows, axis="W")
+    .volumes()
     .compute_into(lut_into, dtype=("i8", "u8"))
 )
 for _op in ("QuantizeLinear", "DequantizeLinear"):
-    register_kernel(_op).split_when(per_axis_split(1))
+    register_kernel(_op).split_when(per_axis_split(1)).volumes()

@@ -30,6 +30,11 @@ spirit of bmcompiler's ``LayerDescriptor`` (``can_split_local_h_w``, ``backward_
 - ``weight_memo()``: the kernel's own ``compute`` / ``compute_into`` gets the keyword
   argument ``memo``, a :class:`WeightMemo`: what it derives from a constant input (a
   filter transform) is derived once per constant for the program, not once per tile;
+- ``volumes()``: the kernel also runs on rank-5 tensors (N, C, D, H, W), the volumes of 3-D
+  convolutions and pools: a layer group tiles them through the rank-4 view (N, C, D, H*W), so
+  ``split``'s ``"H"``, ``input_slice`` and ``tile_attrs`` speak of the depth D, while the
+  kernel's compute gets rank-5 tiles (every H x W plane of its depth slices); such a node is
+  cut along N and D only;
 - ``inplace()``: the output may take the input's memory (bmcompiler's ``can_inplace``): in
   DDR when the op runs as a global layer, in local memory inside a layer group, whenever
   input 0 has the output's shape and dtype and nothing reads it afterwards;
@@ -153,6 +158,8 @@ class Kernel:
         self.wants_memo = False
         #: the kernel also runs on tensors of rank 2 and 3 (``row_layout``)
         self.rows_ok = False
+        #: the kernel also runs on rank-5 tensors, cut along their depth (``volumes``)
+        self.volumes_ok = False
         #: dtype -> (fn, writes into its output): the per-dtype variants of the tile kernel
         self.variants: dict[str, tuple[Callable[..., Any], bool]] = {}
 
@@ -227,6 +234,13 @@ class Kernel:
     def weight_memo(self, on: bool = True) -> Kernel:
         """The kernel's own function takes ``memo`` (a :class:`WeightMemo`)."""
         self.wants_memo = on
+        return self
+
+    def volumes(self, on: bool = True) -> Kernel:
+        """The kernel also takes rank-5 tensors (N, C, D, H, W): a layer group cuts them along
+        N and D (the rows of their view (N, C, D, H*W), ``memory.view4``) and hands the kernel
+        rank-5 tiles; ``split``, ``input_slice`` and ``tile_attrs`` then speak of D as H."""
+        self.volumes_ok = on
         return self
 
     def inplace(self, on: bool = True) -> Kernel:
@@ -408,3 +422,14 @@ def tile_pads_w(pads: Sequence[int], needed: Rows, clipped: Rows) -> tuple[int, 
     left = max(0, min(clipped[0], needed[1]) - needed[0])
     right = max(0, needed[1] - max(clipped[1], needed[0]))
     return (pads[0], left, pads[2], right)
+
+
+def tile_pads_axis(pads: Sequence[int], axis: int, needed: Rows, clipped: Rows) -> tuple[int, ...]:
+    """N-D pads (all begins, then all ends) with the begin and end of spatial axis ``axis``
+    (0: the first spatial axis) set for a tile whose input range along it was clipped: the
+    rank-free form of :func:`tile_pads` (a 3-D window's depth pads, for a tile of depth slices)."""
+    k = len(pads) // 2
+    out = list(pads)
+    out[axis] = max(0, min(clipped[0], needed[1]) - needed[0])
+    out[axis + k] = max(0, needed[1] - max(clipped[1], needed[0]))
+    return tuple(out)
