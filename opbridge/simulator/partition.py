@@ -5,6 +5,12 @@ A contiguous run of local layers becomes a layer group while a tiling of it fits
 channels where its kernel allows (``stream``), else it runs as a global layer on whole tensors,
 as do layers that cannot be tiled; host-CPU layers stay single. This step sits above both
 planners, which know nothing of each other.
+
+A volume (a rank-5 node: a 3-D convolution or pool) that would make a group of its own runs
+as a global layer instead, as TPU-MLIR runs every one-op group (``GroupMethod::
+group_one_layer_proc`` in ``lib/Dialect/Tpu/Transforms/LayerGroup/GroupMethod.cpp``: "group
+with only one layer is always valid", costed as a global layer): a group of one layer loads
+its weights before its first tile computes, where a global layer streams them alongside.
 """
 
 from __future__ import annotations
@@ -29,7 +35,9 @@ def partition(lowered: list[Lowered], target: Target, graph_outputs: set[str]) -
 
     def close() -> None:
         nonlocal cur, cur_plan
-        if cur and cur_plan is not None:
+        if cur and cur_plan is not None and _lone_volume(cur):
+            units.append(cur[0])
+        elif cur and cur_plan is not None:
             final = GroupCandidate(cur, graph_outputs).best(target, double=True)
             units.append(final if final is not None else cur_plan)
         cur, cur_plan = [], None
@@ -57,3 +65,8 @@ def partition(lowered: list[Lowered], target: Target, graph_outputs: set[str]) -
             cur, cur_plan = [ln], p
     close()
     return units
+
+
+def _lone_volume(nodes: list[Lowered]) -> bool:
+    """Whether a group would hold one rank-5 node alone (it runs as a global layer)."""
+    return len(nodes) == 1 and len(nodes[0].node.outputs[0].shape) == 5

@@ -39,6 +39,13 @@ def _model(nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto] | None = N
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9)
 
 
+def _with_relu(node: onnx.NodeProto) -> list[onnx.NodeProto]:
+    """``node`` followed by a ReLU: a volume alone would run as a global layer (see
+    ``test_lone_conv3d_runs_as_a_global_layer``), so each case groups it with one."""
+    node.output[0] = "c"
+    return [node, helper.make_node("Relu", ["c"], ["y"])]
+
+
 def _groups_with(prog: ob.Program, op: str) -> list[GroupUnit]:
     return [u for u in prog.groups if any(prog.graph.node(n).op == op for n in u.nodes)]
 
@@ -88,14 +95,14 @@ CONV = [
 def test_conv3d_tiled_along_depth(geometry):
     kernel, attrs, group = geometry
     node, inits = _conv(np.random.default_rng(1), SHAPE[1], SHAPE[1], kernel, group, **attrs)
-    _check(_model([node], inits))
+    _check(_model(_with_relu(node), inits))
 
 
 def test_conv3d_depth_halo_is_loaded_by_neighbouring_tiles():
     """A 3-tap depth window cut into depth tiles: neighbouring tiles load overlapping depth
     slices of the input (the halo), the first and last keep the front / back padding."""
     node, inits = _conv(np.random.default_rng(2), SHAPE[1], SHAPE[1], (3, 3, 3), pads=[1] * 6)
-    prog = ob.compile(ob.convert(_model([node], inits)),
+    prog = ob.compile(ob.convert(_model(_with_relu(node), inits)),
                       ob.Target.preset("bm1684", lmem_bytes_per_lane=LMEM))
     (g,) = _groups_with(prog, "Conv")
     lo, hi = g.instrs
@@ -129,7 +136,23 @@ POOL = [
 @pytest.mark.parametrize("pool", POOL)
 def test_pool3d_tiled_along_depth(pool):
     op, attrs = pool
-    _check(_model([helper.make_node(op, ["x"], ["y"], **attrs)]), lmem=2048, op=op)
+    _check(_model(_with_relu(helper.make_node(op, ["x"], ["y"], **attrs))), lmem=2048, op=op)
+
+
+@requires_ort
+def test_lone_conv3d_runs_as_a_global_layer():
+    """A volume that would make a group of its own runs as a global layer, as TPU-MLIR runs a
+    one-op group; the result is the same."""
+    import onnxruntime as ort
+
+    node, inits = _conv(np.random.default_rng(1), SHAPE[1], SHAPE[1], (3, 3, 3), pads=[1] * 6)
+    model = _model([node], inits)
+    prog = ob.compile(ob.convert(model), ob.Target.preset("bm1684", lmem_bytes_per_lane=LMEM))
+    assert not prog.groups and [u.op for u in prog.units if isinstance(u, GlobalUnit)] == ["Conv"]
+    x = np.random.default_rng(0).standard_normal(SHAPE).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert_close(prog.run({"x": x})["y"], want, "simulator vs onnxruntime")
 
 
 @requires_ort
@@ -151,15 +174,24 @@ def test_conv3d_bn_relu_pool_conv_chain_in_one_group():
     model = _model(nodes, [*i1, *i2, *bn, bias])
     prog = _check(model, lmem=2 * LMEM)
     assert any(len(u.nodes) >= 4 and u.k > 1 for u in prog.groups)
+    # the per-layer program (validate --per-layer) stores every volume of the same tiles
+    every = ob.compile(prog.graph, prog.target, per_layer=True)
+    x = {"x": np.random.default_rng(1).standard_normal(SHAPE).astype(np.float32)}
+    got = every.run(x, keep_intermediates=True)
+    want = ob.interpret(prog.graph, x, keep_intermediates=True)
+    for nd in prog.graph.nodes:
+        name = nd.outputs[0].name
+        assert_close(got[name], want[name], f"{nd.op} {name}")
 
 
 @requires_ort
 def test_conv3d_with_a_global_softmax_after_it():
     """A rank-5 op without a volume kernel (Softmax over W) stays a global layer; the
-    convolution before it still runs in a group."""
+    convolution and ReLU before it still run in a group."""
     node, inits = _conv(np.random.default_rng(4), SHAPE[1], SHAPE[1], (3, 3, 3), pads=[1] * 6)
-    node.output[0] = "c"
-    prog = _check(_model([node, helper.make_node("Softmax", ["c"], ["y"], axis=-1)], inits))
+    nodes = _with_relu(node)
+    nodes[1].output[0] = "r"
+    prog = _check(_model([*nodes, helper.make_node("Softmax", ["r"], ["y"], axis=-1)], inits))
     assert any(isinstance(u, GlobalUnit) and u.op == "Softmax" for u in prog.units)
 
 
