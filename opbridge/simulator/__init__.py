@@ -17,6 +17,7 @@ from .kernels import (
     KernelRegistry,
     register_kernel,
     tile_pads,
+    tile_pads_axis,
     tile_pads_w,
     window_rows,
 )
@@ -42,5 +43,5 @@ __all__ = [
     "DEFAULT_KERNELS", "PRESETS", "Alloc", "Compute", "DdrPlan", "DdrTensor", "GlobalOp",
     "GlobalUnit", "GroupUnit", "HostOp", "HostUnit", "Kernel", "KernelRegistry", "Load", "Operand",
     "Profile", "Program", "Store", "StreamUnit", "Target", "UnitProfile", "compile",
-    "load_program", "register_kernel", "tile_pads", "tile_pads_w", "window_rows",
+    "load_program", "register_kernel", "tile_pads", "tile_pads_axis", "tile_pads_w", "window_rows",
 ]

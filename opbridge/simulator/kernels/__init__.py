@@ -25,6 +25,7 @@ from .registry import (
     WeightMemo,
     register_kernel,
     tile_pads,
+    tile_pads_axis,
     tile_pads_w,
     window_rows,
 )
@@ -34,5 +35,5 @@ FAMILIES = ("activation", "conv", "elementwise", "fused", "matmul", "norm", "poo
 
 __all__ = [
     "DEFAULT_KERNELS", "FAMILIES", "Kernel", "KernelRegistry", "register_kernel", "WeightMemo",
-    "tile_pads", "tile_pads_w", "window_rows",
+    "tile_pads", "tile_pads_axis", "tile_pads_w", "window_rows",
 ]
