@@ -26,7 +26,7 @@ from .memory import (
 )
 from .partition import PlannedUnit, partition
 from .program import Program
-from .rows import Rows, clip, gshape, row_fn, row_layout, sliced_shape
+from .rows import Rows, clip, col_elems, gshape, row_fn, row_layout, sliced_shape
 from .schema import (
     Alloc,
     Compute,
@@ -284,7 +284,7 @@ class _GroupEmitter:
         n = (t.n[1] - t.n[0]) if shp[0] == self.n_group else shp[0]
         if self.g.kw > 1:
             c0, c1 = t.cols.get(v.name, (0, 0))
-            return (n, shp[1], hi - lo, c1 - c0)
+            return (n, shp[1], hi - lo, (c1 - c0) * col_elems(v))
         return (n, shp[1], hi - lo, shp[3])
 
     def cols(self, v: Value, t: Tile) -> Rows | None:
@@ -336,18 +336,21 @@ class _GroupEmitter:
             return
         shp = self.tile_shape(v, t)
         b = self.buf(v.name, ti)
+        ce = col_elems(v)  # GDMA moves the view's elements: a volume's rows of W
         self.instrs.append(Load(
             group=self.gi, tile=ti, tensor=v.name, buf=b, lmem=self.g.alloc[b][0],
             n=self.batch(v, t), h=t.rows[v.name], c=None, sel=None, const=False,
             bytes=gdma_bytes(self.target, shp, v.dtype),
-            lane_bytes=tile_lane_bytes(self.target, shp, v.dtype, row_layout(v)), w=w))
+            lane_bytes=tile_lane_bytes(self.target, shp, v.dtype, row_layout(v)),
+            w=None if w is None else (w[0] * ce, w[1] * ce)))
 
     def operand(self, v: Value, ti: int, t: Tile, h: Rows | None, w: Rows | None = None) -> Operand:
         b = self.buf(v.name, ti)
         shp = self.tile_shape(v, t)
         lane = tile_lane_bytes(self.target, shp, v.dtype, row_layout(v))
-        if len(v.shape) == 5:  # a volume's tile, (n, C, d, H*W) in the view: its kernel's rank 5
-            shp = (*shp[:3], *static_shape(v)[3:])
+        if len(v.shape) == 5:  # a volume's tile, (n, C, d, h*W) in the view: its kernel's rank 5
+            width = static_shape(v)[4]
+            shp = (*shp[:3], shp[3] // width, width)
         return Operand(tensor=v.name, buf=b, lmem=self.g.alloc[b][0], shape=shp,
                        lane_bytes=lane, h=h, n=None, const=False, w=w)
 
@@ -412,14 +415,17 @@ class _GroupEmitter:
     def store(self, out: Value, ti: int, t: Tile, s: Rows) -> None:
         shp = self.tile_shape(out, t)
         b = self.buf(out.name, ti)
+        ce = col_elems(out)  # the view's elements: a volume's rows of W
         w = t.stores_w[out.name] if self.g.kw > 1 else None
+        if w is not None:
+            w = (w[0] * ce, w[1] * ce)
         width = shp[3] if w is None else w[1] - w[0]
         self.instrs.append(Store(
             group=self.gi, tile=ti, tensor=out.name, buf=b, lmem=self.g.alloc[b][0], tile_shape=shp,
             tile_h0=t.rows[out.name][0], n=self.batch(out, t), h=s, c=None,
             bytes=gdma_bytes(self.target, (shp[0], shp[1], s[1] - s[0], width), out.dtype),
             lane_bytes=tile_lane_bytes(self.target, shp, out.dtype, row_layout(out)), w=w,
-            tile_w0=t.cols[out.name][0] if w is not None else 0))
+            tile_w0=t.cols[out.name][0] * ce if w is not None else 0))
 
     def const_view(self, ln: Lowered, i: int, v: Value, r: Rows, n: Rows,
                    rw: Rows | None = None) -> Operand:

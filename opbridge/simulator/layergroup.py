@@ -28,7 +28,7 @@ from ..ir.graph import Value
 from .kernels.registry import static_shape
 from .lower import Lowered
 from .memory import Buffer, constant_lane_bytes, packs_4n, plan, tile_lane_bytes
-from .rows import Rows, clip, gshape, row_fn, row_layout, sliced_shape
+from .rows import Rows, clip, col_elems, extent, gshape, row_fn, row_layout, sliced_shape
 from .target import Target
 
 #: Largest ratio of computed to needed elements (halo rows recomputed by several tiles).
@@ -163,17 +163,16 @@ class GroupCandidate:
         self._values = {v.name: v for v in self.inputs}
         for ln in nodes:
             self._values[ln.node.outputs[0].name] = ln.node.outputs[0]
-        self._full_cols = {name: gshape(v)[3] for name, v in self._values.items()}
+        self._full_cols = {name: extent(v, "W") for name, v in self._values.items()}
 
     def _reverse(self, axis: str) -> list:
-        dim = 2 if axis == "H" else 3
         rev = []
         for ln in reversed(self.nodes):
             node = ln.node
             out = node.outputs[0]
-            ins = [(i, v.name, gshape(v)[dim], row_fn(ln, i, v, axis))
+            ins = [(i, v.name, extent(v, axis), row_fn(ln, i, v, axis))
                    for i, v in enumerate(node.inputs) if v is not None and not v.is_constant]
-            rev.append((node.name, out.name, gshape(out)[dim], axis in ln.axes, ins,
+            rev.append((node.name, out.name, extent(out, axis), axis in ln.axes, ins,
                         len(node.inputs)))
         return rev
 
@@ -182,11 +181,10 @@ class GroupCandidate:
         key = (axis, k)
         if key in self._cuts:
             return self._cuts[key]
-        dim = 2 if axis == "H" else 3
         if axis not in self._rev:
             self._rev[axis] = self._reverse(axis)
         rev = self._rev[axis]
-        href = gshape(self.anchor)[dim]
+        href = extent(self.anchor, axis)
         bounds = [round(i * href / k) for i in range(k + 1)]
         upto = {v.name: 0 for v in self.outputs}
         cuts = []
@@ -194,7 +192,7 @@ class GroupCandidate:
             last = t == k - 1
             req: dict[str, Rows] = {}
             for v in self.outputs:
-                h = gshape(v)[dim]
+                h = extent(v, axis)
                 hi = h if last else -(-bounds[t + 1] * h // href)
                 lo = upto[v.name]
                 req[v.name] = (lo, max(lo, hi))
@@ -226,11 +224,11 @@ class GroupCandidate:
             held = {name: r for name, r in req.items() if r[1] >= r[0]}
             cuts.append(AxisTile(held, computed, needs, stores))
         for v in self.outputs:
-            if upto[v.name] != gshape(v)[dim]:
+            if upto[v.name] != extent(v, axis):
                 raise SimulatorError(
                     f"layer group ending at {self.nodes[-1].node.where}: tiling stores "
                     f"{'rows' if axis == 'H' else 'columns'} [0, {upto[v.name]}) of '{v.name}', "
-                    f"not all {gshape(v)[dim]}",
+                    f"not all {extent(v, axis)}",
                     hint=f"a kernel's input_slice (axis {axis}) is inconsistent with its op",
                 )
         self._cuts[key] = cuts
@@ -373,7 +371,8 @@ class GroupCandidate:
             v = values[name]
             shp = gshape(v)
             n_ext = (min(n_per, self.n) if shp[0] == self.n else 1)
-            sizes[name] = tile_lane_bytes(target, (n_ext, shp[1], rows, max_cols.get(name, 0)),
+            sizes[name] = tile_lane_bytes(target, (n_ext, shp[1], rows,
+                                                   max_cols.get(name, 0) * col_elems(v)),
                                           v.dtype, row_layout(v))
             if name in self.produced:
                 first = self.produced[name]
@@ -454,11 +453,12 @@ class GroupCandidate:
             shp = gshape(out)
             per_row = math.prod(shp) / shp[2] / shp[0]
             needed += math.prod(shp)
+            wv = extent(out, "W")
             for t in tiles:
                 cr = t.computed.get(ln.node.name)
                 if cr is not None:
-                    cw = t.computed_w.get(ln.node.name, (0, shp[3]))
-                    done += (cr[1] - cr[0]) * per_row * (t.n[1] - t.n[0]) * ((cw[1] - cw[0]) / shp[3])
+                    cw = t.computed_w.get(ln.node.name, (0, wv))
+                    done += (cr[1] - cr[0]) * per_row * (t.n[1] - t.n[0]) * ((cw[1] - cw[0]) / wv)
         return done / max(needed, 1.0)
 
     def best(self, target: Target, start: tuple[int, ...] | None = None,
@@ -480,7 +480,7 @@ class GroupCandidate:
     def _double_kw(self, target: Target, p: GroupPlan) -> GroupPlan | None:
         """The fewest column cuts, up to about twice ``p``'s, with which ``p``'s row tiling
         fits with ping-pong buffers (bisecting: the footprint shrinks as the cuts grow)."""
-        lo, hi = p.kw - 1, min(2 * p.kw + 2, gshape(self.anchor)[3])
+        lo, hi = p.kw - 1, min(2 * p.kw + 2, extent(self.anchor, "W"))
         found = self.fit(target, p.n_per, p.k, True, hi)
         if found is None:
             return None
@@ -535,7 +535,7 @@ class GroupCandidate:
     def _min_kw(self, target: Target, n_per: int, href: int) -> GroupPlan | None:
         """No row tiling fits: the fewest column cuts (each with the fewest row cuts) that
         fit, by doubling then bisecting."""
-        wref = gshape(self.anchor)[3]
+        wref = extent(self.anchor, "W")
         lo, hi = 1, 2
         found: GroupPlan | None = None
         while True:

@@ -5,7 +5,8 @@ definition unless a mapping or the builder said otherwise, and kept in ``.obir``
 ``placement`` callable given to ``compile`` may override it per node. A TPU node runs as a
 local layer (may join a layer group) when its kernel has tiling hints and its tensors fit
 the NCHW local layout, else as a global layer. A rank-5 node (a 3-D convolution's volumes) is
-local when its kernel takes volumes (``Kernel.volumes``), cut along N and its depth only.
+local when its kernel takes volumes (``Kernel.volumes``), cut along N, its depth D and its
+rows H (the group's H and W axes: ``rows.extent``), never in chunks of channels.
 """
 
 from __future__ import annotations
@@ -77,11 +78,13 @@ def _whole_rows_constant(node: Node, k: Kernel | None, axis: str = "H") -> bool:
     added to scores): a tile takes such a constant whole (only a rank-4 one is read at the
     tile's rows), so an op that maps rows one to one must not be cut along H. Along W
     (``axis="W"``) a constant of rank 1 to 3 whose last dimension is the output's width. For a
-    rank-5 output (cut along its depth, the view's H) a constant with a depth axis."""
+    volume (rank 5, cut along its depth D as H and its rows H as W) a constant with a depth
+    axis (along H) or a rows axis (along W)."""
     if k is None or (k.input_slice_fn if axis == "H" else k.input_slice_w_fn) is not None:
         return False
     if len(node.outputs[0].shape) == 5:
-        return any(v is not None and v.is_constant and len(v.shape) >= 3 and v.shape[-3] != 1
+        back = 3 if axis == "H" else 2
+        return any(v is not None and v.is_constant and len(v.shape) >= back and v.shape[-back] != 1
                    for v in node.inputs)
     if axis == "W":
         w = view4(node.outputs[0].shape)[3]
@@ -110,8 +113,8 @@ def lower(
         split = k.split_axes(node) if local and k is not None else frozenset()
         local = local and split is not None
         axes = split or frozenset()
-        if rank == 5:  # a volume's tiles are whole H x W planes, and never chunks of channels
-            axes = axes & {"N", "H"}
+        if rank == 5:  # a volume's tiles are never chunks of channels
+            axes = axes & {"N", "H", "W"}
         if "H" in axes and _whole_rows_constant(node, k):
             axes = axes - {"H"}
         if "W" in axes and _whole_rows_constant(node, k, "W"):

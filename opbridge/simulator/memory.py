@@ -31,8 +31,9 @@ constructor sets (``include/tpu_mlir/Backend/BM168x/BM1684.h``; sophgo/tpu-mlir 
 A rank-5 tensor (N, C, D, H, W), the activations of a 3-D convolution, keeps the channel-over-
 lanes layout with each lane holding its channels' D x H x W volumes: a layer group sees it
 through the rank-4 view (N, C, D, H*W), so it cuts the depth as an image's rows (with the
-halo of a 3-D window) and a tile of d depth slices takes ``N * ceil(C / lanes) * align(d * H * W,
-EU) * itemsize`` bytes per lane; its kernels still get the rank-5 tile. TPU-MLIR's BM1684X
+halo of a 3-D window) and the rows H as columns of whole W-element rows, and a tile of d depth
+slices and h rows takes ``N * ceil(C / lanes) * align(d * h * W, EU) * itemsize`` bytes per
+lane; its kernels still get the rank-5 tile. TPU-MLIR's BM1684X
 Conv3D local layer likewise takes whole (H, W) planes per depth slice
 (``lib/Dialect/Tpu/Interfaces/BM1684X/Conv3D.cpp``, ``conv3d_local_spec_t``: input
 ``(id, n, ic, ih, iw)``).

@@ -25,6 +25,21 @@ def _view(shape: tuple) -> tuple[int, ...]:
     return view4(tuple(map(int, shape)))
 
 
+def extent(v: Value, axis: str) -> int:
+    """How many rows (``axis="H"``) or columns (``"W"``) of ``v`` a layer group cuts: those of
+    its view, but for a volume (rank 5, seen as (N, C, D, H*W)) its depth slices and its H
+    rows, each column of a volume's tile being one whole row of W elements (:func:`col_elems`)."""
+    if len(v.shape) == 5:
+        return int(v.shape[2] if axis == "H" else v.shape[3])
+    return gshape(v)[2 if axis == "H" else 3]
+
+
+def col_elems(v: Value) -> int:
+    """Elements of the view's last axis one column of a tile holds: W for a volume (a column is
+    one of its H rows), else 1."""
+    return int(v.shape[4]) if len(v.shape) == 5 else 1
+
+
 def row_layout(v: Value) -> bool:
     """Whether ``v`` has the row layout in local memory (rank 1 to 3), not channels over lanes."""
     return len(v.shape) < 4
@@ -35,8 +50,7 @@ def row_fn(ln: Lowered, i: int, v: Value, axis: str = "H") -> Callable[[int, int
     that output rows [lo, hi) need (the kernel's ``input_slice`` for that axis; else one to
     one for an input of the output's extent, and the whole input otherwise)."""
     node = ln.node
-    dim = 2 if axis == "H" else 3
-    hv = gshape(v)[dim]
+    hv = extent(v, axis)
     k = ln.kernel
     fn = None if k is None else (k.input_slice_fn if axis == "H" else k.input_slice_w_fn)
     if k is not None and fn is not None:
@@ -47,7 +61,7 @@ def row_fn(ln: Lowered, i: int, v: Value, axis: str = "H") -> Callable[[int, int
             return (0, hv) if s is None else (int(s[0]), int(s[1]))
 
         return sliced
-    if hv == gshape(node.outputs[0])[dim]:
+    if hv == extent(node.outputs[0], axis):
         return lambda lo, hi: (lo, hi)
     return lambda lo, hi: (0, hv)
 

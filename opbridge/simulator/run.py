@@ -230,8 +230,8 @@ class Executor:
                 view = view[a.n[0]:a.n[1]]
             if a.h is not None:
                 view = view[:, :, a.h[0]:a.h[1], :]
-            if a.w is not None:
-                view = view[..., a.w[0]:a.w[1]]
+            if a.w is not None:  # columns of a rank-4 tile, rows H of a volume's (N, C, D, H, W)
+                view = view[:, :, :, a.w[0]:a.w[1]]
             args.append(view)
         o = ins.out
         out = self._lmem_view(o.lmem, list(o.shape), node.outputs[0].dtype, node.where,

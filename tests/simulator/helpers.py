@@ -74,8 +74,8 @@ def _moved_shape(prog: Program, ins: Load) -> tuple[int, ...]:
         shape[2] = ins.h[1] - ins.h[0]
         if ins.c is not None:
             shape[1] = ins.c[1] - ins.c[0]
-        if ins.w is not None:
-            shape[3] = ins.w[1] - ins.w[0]
+        if ins.w is not None:  # a volume's columns are whole rows of W elements
+            shape[3] = (ins.w[1] - ins.w[0]) // (shape[4] if len(shape) == 5 else 1)
     return tuple(shape)
 
 

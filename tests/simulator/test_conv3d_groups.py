@@ -2,10 +2,11 @@
 references.
 
 A rank-5 tensor (N, C, D, H, W) joins a layer group through the view (N, C, D, H*W): the group
-cuts its batch and its depth, each depth tile reading the slices its 3-D window covers (the
-depth halo, with the front and back pads at the edges), and the kernels compute on rank-5
-tiles. Each float case is an ONNX graph compiled at a small local memory, so the volume must
-be cut along D, and compared with onnxruntime; the int8 cases (``ob.quantize``: ConvInteger
+cuts its batch, its depth and its rows (whole rows of W), each tile reading the slices and rows
+its 3-D window covers (the halos, with the pads at the edges), and the kernels compute on
+rank-5 tiles. Each float case is an ONNX graph compiled at a small local memory, so the volume must
+be cut along D (and, where one depth slice does not fit, along H), and compared with
+onnxruntime; the int8 cases (``ob.quantize``: ConvInteger
 and Requantize) must equal the interpreter bit for bit; a reduced mmaction2 C3D
 (``bench/fidelity_models.py``) is compared with torch.
 """
@@ -53,7 +54,7 @@ def _groups_with(prog: ob.Program, op: str) -> list[GroupUnit]:
 def _check(model: onnx.ModelProto, lmem: int = LMEM, op: str = "Conv",
            shape: tuple[int, ...] = SHAPE) -> ob.Program:
     """Compile at ``lmem`` bytes a lane, run, compare with onnxruntime; ``op`` must run in a
-    layer group cut along D (``k > 1``). Returns the program."""
+    layer group cut along D (``k > 1``) or H (``kw > 1``). Returns the program."""
     import onnxruntime as ort
 
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
@@ -62,7 +63,7 @@ def _check(model: onnx.ModelProto, lmem: int = LMEM, op: str = "Conv",
     prog = ob.compile(ob.convert(model), ob.Target.preset("bm1684", lmem_bytes_per_lane=lmem))
     groups = _groups_with(prog, op)
     assert groups, f"the 3-D {op} should be a local layer in a layer group"
-    assert any(u.k > 1 for u in groups), "the volume should not fit the lane uncut along D"
+    assert any(u.k > 1 or u.kw > 1 for u in groups), "the volume should not fit the lane uncut"
     assert_close(prog.run({"x": x})["y"], want, "simulator vs onnxruntime")
     audit_local_memory(prog)
     return prog
@@ -96,6 +97,44 @@ def test_conv3d_tiled_along_depth(geometry):
     kernel, attrs, group = geometry
     node, inits = _conv(np.random.default_rng(1), SHAPE[1], SHAPE[1], kernel, group, **attrs)
     _check(_model(_with_relu(node), inits))
+
+
+#: a volume whose depth slices are big (one channel a lane, 40 x 40 planes: 6400 bytes a slice
+#: in a lane), so that even one depth slice with its halo does not fit: the rows H are cut too
+TALL = (2, 8, 4, 40, 40)
+
+ROWS = [
+    pytest.param(((3, 3, 3), {"pads": [1] * 6}, 1), id="k=3,pads=1"),
+    pytest.param(((3, 3, 3), {"strides": [1, 2, 1], "dilations": [1, 2, 1], "pads": [1, 2, 0, 1, 1, 0]}, 1),
+                 id="k=3,s=1,2,1,d=1,2,1,asym-pads"),
+    pytest.param(((1, 5, 3), {"strides": [1, 3, 1], "pads": [0, 2, 1, 0, 0, 1]}, 1), id="k=1,5,3,s=3"),
+    pytest.param(((3, 3, 3), {"pads": [1] * 6}, 8), id="depthwise"),
+]
+
+
+@requires_ort
+@pytest.mark.parametrize("geometry", ROWS)
+def test_conv3d_tiled_along_rows(geometry):
+    """No depth tiling fits: the tiles cut the rows H as well (whole rows of W), each with the
+    rows its window covers and the top / bottom pads at the edges."""
+    kernel, attrs, group = geometry
+    node, inits = _conv(np.random.default_rng(8), TALL[1], TALL[1], kernel, group, **attrs)
+    prog = _check(_model(_with_relu(node), inits, TALL), lmem=2 * LMEM, shape=TALL)
+    assert any(u.kw > 1 for u in _groups_with(prog, "Conv"))
+
+
+@requires_ort
+@pytest.mark.parametrize("pool", [
+    pytest.param(("MaxPool", {"kernel_shape": [2, 3, 3], "strides": [2, 2, 2], "pads": [0, 1, 1, 0, 1, 1]}),
+                 id="max,k=2,3,3,s=2"),
+    pytest.param(("AveragePool", {"kernel_shape": [1, 3, 3], "strides": [1, 2, 2], "pads": [0, 1, 1, 0, 1, 1],
+                                  "count_include_pad": 1}), id="avg,count_include_pad=1"),
+])
+def test_pool3d_tiled_along_rows(pool):
+    op, attrs = pool
+    prog = _check(_model(_with_relu(helper.make_node(op, ["x"], ["y"], **attrs)), shape=TALL),
+                  lmem=LMEM, op=op, shape=TALL)
+    assert any(u.kw > 1 for u in _groups_with(prog, op))
 
 
 def test_conv3d_depth_halo_is_loaded_by_neighbouring_tiles():
@@ -206,14 +245,15 @@ def _int8_program(model: onnx.ModelProto, shape: tuple[int, ...], target: ob.Tar
     return q, ob.compile(q, target), x
 
 
-@pytest.mark.parametrize("target,n", [("bm1684", 1), ("bm1684", 4), ("bm1684x", 2)],
-                         ids=["bm1684,n=1", "bm1684,n=4", "bm1684x,n=2"])
-def test_int8_conv3d_group_is_bit_exact(target: str, n: int):
+@pytest.mark.parametrize("target,n,volume", [("bm1684", 1, SHAPE), ("bm1684", 4, SHAPE),
+                                             ("bm1684x", 2, SHAPE), ("bm1684", 4, TALL)],
+                         ids=["bm1684,n=1", "bm1684,n=4", "bm1684x,n=2", "bm1684,n=4,rows-cut"])
+def test_int8_conv3d_group_is_bit_exact(target: str, n: int, volume: tuple[int, ...]):
     """ConvInteger, its bias Add, Requantize, ReLU and a 3-D MaxPool, as ``ob.quantize`` writes
-    them, cut along D in one group (BM1684's 4N layout at batch 4): the simulator's bytes are
-    the interpreter's."""
+    them, cut along D (and H for the tall volume) in one group (BM1684's 4N layout at batch
+    4): the simulator's bytes are the interpreter's."""
     rng = np.random.default_rng(6)
-    shape = (n, *SHAPE[1:])
+    shape = (n, *volume[1:])
     c = shape[1]
     n1, i1 = _conv(rng, c, 16, (3, 3, 3), name="w1", pads=[1] * 6)
     n2, i2 = _conv(rng, 16, c, (3, 3, 3), name="w2", pads=[1, 1, 1, 1, 1, 1], strides=[2, 1, 1])
@@ -224,7 +264,7 @@ def test_int8_conv3d_group_is_bit_exact(target: str, n: int):
     q, prog, x = _int8_program(_model(nodes, [*i1, *i2], shape), shape, tgt)
     assert {"ConvInteger", "Requantize"} <= {nd.op for nd in q.nodes}
     groups = _groups_with(prog, "ConvInteger")
-    assert groups and any(u.k > 1 for u in groups)
+    assert groups and any((u.kw if volume == TALL else u.k) > 1 for u in groups)
     assert any("Requantize" in {prog.graph.node(nm).op for nm in u.nodes} for u in groups)
     out = q.outputs[0].name
     np.testing.assert_array_equal(prog.run(x)[out], ob.interpret(q, x)[out])

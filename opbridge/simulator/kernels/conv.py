@@ -5,11 +5,13 @@ Output rows ``[lo, hi)`` read input rows ``[lo*s - pad_top, (hi-1)*s - pad_top +
 so a tile at the top or bottom edge keeps that padding and an inner tile has none. Columns
 likewise, with the kernel's width, stride, dilation and left pad (``backward_wslice``).
 
-A 3-D convolution (rank-5 input, a volume) is a local layer too, cut along N and its depth D
-(the rows of the layer group's view (N, C, D, H*W)): output depth slices ``[lo, hi)`` read the
-input slices the kernel's depth window covers, with its depth stride, dilation and front pad,
-so the same formula gives the depth halo; a tile at the front or back keeps that padding.
-Every tile holds whole H x W planes, as TPU-MLIR's BM1684X Conv3D local layer takes them.
+A 3-D convolution (rank-5 input, a volume) is a local layer too, cut along N, its depth D
+(the group's H axis: the rows of the view (N, C, D, H*W)) and its rows H (the group's W axis,
+whole rows of W elements): output depth slices ``[lo, hi)`` read the input slices the kernel's
+depth window covers, with its depth stride, dilation and front pad, so the same formula gives
+the depth halo, and its rows likewise; a tile at an edge keeps that edge's padding. TPU-MLIR
+tiles its Conv3D local layer along N, D and H the same way (``LayerGroup``'s ``dsecs`` and
+``hsecs``), each tile holding whole rows of W.
 """
 
 from __future__ import annotations
@@ -43,10 +45,10 @@ def _conv2d_params(node: Node, axis: int = 0) -> tuple[int, int, int, tuple[int,
 
 def conv_split(node: Node) -> tuple[str, ...]:
     """2-D convolutions (rank-4 input) are local layers, ungrouped ones may also be computed in
-    chunks of output channels; 3-D ones (rank 5) are cut along N and their depth."""
+    chunks of output channels; 3-D ones (rank 5) are cut along N, their depth and their rows."""
     rank = len(static_shape(node.inputs[0]))
     if rank == 5:
-        return ("N", "H")
+        return ("N", "H", "W")
     if rank != 4:
         return ()
     return ("N", "C", "H", "W") if node.attrs["group"] == 1 else ("N", "H", "W")
@@ -84,7 +86,11 @@ def conv_tile_attrs(node: Node, lo: int, hi: int, needed, clipped) -> dict:
 
 def conv_tile_attrs_w(node: Node, lo: int, hi: int, needed, clipped) -> dict:
     attrs = dict(node.attrs)
-    attrs["pads"] = tile_pads_w(node.attrs["pads"], needed[0], clipped[0])
+    pads = tuple(node.attrs["pads"])
+    if len(pads) == 6:  # a 3-D convolution's tile of rows (the group's W axis): top, bottom pads
+        attrs["pads"] = tile_pads_axis(pads, 1, needed[0], clipped[0])
+    else:
+        attrs["pads"] = tile_pads_w(pads, needed[0], clipped[0])
     return attrs
 
 

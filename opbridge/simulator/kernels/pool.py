@@ -14,9 +14,9 @@ not the overhang: such a pool is not cut along an axis (H or W) where it has an 
 and its whole-height (whole-width) tile keeps the pool's own end pad, rounding up to the
 overhang itself.
 
-A 3-D pool (rank-5 input) is cut along N and its depth D (the rows of the layer group's view
-(N, C, D, H*W)) by the same rules, the depth window in place of the rows'; each tile holds
-whole H x W planes.
+A 3-D pool (rank-5 input) is cut along N, its depth D and its rows H (the layer group's H and
+W axes: the view (N, C, D, H*W), a column being a whole row of W) by the same rules, the depth
+window in place of the rows' and the rows' in place of the columns'.
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ def _params(node: Node, axis: int = 0) -> tuple[int, int, int, tuple[int, ...]]:
 
 def pool_split(node: Node) -> tuple[str, ...]:
     rank = len(static_shape(node.inputs[0]))
-    if rank == 5 and len(node.outputs) == 1:  # a volume: N and the depth (its view's rows)
-        return ("N",) + (("H",) if not node.attrs.get("count_include_pad") or _overhang(node) == 0
-                         else ())
+    if rank == 5 and len(node.outputs) == 1:  # a volume: N, the depth (H) and the rows (W)
+        cip = node.attrs.get("count_include_pad")
+        return ("N",) + tuple(a for axis, a in ((0, "H"), (1, "W")) if not cip or _overhang(node, axis) == 0)
     if rank != 4 or len(node.outputs) != 1:
         return ()
     if node.attrs.get("count_include_pad"):
@@ -85,6 +85,12 @@ def pool_tile_attrs_w(node: Node, lo: int, hi: int, needed, clipped) -> dict:
     """Left / right pads of a column tile (``node.attrs`` carry the row tile's pads)."""
     attrs = dict(node.attrs)
     pads = tuple(node.attrs["pads"])
+    if len(pads) == 6:  # a 3-D pool's tile of rows (the group's W axis): top and bottom pads
+        p = list(tile_pads_axis(pads, 1, needed[0], clipped[0]))
+        if node.attrs.get("count_include_pad"):
+            p[4] = min(p[4], pads[4])
+        attrs["pads"] = tuple(p)
+        return attrs
     top, left, bottom, right = tile_pads_w(pads, needed[0], clipped[0])
     if node.attrs.get("count_include_pad"):
         right = min(right, pads[3])  # as pool_tile_attrs does for the bottom pad

@@ -32,9 +32,9 @@ spirit of bmcompiler's ``LayerDescriptor`` (``can_split_local_h_w``, ``backward_
   filter transform) is derived once per constant for the program, not once per tile;
 - ``volumes()``: the kernel also runs on rank-5 tensors (N, C, D, H, W), the volumes of 3-D
   convolutions and pools: a layer group tiles them through the rank-4 view (N, C, D, H*W), so
-  ``split``'s ``"H"``, ``input_slice`` and ``tile_attrs`` speak of the depth D, while the
-  kernel's compute gets rank-5 tiles (every H x W plane of its depth slices); such a node is
-  cut along N and D only;
+  ``split``'s ``"H"``, ``input_slice`` and ``tile_attrs`` speak of the depth D and their
+  ``"W"`` forms of the rows H (a column of the view's tile is a whole row of W), while the
+  kernel's compute gets rank-5 tiles; such a node is never computed in chunks of channels;
 - ``inplace()``: the output may take the input's memory (bmcompiler's ``can_inplace``): in
   DDR when the op runs as a global layer, in local memory inside a layer group, whenever
   input 0 has the output's shape and dtype and nothing reads it afterwards;
@@ -238,8 +238,9 @@ class Kernel:
 
     def volumes(self, on: bool = True) -> Kernel:
         """The kernel also takes rank-5 tensors (N, C, D, H, W): a layer group cuts them along
-        N and D (the rows of their view (N, C, D, H*W), ``memory.view4``) and hands the kernel
-        rank-5 tiles; ``split``, ``input_slice`` and ``tile_attrs`` then speak of D as H."""
+        N, D and H (the rows and whole-row columns of their view (N, C, D, H*W),
+        ``memory.view4``) and hands the kernel rank-5 tiles; ``split``, ``input_slice`` and
+        ``tile_attrs`` then speak of D as H, and of H as W."""
         self.volumes_ok = on
         return self
 
