@@ -286,7 +286,8 @@ def _check_layout(prog: Program, ins: Instruction, where: str) -> None:
         tiles = [(ins.tensor, tuple(ins.tile_shape), ins.lane_bytes, False)]
     for name, shape, stored, const in tiles:
         v = values.get(name)
-        if v is None or len(shape) != 4 and not const:
+        # a tile is rank 4, but a volume's (rank 5) keeps its rank for its kernel
+        if v is None or len(shape) != 4 and not const and not len(shape) == len(v.shape) == 5:
             raise ModelFormatError(f"{where}: '{name}' is not a tile of a graph tensor")
         need = (constant_lane_bytes(target, shape, v.dtype) if const
                 else tile_lane_bytes(target, shape, v.dtype, row_layout(v)))
