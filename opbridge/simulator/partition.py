@@ -15,6 +15,8 @@ its weights before its first tile computes, where a global layer streams them al
 
 from __future__ import annotations
 
+import dataclasses
+
 from .layergroup import MAX_GROUP_NODES, MAX_REDUNDANCY, GroupCandidate, GroupPlan
 from .lower import Lowered
 from .rows import gshape
@@ -36,7 +38,7 @@ def partition(lowered: list[Lowered], target: Target, graph_outputs: set[str]) -
     def close() -> None:
         nonlocal cur, cur_plan
         if cur and cur_plan is not None and _lone_volume(cur):
-            units.append(cur[0])
+            units.append(dataclasses.replace(cur[0], local=False))  # it fits, but runs global
         elif cur and cur_plan is not None:
             final = GroupCandidate(cur, graph_outputs).best(target, double=True)
             units.append(final if final is not None else cur_plan)
