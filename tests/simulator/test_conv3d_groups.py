@@ -341,3 +341,20 @@ def test_volume_program_saves_and_loads(tmp_path):
     prog.save(path)
     x = {"x": np.random.default_rng(0).standard_normal(TALL).astype(np.float32)}
     np.testing.assert_array_equal(load_program(path).run(x)["y"], prog.run(x)["y"])
+
+
+@requires_ort
+def test_volume_residual_add_and_prelu_broadcasts():
+    """Element-wise volumes in one group: a residual Add of two convolutions' outputs, one of
+    them reduced to a single depth slice (broadcast along D), and a PRelu whose per-channel
+    slope broadcasts as (C, 1, 1, 1); cut along D and H."""
+    rng = np.random.default_rng(10)
+    c = TALL[1]
+    n1, i1 = _conv(rng, c, c, (3, 3, 3), name="w1", pads=[1] * 6)
+    n2, i2 = _conv(rng, c, c, (TALL[2], 1, 1), name="w2")
+    n1.output[0], n2.output[0] = "a", "b"
+    slope = numpy_helper.from_array(rng.uniform(0.1, 0.3, (c, 1, 1, 1)).astype(np.float32), "slope")
+    nodes = [n1, n2, helper.make_node("Add", ["a", "b"], ["s"]),
+             helper.make_node("PRelu", ["s", "slope"], ["y"])]
+    prog = _check(_model(nodes, [*i1, *i2, slope], TALL), lmem=2 * LMEM, shape=TALL)
+    assert _groups_with(prog, "Add") and _groups_with(prog, "PRelu")
