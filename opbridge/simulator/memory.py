@@ -33,10 +33,10 @@ lanes layout with each lane holding its channels' D x H x W volumes: a layer gro
 through the rank-4 view (N, C, D, H*W), so it cuts the depth as an image's rows (with the
 halo of a 3-D window) and the rows H as columns of whole W-element rows, and a tile of d depth
 slices and h rows takes ``N * ceil(C / lanes) * align(d * h * W, EU) * itemsize`` bytes per
-lane; its kernels still get the rank-5 tile. TPU-MLIR's BM1684X
-Conv3D local layer likewise takes whole (H, W) planes per depth slice
-(``lib/Dialect/Tpu/Interfaces/BM1684X/Conv3D.cpp``, ``conv3d_local_spec_t``: input
-``(id, n, ic, ih, iw)``).
+lane; its kernels still get the rank-5 tile. TPU-MLIR's BM1684X Conv3D local layer likewise
+holds whole rows of W in a tile (``lib/Dialect/Tpu/Interfaces/BM1684X/Conv3D.cpp``,
+``conv3d_local_spec_t``: input ``(id, n, ic, h_slice, iw)``); it aligns each depth slice's
+rows on their own, where this layout aligns a tile's d * h * W elements once.
 
 Both local memory and DDR are planned the same way: every buffer has a size and a lifetime
 (first and last step that uses it), and buffers whose lifetimes overlap never share bytes.

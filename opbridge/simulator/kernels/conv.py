@@ -10,8 +10,9 @@ A 3-D convolution (rank-5 input, a volume) is a local layer too, cut along N, it
 whole rows of W elements): output depth slices ``[lo, hi)`` read the input slices the kernel's
 depth window covers, with its depth stride, dilation and front pad, so the same formula gives
 the depth halo, and its rows likewise; a tile at an edge keeps that edge's padding. TPU-MLIR
-tiles its Conv3D local layer along N, D and H the same way (``LayerGroup``'s ``dsecs`` and
-``hsecs``), each tile holding whole rows of W.
+tiles its Conv3D local layer along N, D and H the same way (the ``nsecs``, ``dsecs`` and
+``hsecs`` of ``lib/Dialect/Tpu/Transforms/LayerGroup/GroupMethod.cpp``), each tile holding whole
+rows of W.
 """
 
 from __future__ import annotations

@@ -158,7 +158,7 @@ class Kernel:
         self.wants_memo = False
         #: the kernel also runs on tensors of rank 2 and 3 (``row_layout``)
         self.rows_ok = False
-        #: the kernel also runs on rank-5 tensors, cut along their depth (``volumes``)
+        #: the kernel also runs on rank-5 tensors, cut along their depth and rows (``volumes``)
         self.volumes_ok = False
         #: dtype -> (fn, writes into its output): the per-dtype variants of the tile kernel
         self.variants: dict[str, tuple[Callable[..., Any], bool]] = {}
