@@ -4,11 +4,11 @@ references.
 A rank-5 tensor (N, C, D, H, W) joins a layer group through the view (N, C, D, H*W): the group
 cuts its batch, its depth and its rows (whole rows of W), each tile reading the slices and rows
 its 3-D window covers (the halos, with the pads at the edges), and the kernels compute on
-rank-5 tiles. Each float case is an ONNX graph compiled at a small local memory, so the volume must
-be cut along D (and, where one depth slice does not fit, along H), and compared with
-onnxruntime; the int8 cases (``ob.quantize``: ConvInteger
-and Requantize) must equal the interpreter bit for bit; a reduced mmaction2 C3D
-(``bench/fidelity_models.py``) is compared with torch.
+rank-5 tiles. Each float case is an ONNX graph compiled at a small local memory, so the volume
+must be cut along D (and, where one depth slice does not fit, along H), and compared with
+onnxruntime; the int8 cases (``ob.quantize``: ConvInteger and Requantize) must equal the
+interpreter bit for bit; a reduced mmaction2 C3D (``bench/fidelity_models.py``) is compared
+with torch.
 """
 
 from __future__ import annotations
@@ -303,14 +303,18 @@ def c3d():
 
 
 @requires_torch
-@pytest.mark.parametrize("target", ["bm1684", "bm1684x"])
-def test_small_c3d_runs_its_convolutions_in_groups(c3d, target: str):
+@pytest.mark.parametrize("target,lmem", [("bm1684", None), ("bm1684x", None), ("bm1684x", 16 * 1024)],
+                         ids=["bm1684", "bm1684x", "bm1684x,lmem=16KiB"])
+def test_small_c3d_runs_its_convolutions_in_groups(c3d, target: str, lmem: int | None):
+    """Every 3-D convolution in a layer group; at 16 KiB a lane the first ones are cut along
+    the batch, the depth and the rows."""
     g, x, want = c3d
-    prog = ob.compile(g, target)
+    prog = ob.compile(g, ob.Target.preset(target, **({"lmem_bytes_per_lane": lmem} if lmem else {})))
     convs = [nd.name for nd in prog.graph.nodes if nd.op in ("Conv", "FusedConv")]
     grouped = {nm for u in prog.groups for nm in u.nodes}
     assert len(convs) == 8 and set(convs) <= grouped
-    assert any(u.k > 1 or u.n_per < 2 for u in prog.groups)
+    if lmem:
+        assert any(u.k > 1 and u.kw > 1 and u.n_per == 1 for u in prog.groups)
     name = g.inputs[0].name
     assert_close(prog.run({name: x})[g.outputs[0].name], want, "simulator vs torch")
     audit_local_memory(prog)
