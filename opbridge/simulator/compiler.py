@@ -285,7 +285,7 @@ class _GroupEmitter:
         if self.g.kw > 1:
             c0, c1 = t.cols.get(v.name, (0, 0))
             return (n, shp[1], hi - lo, (c1 - c0) * col_elems(v))
-        return (n, shp[1], hi - lo, shp[3])
+        return self.g.tile_dims(v, n, hi - lo, shp[3])
 
     def cols(self, v: Value, t: Tile) -> Rows | None:
         """The columns of ``v`` a tile holds (None: all of them, the group is not cut on W)."""
@@ -337,9 +337,13 @@ class _GroupEmitter:
         shp = self.tile_shape(v, t)
         b = self.buf(v.name, ti)
         ce = col_elems(v)  # GDMA moves the view's elements: a volume's rows of W
+        h, c = t.rows[v.name], None
+        axis = self.g.cut_axis.get(v.name)
+        if axis is not None:  # a strided GDMA of the slice along C or W, every row
+            h, c, w = (0, gshape(v)[2]), (h if axis == 1 else None), (h if axis == 3 else None)
         self.instrs.append(Load(
             group=self.gi, tile=ti, tensor=v.name, buf=b, lmem=self.g.alloc[b][0],
-            n=self.batch(v, t), h=t.rows[v.name], c=None, sel=None, const=False,
+            n=self.batch(v, t), h=h, c=c, sel=None, const=False,
             bytes=gdma_bytes(self.target, shp, v.dtype),
             lane_bytes=tile_lane_bytes(self.target, shp, v.dtype, row_layout(v)),
             w=None if w is None else (w[0] * ce, w[1] * ce)))
@@ -375,7 +379,9 @@ class _GroupEmitter:
                     ndw = needs_w[i]
                     assert ndw is not None
                     w = (ndw[1][0] - t.cols[v.name][0], ndw[1][1] - t.cols[v.name][0])
-                ins.append(self.operand(v, ti, t, (nd[1][0] - tlo, nd[1][1] - tlo), w))
+                # an input cut along C or W has one reader: its tile is what that reader needs
+                h = None if v.name in self.g.cut_axis else (nd[1][0] - tlo, nd[1][1] - tlo)
+                ins.append(self.operand(v, ti, t, h, w))
         out = self.operand(node.outputs[0], ti, t, None)
         sc = self.g.alloc.get(f"scratch/{node.name}")
         attrs = _tile_attrs(ln, r, needs, rw, needs_w)

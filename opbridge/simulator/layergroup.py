@@ -11,6 +11,11 @@ peak is within the lane's local memory. ``partition.py`` grows a group node by n
 a tiling fits and the recomputed halo rows stay under :data:`MAX_REDUNDANCY`, and decides
 what becomes of a node that fits no tiling on its own.
 
+A group input that one node reads along another axis than its rows (a Transpose that moves
+the tokens of a head split to the channels, ``input_slice`` answering ``(axis, lo, hi)``) is
+cut along that axis instead (``GroupPlan.cut_axis``): each tile loads its own slice, so the
+group reads the tensor once whatever its row tiles.
+
 Rows and columns are sliced independently (an ``input_slice`` along H depends on rows only,
 along W on columns only, as bmcompiler's ``backward_hslice`` and ``backward_wslice``), so a
 tile is a row tile crossed with a column tile. Columns are cut only when every node may be
@@ -28,7 +33,7 @@ from ..ir.graph import Value
 from .kernels.registry import static_shape
 from .lower import Lowered
 from .memory import Buffer, constant_lane_bytes, packs_4n, plan, tile_lane_bytes
-from .rows import Rows, clip, col_elems, extent, gshape, row_fn, row_layout, sliced_shape
+from .rows import Rows, clip, col_elems, extent, gshape, row_fn, row_layout, slice_axis, sliced_shape
 from .target import Target
 
 #: Largest ratio of computed to needed elements (halo rows recomputed by several tiles).
@@ -97,6 +102,13 @@ class GroupPlan:
     #: node -> the chunks of output features it computes one after the other, each after
     #: loading its slice of the node's streamed weights (:data:`STREAM_SHARE`)
     streams: dict[str, list[Rows]] = field(default_factory=dict)
+    #: group input -> the axis of its rank-4 view its tiles' ``rows`` run along (C = 1 or
+    #: W = 3), for an input cut along another axis than H (see the module doc)
+    cut_axis: dict[str, int] = field(default_factory=dict)
+
+    def tile_dims(self, v: Value, n: int, rows: int, cols: int) -> tuple[int, ...]:
+        """The rank-4 shape of a tile of ``v``: ``n`` items, ``rows`` along its cut axis."""
+        return tile_dims(gshape(v), self.cut_axis.get(v.name, 2), n, rows, cols)
 
     def streamed(self, node: str, i: int, parity: int = 0) -> str:
         """The local buffer that holds the chunks of input ``i`` of a streamed node: two of
@@ -106,6 +118,16 @@ class GroupPlan:
     @property
     def node_names(self) -> list[str]:
         return [ln.node.name for ln in self.nodes]
+
+
+def tile_dims(shape: tuple[int, ...], axis: int, n: int, rows: int, cols: int) -> tuple[int, ...]:
+    """A tile of a tensor of rank-4 view ``shape``: ``n`` items, ``rows`` along ``axis`` (H,
+    or C / W for a cut-axis input, whose H is then whole), ``cols`` columns when cut on H."""
+    if axis == 2:
+        return (n, shape[1], rows, cols)
+    dims = [n, *shape[1:]]
+    dims[axis] = rows
+    return tuple(dims)
 
 
 def stream_buffer(node: str, i: int, parity: int = 0) -> str:
@@ -156,6 +178,7 @@ class GroupCandidate:
         self.anchor = nodes[-1].node.outputs[0]
         self.can_split_n = all("N" in ln.axes for ln in nodes)
         self.can_split_w = all("W" in ln.axes for ln in nodes)
+        self.cut_axis = self._cut_axes()
         # per axis, per node in reverse order: what backward slicing needs, computed once
         self._rev: dict[str, list] = {"H": self._reverse("H")}
         self._cuts: dict[tuple[str, int], list[AxisTile]] = {}
@@ -165,13 +188,37 @@ class GroupCandidate:
             self._values[ln.node.outputs[0].name] = ln.node.outputs[0]
         self._full_cols = {name: extent(v, "W") for name, v in self._values.items()}
 
+    def _cut_axes(self) -> dict[str, int]:
+        """The group inputs cut along C or W: read by one node of the group, whose kernel
+        says its rows come from that axis, in a group not cut along W."""
+        if self.can_split_w:
+            return {}
+        readers: dict[str, list[tuple[Lowered, int]]] = {}
+        for ln in self.nodes:
+            for i, v in enumerate(ln.node.inputs):
+                if v is not None and not v.is_constant:
+                    readers.setdefault(v.name, []).append((ln, i))
+        out = {}
+        for v in self.inputs:
+            (only, *more) = readers[v.name]
+            if not more and "H" in only[0].axes:
+                a = slice_axis(*only)
+                if a in (1, 3):
+                    out[v.name] = a
+        return out
+
     def _reverse(self, axis: str) -> list:
         rev = []
         for ln in reversed(self.nodes):
             node = ln.node
             out = node.outputs[0]
-            ins = [(i, v.name, extent(v, axis), row_fn(ln, i, v, axis))
-                   for i, v in enumerate(node.inputs) if v is not None and not v.is_constant]
+            ins = []
+            for i, v in enumerate(node.inputs):
+                if v is None or v.is_constant:
+                    continue
+                along = self.cut_axis.get(v.name) if axis == "H" else None
+                size = extent(v, axis) if along is None else gshape(v)[along]
+                ins.append((i, v.name, size, row_fn(ln, i, v, axis, along)))
             rev.append((node.name, out.name, extent(out, axis), axis in ln.axes, ins,
                         len(node.inputs)))
         return rev
@@ -299,7 +346,7 @@ class GroupCandidate:
         consts = [c for c in self.consts if c.name not in gone]
         return GroupPlan(self.nodes, self.inputs, consts, self.outputs, n_per, k, tiles,
                          alloc, peak, self._redundancy(tiles), double, kw, aliases, saved,
-                         dict(streams))
+                         dict(streams), self.cut_axis)
 
     def _streamable(self) -> list[tuple[int, Lowered, list[int]]]:
         """The nodes whose constant weights may stream (their kernel slices them by output
@@ -371,9 +418,9 @@ class GroupCandidate:
             v = values[name]
             shp = gshape(v)
             n_ext = (min(n_per, self.n) if shp[0] == self.n else 1)
-            sizes[name] = tile_lane_bytes(target, (n_ext, shp[1], rows,
-                                                   max_cols.get(name, 0) * col_elems(v)),
-                                          v.dtype, row_layout(v))
+            dims = tile_dims(shp, self.cut_axis.get(name, 2), n_ext, rows,
+                             max_cols.get(name, 0) * col_elems(v))
+            sizes[name] = tile_lane_bytes(target, dims, v.dtype, row_layout(v))
             if name in self.produced:
                 first = self.produced[name]
                 spans[name] = (first, max(first, self.last_use.get(name, first)))

@@ -45,12 +45,18 @@ def row_layout(v: Value) -> bool:
     return len(v.shape) < 4
 
 
-def row_fn(ln: Lowered, i: int, v: Value, axis: str = "H") -> Callable[[int, int], Rows]:
+def row_fn(ln: Lowered, i: int, v: Value, axis: str = "H", along: int | None = None
+           ) -> Callable[[int, int], Rows]:
     """``fn(lo, hi) -> (lo, hi)``: the rows (``axis="H"``) or columns (``"W"``) of input ``i``
     that output rows [lo, hi) need (the kernel's ``input_slice`` for that axis; else one to
-    one for an input of the output's extent, and the whole input otherwise)."""
+    one for an input of the output's extent, and the whole input otherwise). ``along``: the
+    axis of the input's rank-4 view to give the range along (default the one of ``axis``);
+    an ``input_slice`` answer ``(axis, lo, hi)`` on another axis (a Transpose that moves the
+    rows) leaves this one whole."""
     node = ln.node
-    hv = extent(v, axis)
+    dim = 2 if axis == "H" else 3
+    along = dim if along is None else along
+    hv = extent(v, axis) if along == dim else gshape(v)[along]
     k = ln.kernel
     fn = None if k is None else (k.input_slice_fn if axis == "H" else k.input_slice_w_fn)
     if k is not None and fn is not None:
@@ -58,12 +64,25 @@ def row_fn(ln: Lowered, i: int, v: Value, axis: str = "H") -> Callable[[int, int
 
         def sliced(lo: int, hi: int) -> Rows:
             s = k.hint(name, node, i, lo, hi)
-            return (0, hv) if s is None else (int(s[0]), int(s[1]))
+            if s is not None and len(s) == 3:
+                return (int(s[1]), int(s[2])) if int(s[0]) == along else (0, hv)
+            return (0, hv) if s is None or along != dim else (int(s[0]), int(s[1]))
 
         return sliced
-    if hv == extent(node.outputs[0], axis):
+    if along == dim and hv == extent(node.outputs[0], axis):
         return lambda lo, hi: (lo, hi)
     return lambda lo, hi: (0, hv)
+
+
+def slice_axis(ln: Lowered, i: int) -> int:
+    """The axis of input ``i``'s rank-4 view that the output's row tiles cut: H (2), unless the
+    kernel's ``input_slice`` answers ``(axis, lo, hi)`` (a Transpose that moves the rows to the
+    channels or the columns)."""
+    k = ln.kernel
+    if k is None or k.input_slice_fn is None:
+        return 2
+    s = k.hint("input_slice", ln.node, i, 0, 1)
+    return int(s[0]) if s is not None and len(s) == 3 else 2
 
 
 def clip(s: Rows, hv: int) -> Rows:

@@ -13,7 +13,10 @@ spirit of bmcompiler's ``LayerDescriptor`` (``can_split_local_h_w``, ``backward_
   layer that *streams*: chunks of output channels, each with its slice of the weights;
 - ``input_slice(fn)``: ``fn(node, i, lo, hi) -> (lo, hi) | None``: the rows (axis H) of input
   ``i`` that output rows ``[lo, hi)`` need; rows outside ``[0, H)`` are padding; ``None``
-  means the whole input. Without it, an input with the output's H maps row to row and an
+  means the whole input. An answer ``(axis, lo, hi)`` says the rows lie along another axis of
+  the input's rank-4 view (1 or 3: a Transpose that moves them): a layer group then loads just
+  that slice of an input it reads from DDR, so each tile reads its own bytes once, and holds
+  the whole input otherwise. Without it, an input with the output's H maps row to row and an
   input with H = 1 (broadcast) is taken whole. ``input_slice(fn, axis="W")`` says the same
   of columns (bmcompiler's ``backward_wslice`` / ``backward_widx``);
 - ``tile_attrs(fn)``: ``fn(node, lo, hi, needed, clipped) -> attrs``: the attributes that

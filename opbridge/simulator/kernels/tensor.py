@@ -5,8 +5,12 @@ element-wise op. Reshape, Flatten, Squeeze and Unsqueeze only rename the shape o
 bytes: their output shares the input's DDR bytes and nothing runs (``just_reshape``).
 Transpose joins layer groups when it keeps the batch axis first (a transformer's heads split
 and merge): output rows [lo, hi) read the same input rows when the rows axis stays in place,
-else the whole input tile, which the tile kernel transposes and cuts at the tile's rows. A
-rank-2/3 Transpose works on the rank-4 view of its tiles (``memory.view4``). Slice, Gather
+else the slice [lo, hi) of the input axis that becomes the rows (``(axis, lo, hi)``). A layer
+group loads that slice of an input it reads from DDR (a strided GDMA, as TPU-MLIR's permute
+moves a head split with GDMA), so every input byte is read once whatever the row tiles; an
+input computed inside the group is held whole, and the tile kernel transposes it and cuts
+the tile's rows. A rank-2/3 Transpose works on the rank-4 view of its tiles
+(``memory.view4``). Slice, Gather
 and the rest change the layout and run as global layers (no kernel needed: the op's compute
 is the global layer).
 """
@@ -40,9 +44,11 @@ def transpose_split(node: Node) -> tuple[str, ...] | None:
     return ("N", "H")
 
 
-def transpose_rows(node: Node, i: int, lo: int, hi: int) -> tuple[int, int] | None:
-    """The same rows when the rows axis stays in place, else the whole input (None)."""
-    return (lo, hi) if view_perm(tuple(node.attrs["perm"]))[2] == 2 else None
+def transpose_rows(node: Node, i: int, lo: int, hi: int) -> tuple[int, ...]:
+    """The same rows when the rows axis stays in place, else rows [lo, hi) of the output are
+    [lo, hi) of the input axis (of the rank-4 view) that the permutation moves there."""
+    src = view_perm(tuple(node.attrs["perm"]))[2]
+    return (lo, hi) if src == 2 else (src, lo, hi)
 
 
 def transpose_tile_attrs(node: Node, lo: int, hi: int, needed, clipped) -> dict:
@@ -56,9 +62,10 @@ def transpose_tile_attrs(node: Node, lo: int, hi: int, needed, clipped) -> dict:
 def transpose_into(out: np.ndarray, x: np.ndarray, *, perm: tuple[int, ...],
                    rows: tuple[int, int] | None = None) -> None:
     """Transpose into ``out``: whole tensors (a global layer) or a tile, which is the rank-4
-    view, keeping output rows ``rows`` when the tile holds the whole input."""
+    view, keeping output rows ``rows`` when the tile holds the whole input (a tile that holds
+    just the slice those rows come from transposes into them as it is)."""
     y = x.transpose(perm if x.ndim == len(perm) else view_perm(tuple(perm)))
-    if rows is not None:
+    if rows is not None and y.shape[2] != out.shape[2]:
         y = y[:, :, rows[0]:rows[1]]
     out[...] = y
 
