@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Any
 
-from .common import add_input_shape_option, add_plugin_option, add_threads_option, with_threads
+from .common import add_model_options, add_threads_option, load_model, with_threads
 
 
 def _floats(text: str) -> tuple[float, ...]:
@@ -19,9 +19,7 @@ def _floats(text: str) -> tuple[float, ...]:
 
 def _model_options(p: Any) -> None:
     p.add_argument("model", help="a model file: .onnx, Caffe .prototxt, TorchScript .ts.json, or .obir")
-    p.add_argument("--weights", metavar="W", help="weights file (Caffe .caffemodel)")
-    add_input_shape_option(p)
-    add_plugin_option(p)
+    add_model_options(p)
     add_threads_option(p)
 
 
@@ -52,9 +50,9 @@ def _preprocess(args: argparse.Namespace) -> Any:
 
 
 def _graph(args: argparse.Namespace) -> Any:
-    from ..validate.api import load_graph
-
-    return load_graph(args.model, args.weights, args.plugin, dict(args.input_shape) or None)[0]
+    """The float graph of ``args.model``, converted with ``--input-shape``/``--input-value``
+    as ``convert`` does (an .obir is read as it is)."""
+    return load_model(args)
 
 
 def add_calibrate_parser(sub: Any) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 import opbridge as ob
 from opbridge.cli import main
+from tests.conftest import requires_ort
 from tests.quant.helpers import cnn_model, cos, feeds
 
 
@@ -137,3 +138,44 @@ def test_calibrate_crops_images(work, capsys):
                  "-o", str(work / "crops.json")]) == 0
     assert "6 samples" in capsys.readouterr().out  # each image whole and 2 crops of it
     assert json.loads((work / "crops.json").read_text())["samples"] == 6
+
+
+def _gain_model() -> onnx.ModelProto:
+    """A Conv whose input is scaled by a second graph input ``gain`` (shape [1])."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = np.random.default_rng(3).standard_normal((4, 3, 3, 3)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["image", "gain"], ["scaled"]),
+         helper.make_node("Conv", ["scaled", "w"], ["out"], pads=[1, 1, 1, 1])],
+        "gain", [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, 16, 16]),
+                 helper.make_tensor_value_info("gain", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 4, 16, 16])],
+        initializer=[numpy_helper.from_array(w, "w")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@requires_ort
+def test_calibrate_and_quantize_take_input_value(work, capsys):
+    import onnxruntime as ort
+
+    model = work / "gain.onnx"
+    onnx.save(_gain_model(), model)
+    table, out = work / "gain.json", work / "gain.obir"
+    # the calibration data holds only "image": "gain" is bound, so it is no input any more
+    assert main(["calibrate", str(model), "--input-value", "gain=0.5", "--data", str(work / "data"),
+                 "-o", str(table)]) == 0
+    assert main(["quantize", str(model), "--input-value", "gain=0.5", "--table", str(table),
+                 "-o", str(out)]) == 0
+    capsys.readouterr()
+    q = ob.load(out)
+    assert [v.name for v in q.inputs] == ["image"]
+    x = feeds(1, seed=9)[0]["image"]
+    sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    ref = sess.run(None, {"image": x, "gain": np.array([0.5], np.float32)})[0]
+    assert cos(ref, ob.interpret(q, {"image": x})["out"]) > 0.999
+    # an .obir is converted already: the binding is refused with a hint
+    assert main(["quantize", str(out), "--input-value", "gain=0.5", "--table", str(table), "-o",
+                 str(work / "again.obir")]) == 2
+    lines = _err(capsys)
+    assert "--input-value binds inputs while converting" in lines[0] and lines[1].startswith("hint: ")
