@@ -71,6 +71,10 @@ def add_calibrate_parser(sub: Any) -> None:
                    help="how the threshold is chosen (default minmax)")
     p.add_argument("--percentile", type=float, default=99.99, metavar="P",
                    help="the percentile of --method percentile (default 99.99)")
+    p.add_argument("--equalize", action="store_true",
+                   help="calibrate the model after cross-layer equalisation (Conv -> ReLU/identity -> "
+                   "Conv pairs rescaled so their per-channel weight ranges match; the function is "
+                   "unchanged); the table records it and 'quantize' equalises too")
     p.add_argument("-o", "--output", required=True, metavar="TABLE.json", help="where to write the table")
     p.set_defaults(func=with_threads(run_calibrate))
 
@@ -81,10 +85,12 @@ def run_calibrate(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     graph = _graph(args)
     table = calibrate(graph, args.data, args.method, num_samples=args.samples,
-                      preprocess=_preprocess(args), percentile=args.percentile, progress=True)
+                      preprocess=_preprocess(args), percentile=args.percentile, equalize=args.equalize,
+                      progress=True)
     table.save(args.output)
+    eq = ", equalized" if table.equalized else ""
     sys.stdout.write(f"wrote {args.output}: {len(table.tensors)} tensors, {table.samples} samples, "
-                     f"method {table.method}; {time.perf_counter() - t0:.2f} s\n")
+                     f"method {table.method}{eq}; {time.perf_counter() - t0:.2f} s\n")
     return 0
 
 
@@ -112,6 +118,9 @@ def add_quantize_parser(sub: Any) -> None:
     p.add_argument("--bias-correction", action="store_true",
                    help="add each int8 layer's mean output error per channel, measured on the "
                    "calibration samples (--data, needed), to its bias")
+    p.add_argument("--equalize", action="store_true", default=None,
+                   help="quantize after cross-layer equalisation; the default follows the table "
+                   "('calibrate --equalize'), and a table made otherwise is refused")
     _data_options(p, required=False)
     p.add_argument("-o", "--output", required=True, metavar="OUT.obir", help="where to write the graph")
     p.set_defaults(func=with_threads(run_quantize))
@@ -126,12 +135,14 @@ def run_quantize(args: argparse.Namespace) -> int:
     q = quantize(graph, args.table, dtype=args.dtype, per_channel=not args.per_tensor,
                  mixed_precision=args.mixed_precision, target_cos=args.target_cos,
                  samples=args.data, preprocess=_preprocess(args), bias_correction=args.bias_correction,
-                 progress=True)
+                 equalize=args.equalize, progress=True)
     save(q, args.output)
     meta = q.metadata
     int8 = [x for x in meta.get("quant.int8_layers", "").split(",") if x]
     kept = [x for x in meta.get("quant.float_layers", "").split(",") if x]
     what = f"{len(int8)} int8 layers, " if args.dtype == "int8" else ""
+    if "quant.equalized" in meta:
+        what += f"equalized ({meta['quant.equalized']}), "
     sys.stdout.write(f"wrote {args.output}: {args.dtype}, {what}{len(q.nodes)} nodes; "
                      f"{time.perf_counter() - t0:.2f} s\n")
     if "quant.cosine" in meta:

@@ -57,13 +57,16 @@ def calibrate(
     preprocess: Preprocess | None = None,
     percentile: float = 99.99,
     bins: int = KL_BINS,
+    equalize: bool = False,
     progress: bool = False,
 ) -> CalibrationTable:
     """The calibration table of ``graph`` over ``samples`` (a list of feed dicts, or a folder
     of ``.npy``/``.npz`` files or images, see :func:`opbridge.quant.data.load_samples`).
 
     ``method`` is "minmax", "percentile" or "kl"; ``num_samples`` caps how many are used;
-    ``preprocess`` turns images into inputs; ``progress`` shows a bar on a terminal.
+    ``preprocess`` turns images into inputs; ``equalize`` calibrates the graph after
+    cross-layer equalisation (:mod:`opbridge.quant.equalize`; the table says so, and
+    quantizing with it equalises too); ``progress`` shows a bar on a terminal.
     """
     if method not in METHODS:
         raise QuantError(f"calibration method {method!r} is not one of {', '.join(METHODS)}",
@@ -72,7 +75,7 @@ def calibrate(
         raise QuantError(f"percentile {percentile}: must be in (0, 100]")
     if bins < KL_LEVELS:
         raise QuantError(f"bins {bins}: must be >= {KL_LEVELS}")
-    g = prepared(graph)
+    g = prepared(graph, equalize)
     feeds = load_samples(g, samples, limit=num_samples, preprocess=preprocess)
     passes = 1 if method == "minmax" else 2
     with _progress(progress, passes * len(feeds), g.name) as step:
@@ -84,17 +87,21 @@ def calibrate(
             thresholds = {k: _choose(method, h, max(abs(lo[k]), abs(hi[k])), lo[k] >= 0, percentile)
                           for k, h in hists.items()}
     tensors = {k: TensorRange(lo[k], hi[k], float(thresholds[k])) for k in lo}
-    return CalibrationTable(g.name, method, len(feeds), tensors)
+    return CalibrationTable(g.name, method, len(feeds), tensors, equalize)
 
 
-def prepared(graph: Graph | str | os.PathLike[str]) -> Graph:
+def prepared(graph: Graph | str | os.PathLike[str], equalize: bool = False) -> Graph:
     """The graph calibration and quantization work on: ``graph`` (or the model file converted)
     with every BatchNormalization after a Conv folded into it (on a copy), so that the tensor
     quantized is the normalised one, whose channels share a range, and not the Conv's raw
     output, whose channels do not (TPU-MLIR and onnxruntime fold before quantizing too); a
     per-channel Mul / Add right after such a BatchNormalization (Caffe's Scale) is folded too
     (``fold_scale``, TPU-MLIR's MergeScale2Conv), so the int8 Conv's output is the scaled
-    tensor."""
+    tensor. With ``equalize``, then cross-layer equalisation (:func:`opbridge.quant.equalize.equalize`)."""
+    if equalize:
+        from .equalize import equalize as equalized
+
+        return equalized(prepared(graph))
     if not isinstance(graph, Graph):
         from ..validate.api import load_graph
 

@@ -17,7 +17,7 @@ whatever reason).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,6 +50,7 @@ def quantize(
     samples: Any = None,
     preprocess: Preprocess | None = None,
     bias_correction: bool = False,
+    equalize: bool | None = None,
     progress: bool = False,
 ) -> Graph:
     """``graph`` quantized to ``dtype`` ("int8" with a calibration ``table``; "f16"/"bf16"
@@ -57,18 +58,28 @@ def quantize(
     ``target_cos`` against the float ones on ``samples`` (feed dicts or a folder; default:
     random inputs in the table's input ranges); ``bias_correction`` removes each int8 layer's
     mean output error per channel, measured on ``samples`` (calibration data, needed then),
-    through its bias (:mod:`opbridge.quant.correct`); ``progress`` shows the search's progress
+    through its bias (:mod:`opbridge.quant.correct`); ``equalize`` quantizes the graph after
+    cross-layer equalisation (:mod:`opbridge.quant.equalize`; default: as the table was
+    calibrated, ``calibrate(..., equalize=True)``); ``progress`` shows the search's progress
     on a terminal."""
     if dtype not in DTYPES:
         raise QuantError(f"quantization type {dtype!r} is not supported",
                          hint=f"use one of {', '.join(DTYPES)}")
     if dtype in LOWP:
+        if equalize:
+            return to_half(prepared(graph, True), dtype)
         return to_half(graph if isinstance(graph, Graph) else prepared(graph), dtype)
-    g = prepared(graph)
     if table is None:
         raise QuantError("int8 quantization needs a calibration table",
                          hint="make one with ob.calibrate(g, samples) / 'opbridge calibrate'")
     tab = as_table(table)
+    if equalize is not None and bool(equalize) != tab.equalized:
+        made = "with" if tab.equalized else "without"
+        raise QuantError(f"equalize={bool(equalize)}, but the calibration table was made {made} "
+                         "cross-layer equalisation (its ranges are of that graph)",
+                         hint="calibrate with the same equalize setting (opbridge calibrate --equalize), "
+                         "or leave equalize unset to follow the table")
+    g = prepared(graph, tab.equalized)
     if mixed_precision not in (None, "auto"):
         raise QuantError(f"mixed_precision {mixed_precision!r}: use None or 'auto'")
     if not 0 < target_cos <= 1:
@@ -132,25 +143,78 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def output_cosine(graph: Graph, quantized: Graph, feeds: Sequence[Mapping[str, np.ndarray]],
-                  reference: Sequence[Mapping[str, np.ndarray]] | None = None) -> float:
-    """The lowest cosine of any output of ``quantized`` against ``graph`` over ``feeds``."""
+                  reference: Sequence[Mapping[str, np.ndarray]] | None = None,
+                  names: Mapping[str, bool] | None = None) -> float:
+    """The lowest cosine of any output of ``quantized`` against ``graph`` over ``feeds``; with
+    ``names`` (see :func:`scored_tensors`), the lowest :func:`agreement` of those tensors."""
+    names = {v.name: False for v in graph.outputs} if names is None else names
+    inner = any(names.values())
     worst = 1.0
     for i, feed in enumerate(feeds):
-        ref = reference[i] if reference is not None else interpret(graph, feed)
-        got = interpret(quantized, feed)
-        for v in graph.outputs:
-            worst = min(worst, cosine(ref[v.name], got[v.name]))
+        ref = reference[i] if reference is not None else interpret(graph, feed, keep_intermediates=inner)
+        got = interpret(quantized, feed, keep_intermediates=inner)
+        worst = min(worst, agreement(ref, got, names))
     return worst
 
 
+def scaled_cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """``1 - |a - b|**2 / (2 |a|**2)`` (float64): the cosine of ``a`` and ``b`` when they are
+    as long as each other, and lower when ``b`` is shorter or longer: logits that int8 shrinks
+    by a third keep a cosine of 1 and score 0.94 here."""
+    x = np.asarray(a, np.float64).ravel()
+    y = np.asarray(b, np.float64).ravel()
+    na = float(np.dot(x, x))
+    if na == 0:
+        return 0.0 if np.any(y) else 1.0
+    return 1.0 - float(np.dot(x - y, x - y)) / (2.0 * na)
+
+
+def agreement(ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray], names: Mapping[str, bool]) -> float:
+    """The lowest score of the tensors ``names`` of ``got`` against ``ref``: :func:`cosine`, or
+    :func:`scaled_cosine` for a name mapped to True (logits, see :func:`scored_tensors`). An
+    inner tensor the int8 graph does not have (an integer op swallowed it) is not scored."""
+    scores = [scaled_cosine(ref[n], got[n]) if scaled else cosine(ref[n], got[n])
+              for n, scaled in names.items() if n in got]
+    return min([1.0, *scores])
+
+
+#: Ops that only move an output's values (a search looks through them for a squashing op).
+_MOVES = ("Identity", "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze")
+#: Ops whose outputs saturate: a confident sample's output hides its input's error.
+_SQUASH = ("Softmax", "LogSoftmax", "Sigmoid")
+
+
+def scored_tensors(graph: Graph) -> dict[str, bool]:
+    """The tensors the mixed-precision search scores, each mapped to whether it is scored with
+    :func:`scaled_cosine`: every output (False), and, for an output made by a Softmax or
+    Sigmoid (through reshapes and transposes), that op's input, the logits (True). On a
+    confidently classified sample the probabilities stay at 1 / 0 whatever int8 does to the
+    logits, and the logits' cosine stays at 1 when int8 only shrinks them (two opposite
+    logits of a two-class classifier): neither says what an uncertain image, where the
+    logits' size decides the probabilities, will see."""
+    producer = {v.name: n for n in graph.nodes for v in n.outputs}
+    names = {v.name: False for v in graph.outputs}
+    for v in graph.outputs:
+        node = producer.get(v.name)
+        while node is not None and node.op in _MOVES and node.inputs and node.inputs[0] is not None:
+            node = producer.get(node.inputs[0].name)
+        if node is not None and node.op in _SQUASH and node.inputs[0] is not None:
+            x = node.inputs[0]
+            if not x.is_constant and x.name not in names:
+                names[x.name] = True
+    return names
+
+
 def layer_errors(graph: Graph, table: CalibrationTable, acts: Sequence[Mapping[str, np.ndarray]],
-                 per_channel: bool) -> dict[str, float]:
+                 per_channel: bool, names: Mapping[str, bool] | None = None) -> dict[str, float]:
     """Per int8-capable layer, ``1 -`` the lowest output cosine (over the samples whose float
     activations ``acts`` holds, every named tensor) when that layer alone runs in int8: its
     int8 output (int8 input and weights, the op run on the cached float input, the output
     quantized at its point, through a fused Relu/Clip) replaces the float one, and only the
     nodes downstream of it run again. One partial model run per layer and sample, where
-    keeping each layer float in the whole int8 model costs a whole model run and a new graph."""
+    keeping each layer float in the whole int8 model costs a whole model run and a new graph.
+    ``names``: the tensors scored (default: the outputs; see :func:`scored_tensors`)."""
+    names = {v.name: False for v in graph.outputs} if names is None else names
     chosen = [n for n in graph.nodes if quantizable(n)]
     points = quant_points(graph, {n.name for n in chosen})
     readers = {v.name: n for n in graph.nodes for v in n.inputs if v is not None}
@@ -167,7 +231,7 @@ def layer_errors(graph: Graph, table: CalibrationTable, acts: Sequence[Mapping[s
             env[layer.x], y = layer.output(a)
             env[layer.entry] = env[layer.out] = y
             _run_downstream(graph, start, env, {layer.x, layer.entry, layer.out}, done)
-            worst = min([worst, *(cosine(a[v.name], env[v.name]) for v in graph.outputs)])
+            worst = min(worst, agreement(a, env, names))
         errors[node.name] = 1.0 - worst
     return errors
 
@@ -221,63 +285,123 @@ class _WorstFirst:
     model run, and only the candidates that meet it run on every feed."""
 
     def __init__(self, graph: Graph, feeds: Sequence[Mapping[str, np.ndarray]],
-                 reference: Sequence[Mapping[str, np.ndarray]], target: float) -> None:
+                 reference: Sequence[Mapping[str, np.ndarray]], target: float,
+                 names: Mapping[str, bool] | None = None) -> None:
         self.graph, self.feeds, self.reference, self.target = graph, feeds, reference, target
+        self.names = names
         self.last = [1.0] * len(feeds)
+        self.ran: list[int] = []  # the feeds the last call ran, in order
 
-    def __call__(self, quantized: Graph) -> float:
-        """The lowest cosine over every feed if it is at least the target, else the cosine
-        (under the target) of the first feed found under it."""
+    def __call__(self, quantized: Graph, only: Collection[int] | None = None) -> float:
+        """The lowest cosine over every feed (or the feeds numbered ``only``) if it is at least
+        the target, else the cosine (under the target) of the first feed found under it."""
         worst = 1.0
-        for i in sorted(range(len(self.feeds)), key=lambda i: self.last[i]):
-            self.last[i] = output_cosine(self.graph, quantized, [self.feeds[i]], [self.reference[i]])
+        self.ran = []
+        for i in sorted(range(len(self.feeds)) if only is None else only, key=lambda i: self.last[i]):
+            self.ran.append(i)
+            self.last[i] = output_cosine(self.graph, quantized, [self.feeds[i]], [self.reference[i]],
+                                         self.names)
             worst = min(worst, self.last[i])
             if worst < self.target:
                 break
         return worst
 
 
+class _Baseline:
+    """The float reference outputs of every feed and the int8 graph's output cosine on each,
+    in one float and one int8 run per feed; the float activations (every named tensor) of the
+    ``keep`` feeds where int8 does worst are kept for :func:`layer_errors`, so the layers are
+    ranked by the damage they do where the target is missed, and no float run is made twice."""
+
+    def __init__(self, graph: Graph, quantized: Graph, feeds: Sequence[Mapping[str, np.ndarray]],
+                 keep: int, names: Mapping[str, bool]) -> None:
+        self.reference: list[dict[str, np.ndarray]] = []
+        self.cosines: list[float] = []
+        kept: list[tuple[float, int, dict[str, np.ndarray]]] = []
+        inner = any(names.values())
+        for i, feed in enumerate(feeds):
+            acts = interpret(graph, feed, keep_intermediates=True)
+            self.reference.append({k: acts[k] for k in names})
+            got = interpret(quantized, feed, keep_intermediates=inner)
+            c = agreement(acts, got, names)
+            self.cosines.append(c)
+            kept = sorted([*kept, (c, i, acts)], key=lambda t: (t[0], t[1]))[:keep]
+        self.acts = [a for _, _, a in kept]
+        self.worst_feeds = [i for _, i, _ in kept]
+        self.worst = min(self.cosines)
+
+
+class _Search:
+    """The fewest of the layers ``order`` (most damaging first) to keep float for the target
+    on every feed. The doubling and the bisection score each candidate on the *active* feeds
+    only: at first the ones int8 everywhere does worst on. The answer is then scored on every
+    feed; a feed it misses the target on joins the active ones and the search goes on (a
+    candidate under the target on some feeds is under it on all, so only the ones that met
+    it are scored again). A candidate that meets the target costs a model run per active
+    feed, not per feed: most of the search's time on a large model."""
+
+    def __init__(self, build: Int8Builder, order: Sequence[str], score: _WorstFirst,
+                 active: Collection[int], stages: Stages) -> None:
+        self.build, self.order, self.score, self.stages = build, order, score, stages
+        self.active = set(active)
+        self.graphs: dict[int, Graph] = {}
+        self.cos: dict[int, float] = {}  # per candidate, its score on the active feeds
+
+    def ok(self, k: int) -> bool:
+        if k not in self.cos:
+            if k not in self.graphs:
+                self.stages.add()
+                with self.stages.stage(f"{k} layer(s) float"):
+                    self.graphs[k] = self.build(self.order[:k])
+            self.cos[k] = self.score(self.graphs[k], self.active)
+        return self.cos[k] >= self.score.target
+
+    def fewest(self) -> tuple[int, Graph, float]:
+        """The number of layers kept float, the graph, its lowest score over every feed."""
+        while True:
+            lo, hi = 0, 1
+            while hi < len(self.order) and not self.ok(hi):
+                lo, hi = hi, min(2 * hi, len(self.order))
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                lo, hi = (lo, mid) if self.ok(mid) else (mid, hi)
+            self.ok(hi)
+            full = self.score(self.graphs[hi])
+            missed = {i for i in self.score.ran if self.score.last[i] < self.score.target} - self.active
+            if full >= self.score.target or hi == len(self.order) or not missed:
+                return hi, self.graphs[hi], full
+            self.active |= missed
+            self.cos = {k: c for k, c in self.cos.items() if c < self.score.target}
+
+
 def auto_mixed(graph: Graph, table: CalibrationTable, feeds: Sequence[Mapping[str, np.ndarray]],
                target_cos: float, per_channel: bool, stages: Stages | None = None,
                build: Int8Builder | None = None) -> Graph:
     """The int8 graph with the fewest layers kept float, most damaging first (by
-    :func:`layer_errors` on up to SENSITIVITY_SAMPLES feeds), for its outputs to reach
-    ``target_cos`` on every feed: 1, 2, 4, ... layers float until the target is met, then a
-    bisection between the last two counts; see the module docstring."""
+    :func:`layer_errors` on the SENSITIVITY_SAMPLES feeds where int8 everywhere does worst),
+    for its outputs (and logits, see :func:`scored_tensors`) to reach ``target_cos`` on every
+    feed: 1, 2, 4, ... layers float until the target is met, then a bisection between the
+    last two counts (:class:`_Search`); see the module docstring. It never returns a graph
+    whose lowest score over ``feeds`` is under int8 everywhere's."""
     stages = stages or Stages(False, 0)
     build = build or Int8Builder(graph, table, per_channel, None)
-    reference = [interpret(graph, f) for f in feeds]
     q = build(())
-    score = _WorstFirst(graph, feeds, reference, target_cos)
-    cos = score(q)
+    names = scored_tensors(graph)
+    base = _Baseline(graph, q, feeds, SENSITIVITY_SAMPLES, names)
+    cos = base.worst
     keep: list[str] = []
     if cos < target_cos:
         stages.add(2)
         with stages.stage("sensitivity of every layer"):
-            acts = [interpret(graph, f, keep_intermediates=True) for f in feeds[:SENSITIVITY_SAMPLES]]
-            errors = layer_errors(graph, table, acts, per_channel)
+            errors = layer_errors(graph, table, base.acts, per_channel, names)
         order = sorted(errors, key=lambda n: -errors[n])
-        tried: dict[int, tuple[Graph, float]] = {0: (q, cos)}
-
-        def attempt(k: int) -> float:
-            stages.add()
-            with stages.stage(f"{k} layer(s) float"):
-                g = build(order[:k])
-                tried[k] = (g, score(g))
-            return tried[k][1]
-
-        lo, hi = 0, 1
-        while hi < len(order) and attempt(hi) < target_cos:
-            lo, hi = hi, min(2 * hi, len(order))
-        if hi not in tried:
-            attempt(hi)
-        while hi - lo > 1 and tried[hi][1] >= target_cos:
-            mid = (lo + hi) // 2
-            lo, hi = (lo, mid) if attempt(mid) >= target_cos else (mid, hi)
-        keep = order[:hi]
-        q, cos = tried[hi]
-        if cos < target_cos:  # even every layer float misses it: say by how much, over every feed
-            cos = output_cosine(graph, q, feeds, reference)
+        score = _WorstFirst(graph, feeds, base.reference, target_cos, names)
+        score.last = list(base.cosines)
+        k, found, found_cos = _Search(build, order, score, base.worst_feeds, stages).fewest()
+        if found_cos < target_cos:  # even every layer float misses it: say by how much
+            found_cos = output_cosine(graph, found, feeds, base.reference, names)
+        if found_cos >= base.worst:
+            keep, q, cos = list(order[:k]), found, found_cos
     q.metadata["quant.mixed_precision"] = "auto"
     q.metadata["quant.target_cos"] = f"{target_cos}"
     q.metadata["quant.cosine"] = f"{cos:.6f}"

@@ -49,6 +49,9 @@ class CalibrationTable:
     method: str
     samples: int
     tensors: dict[str, TensorRange] = field(default_factory=dict)
+    #: Calibrated on the graph after cross-layer equalisation (``calibrate(equalize=True)``):
+    #: its ranges are the equalised graph's, and quantizing takes that graph too.
+    equalized: bool = False
 
     def __getitem__(self, name: str) -> TensorRange:
         return self.tensors[name]
@@ -57,12 +60,15 @@ class CalibrationTable:
         return name in self.tensors
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "format": TABLE_FORMAT, "version": TABLE_VERSION, "graph": self.graph,
             "method": self.method, "samples": self.samples,
-            "tensors": {k: {"min": r.min, "max": r.max, "threshold": r.threshold}
-                        for k, r in self.tensors.items()},
         }
+        if self.equalized:
+            data["equalized"] = True
+        data["tensors"] = {k: {"min": r.min, "max": r.max, "threshold": r.threshold}
+                           for k, r in self.tensors.items()}
+        return data
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the table as JSON (atomically: a temporary file renamed over ``path``)."""
@@ -87,8 +93,11 @@ class CalibrationTable:
         out: dict[str, TensorRange] = {}
         for name, rec in tensors.items():
             out[name] = _range(rec, name, source)
+        equalized = data.get("equalized", False)
+        if not isinstance(equalized, bool):
+            raise QuantError(f"'{source}': 'equalized' must be true or false, not {equalized!r}")
         return cls(str(data.get("graph", "")), str(data.get("method", "")),
-                   int(data.get("samples", 0)), out)
+                   int(data.get("samples", 0)), out, equalized)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> CalibrationTable:

@@ -168,7 +168,14 @@ def test_mixed_precision_auto_keeps_the_damaged_layer_float(cnn):
     assert before < 0.9999 <= after
     kept = mixed.metadata["quant.auto_float_layers"].split(",")
     assert kept == ["conv2b"]  # the one damaged layer, ranked first, and no more
-    assert float(mixed.metadata["quant.cosine"]) == pytest.approx(after, abs=1e-6)
+    # the score reached: the probabilities' cosine, and the logits before the Softmax with
+    # their length counted, 1 - |a - b|^2 / (2 |a|^2)
+    logits = []
+    for f in samples:
+        a = ob.interpret(g, f, keep_intermediates=True)["logits"].astype(np.float64)
+        b = ob.interpret(mixed, f, keep_intermediates=True)["logits"].astype(np.float64)
+        logits.append(1 - np.sum((a - b) ** 2) / (2 * np.sum(a ** 2)))
+    assert float(mixed.metadata["quant.cosine"]) == pytest.approx(min(after, *logits), abs=1e-6)
 
 
 @requires_ort
@@ -293,3 +300,104 @@ def test_search_scores_worst_feed_first_and_stops_under_target(cnn, monkeypatch)
     runs.clear()
     assert score(q) == pytest.approx(first, abs=1e-9) and first < max(per_feed) + 1e-9
     assert len(runs) == 1
+
+
+def test_search_scores_the_logits_before_a_final_softmax_or_sigmoid():
+    from opbridge.quant.quantize import scored_tensors
+
+    nodes = [helper.make_node("Gemm", ["x", "w"], ["logits"]),
+             helper.make_node("Softmax", ["logits"], ["p"]),
+             helper.make_node("Identity", ["p"], ["prob"]),
+             helper.make_node("Gemm", ["x", "w"], ["map"]),
+             helper.make_node("Sigmoid", ["map"], ["s"]),
+             helper.make_node("Reshape", ["s", "shape"], ["r"]),
+             helper.make_node("Transpose", ["r"], ["heat"], perm=[1, 0]),
+             helper.make_node("Gemm", ["x", "w"], ["raw"])]
+    inits = [numpy_helper.from_array(np.ones((4, 6), np.float32), "w"),
+             numpy_helper.from_array(np.array([2, 3], np.int64), "shape")]
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("prob", "heat", "raw")]
+    model = helper.make_model(helper.make_graph(nodes, "heads", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 4])], outs, inits), opset_imports=[helper.make_opsetid("", 14)])
+    g = ob.convert(model, passes=())
+    # every output as it is (cosine); the inputs of the Softmax and the Sigmoid with their length
+    assert scored_tensors(g) == {"prob": False, "heat": False, "raw": False, "logits": True, "map": True}
+
+
+def test_scaled_cosine_sees_logits_that_shrink():
+    from opbridge.quant.quantize import cosine, scaled_cosine
+
+    a = np.array([5.76, -6.18])
+    assert cosine(a, 0.66 * a) == pytest.approx(1.0)
+    # 1 - |a - b|^2 / (2 |a|^2) with b = 0.66 a: 1 - 0.34^2 / 2
+    assert scaled_cosine(a, 0.66 * a) == pytest.approx(1 - 0.34 ** 2 / 2)
+    b = np.array([1.0, 0.5])
+    assert scaled_cosine(b / np.linalg.norm(b), np.array([0.6, 0.8])) == pytest.approx(
+        cosine(b, np.array([0.6, 0.8])))  # as long as each other: the cosine
+
+
+def test_sensitivity_runs_on_the_feeds_int8_does_worst_on(cnn):
+    from opbridge.quant.quantize import _Baseline
+
+    _, g, table = cnn
+    q = ob.quantize(g, _damaged(table))
+    samples = feeds(6, seed=7)
+    per_feed = [cos(ob.interpret(g, f)["prob"], ob.interpret(q, f)["prob"]) for f in samples]
+    base = _Baseline(g, q, samples, 2, {"prob": False})
+    assert base.cosines == pytest.approx(per_feed, abs=1e-9)
+    assert base.worst_feeds == list(np.argsort(per_feed)[:2])
+    for i, acts in zip(base.worst_feeds, base.acts):  # their float activations, every tensor
+        np.testing.assert_array_equal(acts["conv2b_out"], ob.interpret(g, samples[i], keep_intermediates=True)["conv2b_out"])
+
+
+def test_search_never_returns_worse_than_int8_everywhere(cnn):
+    """A builder whose every mixed candidate is worse than int8 everywhere (int8 everywhere
+    with a worse table, whatever it is asked to keep float): the search gives int8
+    everywhere back."""
+    from opbridge.quant.int8 import to_int8
+    from opbridge.quant.quantize import Int8Builder, auto_mixed
+
+    _, g, table = cnn
+    mild = _damaged(table)
+
+    class Worse(Int8Builder):
+        def __call__(self, keep_float):
+            return to_int8(g, _damaged(mild, "conv1_out", "conv2a_out") if keep_float else mild)
+
+    samples = feeds(3, seed=5)
+    plain = min(cos(ob.interpret(g, f)["prob"], ob.interpret(to_int8(g, mild), f)["prob"]) for f in samples)
+    q = auto_mixed(g, mild, samples, 0.99999, True, build=Worse(g, mild, True, None))
+    assert q.metadata["quant.auto_float_layers"] == ""
+    assert min(cos(ob.interpret(g, f)["prob"], ob.interpret(q, f)["prob"]) for f in samples) == pytest.approx(plain)
+
+
+def test_search_on_the_worst_feeds_then_every_feed_finds_the_fewest(cnn):
+    """The lazy search (candidates scored on the worst feeds, the answer on every feed) keeps
+    float the same number of layers as scoring every candidate on every feed would."""
+    from opbridge.quant.int8 import to_int8
+    from opbridge.quant.quantize import layer_errors, scored_tensors
+
+    _, g, table = cnn
+    damaged = _damaged(table, "conv2b_out", "conv1_out", "conv2a_out")
+    samples = feeds(8, seed=11)
+    target = 0.99995
+    mixed = ob.quantize(g, damaged, mixed_precision="auto", target_cos=target, samples=samples)
+    kept = [k for k in mixed.metadata["quant.auto_float_layers"].split(",") if k]
+    names = scored_tensors(g)
+    worst = sorted(range(8), key=lambda i: cos(ob.interpret(g, samples[i])["prob"],
+                                               ob.interpret(to_int8(g, damaged), samples[i])["prob"]))[:4]
+    errors = layer_errors(g, damaged, [ob.interpret(g, samples[i], keep_intermediates=True) for i in worst],
+                          True, names)
+    order = sorted(errors, key=lambda n: -errors[n])
+
+    def score(k):
+        q = to_int8(g, damaged, keep_float=order[:k])
+        out = []
+        for f in samples:
+            a, b = ob.interpret(g, f, keep_intermediates=True), ob.interpret(q, f, keep_intermediates=True)
+            x, y = a["logits"].astype(np.float64), b["logits"].astype(np.float64)
+            out += [cos(a["prob"], b["prob"]), 1 - np.sum((x - y) ** 2) / (2 * np.sum(x ** 2))]
+        return min(out)
+
+    fewest = next(k for k in range(len(order) + 1) if score(k) >= target)
+    assert len(kept) == fewest and kept == order[:fewest]
+    assert score(fewest) >= target
