@@ -16,7 +16,7 @@ calibrated on some and scored on others it never saw: the recogniser on lines of
 ``page.png`` (a photographed book page: half the lines calibrate, the other half score) and
 photos; the detectors on photos and ``text.png``, scored on ``page.png`` whole and in halves.
 ``--crops N`` adds N crops of each calibration image to the calibration set (never of an
-evaluation one). A model with several outputs scores its worst output.
+evaluation one); ``--equalize`` runs opbridge with cross-layer equalisation. A model with several outputs scores its worst output.
 
 For each model and calibration method: opbridge's calibration and quantization time, and the
 cosine of the int8 output against the float output per evaluation image (both in opbridge's
@@ -153,12 +153,14 @@ def worst_output(a: dict[str, np.ndarray], b: dict[str, np.ndarray], names: list
 
 
 def run_opbridge(model: Path, case: Case, method: str, cal: Path, ev: list[dict],
-                 target_cos: float | None = None, **options: Any) -> tuple[float, list[float], str]:
+                 target_cos: float | None = None, equalize: bool = False,
+                 **options: Any) -> tuple[float, list[float], str]:
     """Time of calibrate + quantize, cosine per evaluation feed, the layers kept float;
-    ``options`` go to ``ob.quantize`` (with the calibration images as its samples)."""
+    ``equalize`` calibrates (and so quantizes) after cross-layer equalisation; ``options`` go
+    to ``ob.quantize`` (with the calibration images as its samples)."""
     g = ob.convert(str(model), input_shapes={case.input: case.shape})
     t0 = time.perf_counter()
-    table = ob.calibrate(g, str(cal), method, preprocess=case.preprocess)
+    table = ob.calibrate(g, str(cal), method, preprocess=case.preprocess, equalize=equalize)
     if target_cos is None and not options:
         q = ob.quantize(g, table)
     elif target_cos is None:
@@ -238,8 +240,11 @@ def main() -> None:
                     "default 0)")
     ap.add_argument("--bias-correction", action="store_true",
                     help="also opbridge with bias correction (on the calibration images) for each method")
+    ap.add_argument("--equalize", action="store_true",
+                    help="opbridge's runs with cross-layer equalisation (calibrate/quantize equalize=True)")
     args = ap.parse_args()
     rows = []
+    eq = ", equalized" if args.equalize else ""
     with tempfile.TemporaryDirectory() as tmp:
         for key in args.case:
             case = CASES[key]
@@ -258,13 +263,13 @@ def main() -> None:
                          noise_floor(args.models / case.file, case, ev), len(cal_feeds)))
             print(_row(rows[-1]), flush=True)
             for method in args.methods:
-                t, cos, note = run_opbridge(args.models / case.file, case, method, cal, ev)
-                rows.append((case.name, method, f"opbridge ({note})", t, cos, len(cal_feeds)))
+                t, cos, note = run_opbridge(args.models / case.file, case, method, cal, ev, equalize=args.equalize)
+                rows.append((case.name, method + eq, f"opbridge ({note})", t, cos, len(cal_feeds)))
                 print(_row(rows[-1]), flush=True)
                 if args.bias_correction:
                     t, cos, note = run_opbridge(args.models / case.file, case, method, cal, ev,
-                                                bias_correction=True)
-                    rows.append((case.name, f"{method}, bias correction", f"opbridge ({note})", t, cos,
+                                                equalize=args.equalize, bias_correction=True)
+                    rows.append((case.name, f"{method}{eq}, bias correction", f"opbridge ({note})", t, cos,
                                  len(cal_feeds)))
                     print(_row(rows[-1]), flush=True)
                 if not args.no_ort and ORT_METHOD[method] is not None:
@@ -272,8 +277,9 @@ def main() -> None:
                     rows.append((case.name, method, "onnxruntime", t, cos, len(cal_feeds)))
                     print(_row(rows[-1]), flush=True)
             if args.mixed is not None:
-                t, cos, note = run_opbridge(args.models / case.file, case, args.mixed_method, cal, ev, args.mixed)
-                rows.append((case.name, f"{args.mixed_method}, mixed auto {args.mixed}", f"opbridge ({note})", t, cos,
+                t, cos, note = run_opbridge(args.models / case.file, case, args.mixed_method, cal, ev, args.mixed,
+                                            equalize=args.equalize)
+                rows.append((case.name, f"{args.mixed_method}{eq}, mixed auto {args.mixed}", f"opbridge ({note})", t, cos,
                              len(cal_feeds)))
                 print(_row(rows[-1]), flush=True)
     print()
