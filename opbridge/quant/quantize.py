@@ -148,13 +148,25 @@ def output_cosine(graph: Graph, quantized: Graph, feeds: Sequence[Mapping[str, n
     """The lowest cosine of any output of ``quantized`` against ``graph`` over ``feeds``; with
     ``names`` (see :func:`scored_tensors`), the lowest :func:`agreement` of those tensors."""
     names = {v.name: False for v in graph.outputs} if names is None else names
-    inner = any(names.values())
+    float_view, int8_view = scoring_view(graph, names), scoring_view(quantized, names)
     worst = 1.0
     for i, feed in enumerate(feeds):
-        ref = reference[i] if reference is not None else interpret(graph, feed, keep_intermediates=inner)
-        got = interpret(quantized, feed, keep_intermediates=inner)
-        worst = min(worst, agreement(ref, got, names))
+        ref = reference[i] if reference is not None else interpret(float_view, feed)
+        worst = min(worst, agreement(ref, interpret(int8_view, feed), names))
     return worst
+
+
+def scoring_view(graph: Graph, names: Collection[str]) -> Graph:
+    """``graph`` with the tensors ``names`` it has among its outputs (the same nodes and
+    values): a run returns them without keeping every intermediate tensor, which on a large
+    model costs more time than the run (and a gigabyte a sample)."""
+    outs = {v.name for v in graph.outputs}
+    values = graph.values()
+    extra = [values[n] for n in names if n not in outs and n in values]
+    if not extra:
+        return graph
+    return Graph(graph.name, graph.inputs, [*graph.outputs, *extra], graph.nodes, graph.constants.values(),
+                 graph.registry, graph.metadata)
 
 
 def scaled_cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -308,26 +320,18 @@ class _WorstFirst:
 
 
 class _Baseline:
-    """The float reference outputs of every feed and the int8 graph's output cosine on each,
-    in one float and one int8 run per feed; the float activations (every named tensor) of the
-    ``keep`` feeds where int8 does worst are kept for :func:`layer_errors`, so the layers are
-    ranked by the damage they do where the target is missed, and no float run is made twice."""
+    """The float reference of every feed (the scored tensors) and the int8 graph's score on
+    each, one float and one int8 run per feed; then the float activations (every named
+    tensor) of the ``keep`` feeds where int8 does worst, for :func:`layer_errors`, so the
+    layers are ranked by the damage they do where the target is missed."""
 
     def __init__(self, graph: Graph, quantized: Graph, feeds: Sequence[Mapping[str, np.ndarray]],
                  keep: int, names: Mapping[str, bool]) -> None:
-        self.reference: list[dict[str, np.ndarray]] = []
-        self.cosines: list[float] = []
-        kept: list[tuple[float, int, dict[str, np.ndarray]]] = []
-        inner = any(names.values())
-        for i, feed in enumerate(feeds):
-            acts = interpret(graph, feed, keep_intermediates=True)
-            self.reference.append({k: acts[k] for k in names})
-            got = interpret(quantized, feed, keep_intermediates=inner)
-            c = agreement(acts, got, names)
-            self.cosines.append(c)
-            kept = sorted([*kept, (c, i, acts)], key=lambda t: (t[0], t[1]))[:keep]
-        self.acts = [a for _, _, a in kept]
-        self.worst_feeds = [i for _, i, _ in kept]
+        float_view, int8_view = scoring_view(graph, names), scoring_view(quantized, names)
+        self.reference = [interpret(float_view, f) for f in feeds]
+        self.cosines = [agreement(ref, interpret(int8_view, f), names) for ref, f in zip(self.reference, feeds)]
+        self.worst_feeds = sorted(range(len(feeds)), key=lambda i: (self.cosines[i], i))[:keep]
+        self.acts = [interpret(graph, feeds[i], keep_intermediates=True) for i in self.worst_feeds]
         self.worst = min(self.cosines)
 
 
