@@ -178,3 +178,30 @@ def test_cli_equalize(tmp_path, capsys):
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert err[0].startswith("error: ") and "without cross-layer equalisation" in err[0]
     assert err[1].startswith("hint: ")
+
+
+@requires_ort
+def test_grouped_second_conv():
+    """Conv (8 channels, skewed) -> Relu -> Conv with group 2: input channel c of the second
+    is column c % 4 of its output rows of group c // 4."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(7)
+    skew = np.array([40, 1, 0.03, 2, 0.5, 9, 0.01, 1], np.float32)
+    w1 = (rng.standard_normal((8, 3, 3, 3)) * skew.reshape(-1, 1, 1, 1)).astype(np.float32)
+    w2 = rng.standard_normal((6, 4, 3, 3)).astype(np.float32)
+    c1, i1 = _conv("a", "x", w1, rng.standard_normal(8).astype(np.float32), "y", pads=[1, 1, 1, 1])
+    c2, i2 = _conv("b", "r", w2, None, "out", group=2)
+    graph = helper.make_graph([c1, helper.make_node("Relu", ["y"], ["r"]), c2], "grouped",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 10, 10])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 6, 8, 8])], i1 + i2)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    e = equalize(ob.convert(model))
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    f = {"x": rng.standard_normal((1, 3, 10, 10)).astype(np.float32)}
+    ref = sess.run(None, f)[0]
+    np.testing.assert_allclose(ob.interpret(e, f)["out"], ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+    r1 = np.abs(_weights(e, "a")).reshape(8, -1).max(axis=1)
+    w2e = _weights(e, "b")
+    r2 = np.array([np.abs(w2e[(c // 4) * 3:(c // 4 + 1) * 3, c % 4]).max() for c in range(8)])
+    np.testing.assert_allclose(r1, r2, rtol=1e-5)
