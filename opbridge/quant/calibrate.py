@@ -79,7 +79,8 @@ def calibrate(
     feeds = load_samples(g, samples, limit=num_samples, preprocess=preprocess)
     passes = 1 if method == "minmax" else 2
     with _progress(progress, passes * len(feeds), g.name) as step:
-        lo, hi = _ranges(g, feeds, step)
+        keep, reference = _reference_keeper(g, feeds)
+        lo, hi = _ranges(g, feeds, step, keep)
         if method == "minmax":
             thresholds = {k: max(abs(lo[k]), abs(hi[k])) for k in lo}
         else:
@@ -87,7 +88,24 @@ def calibrate(
             thresholds = {k: _choose(method, h, max(abs(lo[k]), abs(hi[k])), lo[k] >= 0, percentile)
                           for k, h in hists.items()}
     tensors = {k: TensorRange(lo[k], hi[k], float(thresholds[k])) for k in lo}
-    return CalibrationTable(g.name, method, len(feeds), tensors, equalize)
+    table = CalibrationTable(g.name, method, len(feeds), tensors, equalize)
+    table.reference = reference
+    return table
+
+
+def _reference_keeper(graph: Graph, feeds: Sequence[dict[str, np.ndarray]]
+                      ) -> tuple[Callable[[int, dict[str, np.ndarray]], None], dict[str, dict[str, np.ndarray]]]:
+    """A callback that keeps, of the tensors of sample ``i``'s run, the ones the mixed search
+    scores, and the dict it keeps them in (by :func:`opbridge.quant.quantize.sample_key`)."""
+    from .quantize import graph_digest, sample_key, scored_tensors
+
+    names, digest = scored_tensors(graph), graph_digest(graph)
+    kept: dict[str, dict[str, np.ndarray]] = {}
+
+    def keep(i: int, tensors: dict[str, np.ndarray]) -> None:
+        kept[sample_key(digest, feeds[i])] = {n: tensors[n] for n in names if n in tensors}
+
+    return keep, kept
 
 
 def prepared(graph: Graph | str | os.PathLike[str], equalize: bool = False) -> Graph:
@@ -134,11 +152,14 @@ def _runs(graph: Graph, feeds: Sequence[dict[str, np.ndarray]],
         step()
 
 
-def _ranges(graph: Graph, feeds: Sequence[dict[str, np.ndarray]],
-            step: Callable[[], None]) -> tuple[dict[str, float], dict[str, float]]:
+def _ranges(graph: Graph, feeds: Sequence[dict[str, np.ndarray]], step: Callable[[], None],
+            keep: Callable[[int, dict[str, np.ndarray]], None] | None = None,
+            ) -> tuple[dict[str, float], dict[str, float]]:
     lo: dict[str, float] = {}
     hi: dict[str, float] = {}
-    for tensors in _runs(graph, feeds, step):
+    for i, tensors in enumerate(_runs(graph, feeds, step)):
+        if keep is not None:
+            keep(i, tensors)
         for k, a in tensors.items():
             finite = a[np.isfinite(a)]
             if finite.size == 0:

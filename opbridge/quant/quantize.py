@@ -16,6 +16,7 @@ whatever reason).
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
@@ -319,16 +320,46 @@ class _WorstFirst:
         return worst
 
 
+def graph_digest(graph: Graph) -> str:
+    """A digest of ``graph``'s nodes (ops, names, inputs, attributes) and constants (bytes)."""
+    h = hashlib.sha1()
+    for n in graph.nodes:
+        h.update(repr((n.op, n.name, [v.name if v is not None else "" for v in n.inputs],
+                       sorted(n.attrs.items(), key=lambda kv: kv[0]))).encode())
+    for c in graph.constants.values():
+        h.update(repr((c.name, c.dtype, c.shape)).encode())
+        h.update(np.ascontiguousarray(c.data).tobytes())
+    return h.hexdigest()
+
+
+def sample_key(digest: str, feed: Mapping[str, np.ndarray]) -> str:
+    """The key of one sample of the graph of ``digest``: that digest and the feed's bytes."""
+    h = hashlib.sha1(digest.encode())
+    for name in sorted(feed):
+        a = np.ascontiguousarray(feed[name])
+        h.update(repr((name, a.dtype.str, a.shape)).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
 class _Baseline:
     """The float reference of every feed (the scored tensors) and the int8 graph's score on
     each, one float and one int8 run per feed; then the float activations (every named
     tensor) of the ``keep`` feeds where int8 does worst, for :func:`layer_errors`, so the
-    layers are ranked by the damage they do where the target is missed."""
+    layers are ranked by the damage they do where the target is missed. A float reference
+    calibration kept (``cached``, :attr:`CalibrationTable.reference`) is not run again."""
 
     def __init__(self, graph: Graph, quantized: Graph, feeds: Sequence[Mapping[str, np.ndarray]],
-                 keep: int, names: Mapping[str, bool]) -> None:
+                 keep: int, names: Mapping[str, bool],
+                 cached: Mapping[str, Mapping[str, np.ndarray]] | None = None) -> None:
         float_view, int8_view = scoring_view(graph, names), scoring_view(quantized, names)
-        self.reference = [interpret(float_view, f) for f in feeds]
+        digest = graph_digest(graph) if cached else ""
+
+        def reference(f: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+            hit = cached.get(sample_key(digest, f)) if cached else None
+            return dict(hit) if hit is not None and all(n in hit for n in names) else interpret(float_view, f)
+
+        self.reference = [reference(f) for f in feeds]
         self.cosines = [agreement(ref, interpret(int8_view, f), names) for ref, f in zip(self.reference, feeds)]
         self.worst_feeds = sorted(range(len(feeds)), key=lambda i: (self.cosines[i], i))[:keep]
         self.acts = [interpret(graph, feeds[i], keep_intermediates=True) for i in self.worst_feeds]
@@ -391,7 +422,7 @@ def auto_mixed(graph: Graph, table: CalibrationTable, feeds: Sequence[Mapping[st
     build = build or Int8Builder(graph, table, per_channel, None)
     q = build(())
     names = scored_tensors(graph)
-    base = _Baseline(graph, q, feeds, SENSITIVITY_SAMPLES, names)
+    base = _Baseline(graph, q, feeds, SENSITIVITY_SAMPLES, names, table.reference)
     cos = base.worst
     keep: list[str] = []
     if cos < target_cos:

@@ -52,6 +52,11 @@ class CalibrationTable:
     #: Calibrated on the graph after cross-layer equalisation (``calibrate(equalize=True)``):
     #: its ranges are the equalised graph's, and quantizing takes that graph too.
     equalized: bool = False
+    #: In memory only, never saved: per calibration sample (keyed by the graph's and the
+    #: sample's digests, :func:`opbridge.quant.quantize.sample_key`), the float graph's
+    #: scored tensors on it, so a mixed-precision search on the same samples does not run the
+    #: float model again.
+    reference: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False, compare=False)
 
     def __getitem__(self, name: str) -> TensorRange:
         return self.tensors[name]

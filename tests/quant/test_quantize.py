@@ -401,3 +401,38 @@ def test_search_on_the_worst_feeds_then_every_feed_finds_the_fewest(cnn):
     fewest = next(k for k in range(len(order) + 1) if score(k) >= target)
     assert len(kept) == fewest and kept == order[:fewest]
     assert score(fewest) >= target
+
+
+def test_search_reuses_the_float_outputs_calibration_kept(cnn, monkeypatch, tmp_path):
+    import importlib
+
+    qmod = importlib.import_module("opbridge.quant.quantize")
+    _, g, _ = cnn
+    samples = feeds(4, seed=13)
+    table = ob.calibrate(g, samples, method="minmax")
+    assert len(table.reference) == 4  # one entry per sample, the scored tensors
+    first = next(iter(table.reference.values()))
+    assert set(first) == {"prob", "logits"}
+    float_runs = []
+    real = qmod.interpret
+
+    def counting(graph, feed, **kw):
+        if not kw.get("keep_intermediates") and not any(n.op == "QuantizeLinear" for n in graph.nodes):
+            float_runs.append(1)
+        return real(graph, feed, **kw)
+
+    monkeypatch.setattr(qmod, "interpret", counting)
+    damaged = _damaged(table)
+    damaged.reference = table.reference
+    cached = ob.quantize(g, damaged, mixed_precision="auto", target_cos=0.9999, samples=samples)
+    assert float_runs == []  # the reference came from calibration
+    table.save(tmp_path / "t.json")  # a saved table keeps no reference: the search runs the float model
+    loaded = _damaged(CalibrationTable.load(tmp_path / "t.json"))
+    fresh = ob.quantize(g, loaded, mixed_precision="auto", target_cos=0.9999, samples=samples)
+    assert len(float_runs) == 4
+    assert fresh.metadata["quant.cosine"] == cached.metadata["quant.cosine"]
+    assert fresh.metadata["quant.auto_float_layers"] == cached.metadata["quant.auto_float_layers"]
+    # other samples than calibration's: no hit, the float model runs
+    float_runs.clear()
+    ob.quantize(g, damaged, mixed_precision="auto", target_cos=0.9999, samples=feeds(2, seed=14))
+    assert len(float_runs) == 2
