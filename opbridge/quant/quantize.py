@@ -1,15 +1,19 @@
 """``ob.quantize``: a float graph -> an int8 (QDQ) or half-precision graph.
 
-With ``mixed_precision="auto"`` the int8 graph is scored against the float one (the lowest
-output cosine over the evaluation samples); while it is under ``target_cos``, layers are kept
-in float, most sensitive first. A layer's sensitivity is the output error when it alone runs in
-int8 (TPU-MLIR's sensitive-layer search ranks layers by the same kind of single-layer score,
-``run_sensitive_layer``), computed on the cached float activations of a few samples by running
-that layer in int8 and only the nodes downstream of it again (:func:`layer_errors`). Then 1, 2,
-4, ... of the most sensitive layers are kept float until the target is met, and a bisection
-finds the fewest that meet it: a handful of whole int8 runs, not one per layer, each stopped
-at the first sample under the target (:class:`_WorstFirst`). The layers it
-kept float, and the cosine reached, are in ``graph.metadata`` (``quant.auto_float_layers``,
+With ``mixed_precision="auto"`` the int8 graph is scored against the float one: per sample,
+the lowest score of the outputs (cosine) and of the logits before a final Softmax / Sigmoid
+(:func:`scaled_cosine`, see :func:`scored_tensors`), and over the samples the lowest, never a
+mean. While it is under ``target_cos``, layers are kept in float, most sensitive first. A
+layer's sensitivity is the score's drop when it alone runs in int8 (TPU-MLIR's
+sensitive-layer search ranks layers by the same kind of single-layer score,
+``run_sensitive_layer``), computed on the float activations of the samples int8 everywhere
+does worst on, by running that layer in int8 and only the nodes downstream of it again
+(:func:`layer_errors`). Then 1, 2, 4, ... of the most sensitive layers are kept float until
+the target is met, and a bisection finds the fewest that meet it, each candidate scored on
+those worst samples and stopped at the first one under the target (:class:`_WorstFirst`);
+the answer is checked on every sample, and a sample it misses joins the scored ones
+(:class:`_Search`). A result under int8 everywhere is never returned. The layers it kept
+float, and the score reached, are in ``graph.metadata`` (``quant.auto_float_layers``,
 ``quant.cosine``; ``quant.float_layers`` lists every int8-capable layer left float, for
 whatever reason).
 """
