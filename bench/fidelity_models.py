@@ -3,8 +3,11 @@
 Written here from the public layer lists (the modules are our own code; the layer lists, channel
 counts and input shapes follow the cited files):
 
-- LPRNet: sirius-ai/LPRNet_Pytorch ``model/LPRNet.py`` (commit 330c09cc), ``build_lprnet``
-  defaults (class_num 68 as the sophon-demo sample's checkpoint, lpr_max_len 8), input 3x24x94.
+- LPRNet: as the published bmodels were compiled, sophgo/sophon-demo
+  ``sample/LPRNet/tools/LPRNet.py`` (commit efa23c19): sirius-ai/LPRNet_Pytorch
+  ``model/LPRNet.py`` with its three MaxPool3d spelt as MaxPool2d (the sample's
+  ``docs/LPRNet_Export_Guide.md``, commit 4770f8ef: the toolchain has no 3-D max pooling),
+  ``build_lprnet(class_num=68)`` as its ``tools/export_onnx.py``, input 3x24x94.
 - DeepSORT ReID extractor: ZQPei/deep_sort_pytorch ``deep_sort/deep/model.py`` (commit
   b6747869) ``Net(reid=True)``, input 3x128x64.
 - C3D: open-mmlab/mmaction2 ``mmaction/models/backbones/c3d.py`` (commit 34be42e8), conv1a to
@@ -50,16 +53,19 @@ def _torch() -> Any:
 def _lprnet(torch: Any) -> Any:
     nn = torch.nn
 
-    class Pool3(nn.Module):
-        """LPRNet's MaxPool3d on a 4-D tensor (torch reads it as unbatched C, D, H, W, so the
-        window also slides over channels), spelt with a batch axis the converter maps."""
+    class ChannelPool(nn.Module):
+        """The sophon-demo spelling of LPRNet's MaxPool3d((1, 3, 3), (s, 1, 2)) (its export
+        guide: the toolchain has no 3-D max pooling): a 3x3 MaxPool2d of stride (1, 2), then a
+        1x1 MaxPool2d of stride (1, s) between two transposes (1, 3), which keeps every s-th
+        channel."""
 
-        def __init__(self, kernel: tuple[int, ...], stride: tuple[int, ...]) -> None:
+        def __init__(self, s: int) -> None:
             super().__init__()
-            self.pool = nn.MaxPool3d(kernel, stride)
+            self.spatial = nn.MaxPool2d((3, 3), (1, 2))
+            self.channels = nn.MaxPool2d((1, 1), (1, s))
 
         def forward(self, x: Any) -> Any:
-            return self.pool(x.unsqueeze(1)).squeeze(1)
+            return self.channels(self.spatial(x).transpose(1, 3)).transpose(1, 3)
 
     def block(cin: int, cout: int) -> Any:
         q = cout // 4
@@ -72,12 +78,12 @@ def _lprnet(torch: Any) -> Any:
             super().__init__()
             self.backbone = nn.Sequential(
                 nn.Conv2d(3, 64, 3), nn.BatchNorm2d(64), nn.ReLU(),
-                Pool3((1, 3, 3), (1, 1, 1)),
+                nn.MaxPool2d((3, 3), (1, 1)),
                 block(64, 128), nn.BatchNorm2d(128), nn.ReLU(),
-                Pool3((1, 3, 3), (2, 1, 2)),
+                ChannelPool(2),
                 block(64, 256), nn.BatchNorm2d(256), nn.ReLU(),
                 block(256, 256), nn.BatchNorm2d(256), nn.ReLU(),
-                Pool3((1, 3, 3), (4, 1, 2)), nn.Dropout(0.5),
+                ChannelPool(4), nn.Dropout(0.5),
                 nn.Conv2d(64, 256, (1, 4)), nn.BatchNorm2d(256), nn.ReLU(), nn.Dropout(0.5),
                 nn.Conv2d(256, classes, (13, 1)), nn.BatchNorm2d(classes), nn.ReLU())
             self.container = nn.Conv2d(448 + classes, classes, 1)
