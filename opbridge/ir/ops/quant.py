@@ -220,12 +220,35 @@ def quantize_multiplier(real_scale: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def fixed_point_rescale(x: np.ndarray, multiplier: Any, shift: Any) -> np.ndarray:
-    """``round_half_away_from_zero(x * multiplier / 2**(31 + shift))`` in int64, for int64 ``x``
-    with ``|x| < 2**31`` and ``multiplier < 2**31`` (so the product stays below 2**62). A left
-    shift (``31 + shift <= 0``) caps the magnitude at 2**40 first: every caller saturates the
-    result to 16 bits or fewer, which such a value passes anyway."""
-    prod = x * np.asarray(multiplier, np.int64)
+    """``round_half_away_from_zero(x * multiplier / 2**(31 + shift))`` in int64, for integer
+    ``x`` with ``|x| < 2**31`` and ``multiplier < 2**31`` (so the product stays below 2**62). A
+    left shift (``31 + shift <= 0``) caps the magnitude at 2**40 first and shifts by at most
+    20: every caller saturates the result to 16 bits or fewer, which such a value passes
+    anyway. ``multiplier`` and ``shift`` are scalars or arrays that broadcast against ``x``
+    (per channel)."""
+    m = np.asarray(multiplier, np.int64)
     n = 31 + np.asarray(shift, np.int64)
+    prod = np.asarray(np.multiply(x, m, dtype=np.int64))
+    if np.broadcast_shapes(prod.shape, n.shape) != prod.shape:  # a shift wider than x * m
+        prod = np.array(np.broadcast_to(prod, np.broadcast_shapes(prod.shape, n.shape)))
+    if n.size and (n.min() < 1 or n.max() > 62):
+        return _rescale_any_shift(prod, n)
+    # Right shifts only. With h = 2**(n-1), rounding half away from zero is
+    # (p + h) >> n for p >= 0 and -((-p + h) >> n) = (p + h - 1) >> n for p < 0 (the
+    # arithmetic shift floors; -floor((h - p) / 2**n) = ceil((p - h) / 2**n) =
+    # floor((p - h + 2**n - 1) / 2**n)). p >> 63 is -1 for p < 0 and 0 otherwise, so both
+    # are (p + (p >> 63) + h) >> n. No overflow: |p| < 2**62 and h <= 2**61.
+    sign = np.right_shift(prod, 63)
+    prod += sign
+    prod += np.left_shift(np.int64(1), n - 1)
+    prod >>= n
+    return prod
+
+
+def _rescale_any_shift(prod: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """:func:`fixed_point_rescale` of the product ``prod`` where some ``n = 31 + shift`` is
+    below 1 (a left shift) or above 62 (the result rounds to 0): each branch computed for all
+    elements and picked per element (a scale of 2**30 or more, or below 2**-31: rare)."""
     mag = np.abs(prod)
     right = np.clip(n, 1, 62)
     down = (mag + (np.int64(1) << (right - 1))) >> right
@@ -262,10 +285,10 @@ def requantize(acc: np.ndarray, multiplier: np.ndarray, shift: np.ndarray,
     def per(p: np.ndarray) -> np.ndarray:
         return broadcast_params(p.astype(np.int64), acc.shape, axis, 0)
 
-    q = fixed_point_rescale(acc.astype(np.int64), per(multiplier), per(shift))
+    q = fixed_point_rescale(acc, per(multiplier), per(shift))  # a fresh int64 array
     if y_zero_point is not None:
-        q = q + per(y_zero_point)
-    return np.clip(q, lo, hi).astype(to_numpy_dtype(output_dtype))
+        q += per(y_zero_point)
+    return np.clip(q, lo, hi, out=q).astype(to_numpy_dtype(output_dtype))
 
 
 (
