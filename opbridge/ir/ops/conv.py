@@ -201,16 +201,27 @@ def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, k
     w_given = w
     x = x.astype(cdt, copy=False)
     w = w.astype(cdt, copy=False)
-    n, c = x.shape[:2]
-    m = w.shape[0]
     nsp = len(k)
     out_sp = [out_size(x.shape[2 + i], k[i], s[i], d[i], p[i], p[i + nsp]) for i in range(nsp)]
-    kprod = int(np.prod(k))
-    cg, mg = c // group, m // group
     yw = _winograd(x, w_given, None if b is None else b.astype(cdt, copy=False), group, k, s, d, p,
                    out_sp)
     if yw is not None:
         return yw.astype(out_dt, copy=False)  # the bias is in already
+    y = direct_conv(x, w, group, k, s, d, p, out_sp)
+    if b is not None:
+        y += b.astype(cdt).reshape((1, w.shape[0]) + (1,) * nsp)  # y is a fresh buffer here
+    return y.astype(out_dt, copy=False)
+
+
+def direct_conv(x: np.ndarray, w: np.ndarray, group: int, k: Ints, s: Ints, d: Ints, p: Ints,
+                out_sp: Sequence[int]) -> np.ndarray:
+    """The convolution in ``x``'s type (``w`` of the same), no bias, as a fresh (N, M, *out)
+    buffer: 1x1 by one matmul per group, depthwise by taps, the rest by im2col + matmul."""
+    n, c = x.shape[:2]
+    m = w.shape[0]
+    nsp = len(k)
+    kprod = int(np.prod(k))
+    cg, mg = c // group, m // group
     if kprod == 1 and not any(p):
         # 1x1: one matmul per group, no im2col (a stride only picks every s-th pixel)
         xs = x[(slice(None), slice(None)) + tuple(slice(None, None, v) for v in s)]
@@ -225,10 +236,7 @@ def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, group: int, k
         col = np.ascontiguousarray(win.transpose(order)).reshape(group, cg * kprod, -1)
         y = np.matmul(w.reshape(group, mg, cg * kprod), col)  # (G, Mg, N*out)
         y = np.moveaxis(y.reshape(m, n, *out_sp), 0, 1)
-    y = y.reshape(n, m, *out_sp)
-    if b is not None:
-        y += b.astype(cdt).reshape((1, m) + (1,) * nsp)  # y is a fresh buffer here
-    return y.astype(out_dt, copy=False)
+    return y.reshape(n, m, *out_sp)
 
 
 def _winograd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, group: int, k: Ints, s: Ints,
@@ -389,16 +397,24 @@ def _convint_shape(ctx: ShapeContext) -> Any:
 def _conv_integer(x: np.ndarray, w: np.ndarray, x_zero_point: np.ndarray | None = None,
                   w_zero_point: np.ndarray | None = None, *, group: int,
                   kernel_shape: Ints, strides: Ints, dilations: Ints, pads: Ints) -> np.ndarray:
-    # f64 holds every i8/u8 product sum exactly; zero-point subtraction before padding, so
-    # the padded positions contribute 0 (as the spec's "(x - x_zero_point) conv ...")
-    xf = x.astype(np.float64)
-    if x_zero_point is not None:
-        xf -= float(x_zero_point.reshape(-1)[0])
-    wf = w.astype(np.float64)
+    """Exact: (x - x_zp) and (w - w_zp) in the narrowest type whose sums of their products
+    cannot round (float32 or float64 BLAS, int64 past that; see
+    :func:`~opbridge.ir.ops.quant.exact_sum_dtype`). The zero point is subtracted before
+    padding, so the padded positions contribute 0 (the spec's "(x - x_zero_point) conv ...")."""
+    from .quant import exact_sum_dtype, offset_bound
+
+    m = w.shape[0]
+    wi = w.astype(np.int64)
     if w_zero_point is not None:
-        wf -= w_zero_point.astype(np.float64).reshape((-1,) + (1,) * (w.ndim - 1))
-    return np.rint(conv_nd(xf, wf, None, group=group, k=kernel_shape, s=strides, d=dilations,
-                           p=pads)).astype(np.int32)
+        wi -= w_zero_point.astype(np.int64).reshape((-1,) + (1,) * (w.ndim - 1))
+    dt = exact_sum_dtype(offset_bound(x.dtype, x_zero_point), np.abs(wi).reshape(m, -1).sum(axis=1))
+    xf = x.astype(dt)
+    if x_zero_point is not None:
+        xf -= dt.type(x_zero_point.reshape(-1)[0])
+    k, s, d, p = kernel_shape, strides, dilations, pads
+    out_sp = [out_size(x.shape[2 + i], k[i], s[i], d[i], p[i], p[i + len(k)]) for i in range(len(k))]
+    # every entry is an exact integer in range, so the cast to i32 is exact
+    return direct_conv(xf, wi.astype(dt), group, k, s, d, p, out_sp).astype(np.int32)
 
 
 (

@@ -219,29 +219,41 @@ def quantize_multiplier(real_scale: Any) -> tuple[np.ndarray, np.ndarray]:
     return m.astype(np.int32), shift.astype(np.int32)
 
 
-def fixed_point_rescale(x: np.ndarray, multiplier: Any, shift: Any) -> np.ndarray:
-    """``round_half_away_from_zero(x * multiplier / 2**(31 + shift))`` in int64, for integer
-    ``x`` with ``|x| < 2**31`` and ``multiplier < 2**31`` (so the product stays below 2**62). A
-    left shift (``31 + shift <= 0``) caps the magnitude at 2**40 first and shifts by at most
-    20: every caller saturates the result to 16 bits or fewer, which such a value passes
-    anyway. ``multiplier`` and ``shift`` are scalars or arrays that broadcast against ``x``
-    (per channel)."""
+def fixed_point_rescale(x: np.ndarray, multiplier: Any, shift: Any, offset: Any = None) -> np.ndarray:
+    """``round_half_away_from_zero(x * multiplier / 2**(31 + shift)) + offset`` in int64, for
+    integer ``x`` with ``|x| < 2**31`` and ``multiplier < 2**31`` (so the product stays below
+    2**62). A left shift (``31 + shift <= 0``) caps the magnitude at 2**40 first and shifts by
+    at most 20: every caller saturates the result to 16 bits or fewer, which such a value
+    passes anyway. ``multiplier``, ``shift`` and the integer ``offset`` (absent = 0, e.g. a
+    zero point) are scalars or arrays that broadcast against ``x`` (per channel)."""
     m = np.asarray(multiplier, np.int64)
     n = 31 + np.asarray(shift, np.int64)
     prod = np.asarray(np.multiply(x, m, dtype=np.int64))
-    if np.broadcast_shapes(prod.shape, n.shape) != prod.shape:  # a shift wider than x * m
-        prod = np.array(np.broadcast_to(prod, np.broadcast_shapes(prod.shape, n.shape)))
+    shape = np.broadcast_shapes(prod.shape, n.shape, np.shape(offset))
+    if shape != prod.shape:  # a shift or offset wider than x * multiplier
+        prod = np.array(np.broadcast_to(prod, shape))
     if n.size and (n.min() < 1 or n.max() > 62):
-        return _rescale_any_shift(prod, n)
-    # Right shifts only. With h = 2**(n-1), rounding half away from zero is
-    # (p + h) >> n for p >= 0 and -((-p + h) >> n) = (p + h - 1) >> n for p < 0 (the
-    # arithmetic shift floors; -floor((h - p) / 2**n) = ceil((p - h) / 2**n) =
-    # floor((p - h + 2**n - 1) / 2**n)). p >> 63 is -1 for p < 0 and 0 otherwise, so both
-    # are (p + (p >> 63) + h) >> n. No overflow: |p| < 2**62 and h <= 2**61.
-    sign = np.right_shift(prod, 63)
-    prod += sign
-    prod += np.left_shift(np.int64(1), n - 1)
+        prod = _rescale_any_shift(prod, n)
+        if offset is not None:
+            prod += np.asarray(offset, np.int64)
+        return prod
+    # Right shifts only. With h = 2**(n-1), rounding half away from zero is (p + h) >> n for
+    # p >= 0 and -((h - p) >> n) = (p + h - 1) >> n for p < 0 (the arithmetic shift floors:
+    # -floor((h - p) / 2**n) = ceil((p - h) / 2**n) = floor((p - h + 2**n - 1) / 2**n)).
+    # An offset o joins the constant as o * 2**n where that cannot overflow: the shift of
+    # p + h - 1 + o * 2**n is the shift of p + h - 1, plus o. No overflow: |p| < 2**62 and
+    # the constant is at most 2**62 in magnitude.
+    neg = np.less(prod, 0)
+    const = np.left_shift(np.int64(1), n - 1)
+    off = None if offset is None else np.asarray(offset, np.int64)
+    if off is not None and np.all(np.abs(off) * np.exp2(n) + np.exp2(n - 1) <= 2.0**62):
+        const = const + (off << n)
+        off = None
+    prod += const
+    prod -= neg
     prod >>= n
+    if off is not None:
+        prod += off
     return prod
 
 
@@ -285,9 +297,8 @@ def requantize(acc: np.ndarray, multiplier: np.ndarray, shift: np.ndarray,
     def per(p: np.ndarray) -> np.ndarray:
         return broadcast_params(p.astype(np.int64), acc.shape, axis, 0)
 
-    q = fixed_point_rescale(acc, per(multiplier), per(shift))  # a fresh int64 array
-    if y_zero_point is not None:
-        q += per(y_zero_point)
+    zp = None if y_zero_point is None else per(y_zero_point)
+    q = fixed_point_rescale(acc, per(multiplier), per(shift), zp)  # a fresh int64 array
     return np.clip(q, lo, hi, out=q).astype(to_numpy_dtype(output_dtype))
 
 
@@ -304,6 +315,38 @@ def requantize(acc: np.ndarray, multiplier: np.ndarray, shift: np.ndarray,
     .shape_fn(_requantize_shape)
     .compute(requantize)
 )
+
+
+# -- exact integer products in floating point ---------------------------------------------------
+#: The float types an integer product sum may run in, narrowest first, with the largest
+#: magnitude up to which each holds every integer (2**p for a p-bit significand).
+_EXACT_FLOATS = ((np.dtype(np.float32), 2**24), (np.dtype(np.float64), 2**53))
+
+
+def offset_bound(dtype: Any, zero_point: Any = None) -> int:
+    """The largest ``|v - zero_point|`` over every ``v`` of the integer ``dtype`` (and every
+    entry of a per-row/per-channel ``zero_point``; absent = 0)."""
+    info = np.iinfo(dtype)
+    zp = np.zeros(1, np.int64) if zero_point is None else np.asarray(zero_point, np.int64).ravel()
+    return int(max(info.max - zp.min(), zp.max() - info.min))
+
+
+def exact_sum_dtype(x_bound: int, w_abs_sums: np.ndarray) -> np.dtype:
+    """The type in which sums of integer products ``x_k * w_k`` come out exact: float32 or
+    float64 (BLAS speed), else int64.
+
+    Every output is ``sum_k x_k * w_k`` with ``|x_k| <= x_bound`` and, for its output
+    channel / column, ``sum_k |w_k|`` an entry of ``w_abs_sums``. Any partial sum over a
+    subset of the terms, in any order or blocking (a GEMM's, with or without FMA), is an
+    integer of magnitude at most ``B = x_bound * max(w_abs_sums)``, and so is every single
+    product. A float type with a p-bit significand represents every integer of magnitude
+    up to 2**p, so each product and each addition is exact (no rounding ever happens) when
+    ``B <= 2**p``: 2**24 for float32, 2**53 for float64. For 8-bit operands ``x_bound <= 255``
+    and ``|w_k| <= 255``, so ``B <= 65025 * K`` with ``K = C/group * kh * kw`` (or the
+    matmul's inner length): float64 is exact for every ``K < 2**53 / 65025 ~ 1.4e11``, and the
+    int64 fallback (exact to 2**63) only takes larger sums."""
+    bound = x_bound * int(np.max(w_abs_sums, initial=0))
+    return next((dt for dt, limit in _EXACT_FLOATS if bound <= limit), np.dtype(np.int64))
 
 
 # -- QAdd ----------------------------------------------------------------------------------------

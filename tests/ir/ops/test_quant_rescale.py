@@ -80,12 +80,16 @@ def test_left_shifts_exact_below_the_cap() -> None:
     np.testing.assert_array_equal(fixed_point_rescale(xx, mm, s).astype(object), _ref_array(xx, mm, s))
 
 
-def test_int32_input_and_requantize_per_channel() -> None:
-    """Requantize takes the i32 accumulator directly: saturate(rescale + zp) per channel."""
+@pytest.mark.parametrize("shifts", [[-2, 5, 12, 30], [-20, -10, 0, 3], [-31, 0, 1, 40]],
+                         ids=["large", "small", "left-shift"])
+def test_int32_input_and_requantize_per_channel(shifts: list[int]) -> None:
+    """Requantize takes the i32 accumulator directly: saturate(rescale + zp) per channel (the
+    zero point joins the rounding constant when small shifts let it, else is added after)."""
     acc = RNG.integers(-(2**31), 2**31, (1, 4, 5, 5)).astype(np.int32)
     acc[0, 0, 0, :3] = [-(2**31), 2**31 - 1, 0]
-    m = RNG.integers(2**30, 2**31, 4).astype(np.int32)
-    s = np.array([-2, 5, 12, 30], np.int32)
+    acc[0, 1, 0, :4] = [-(2**10), -3 * 2**9, 2**10, 3 * 2**9]  # ties for small shifts
+    m = np.array([2**31 - 1, 2**30, 2**30 + 12345, 2**31 - 2], np.int32)
+    s = np.array(shifts, np.int32)
     zp = np.array([-3, 0, 4, 100], np.int8)
     got = requantize(acc, m, s, zp, axis=1, output_dtype="i8")
     ref = _ref_array(acc.astype(np.int64), m.reshape(1, 4, 1, 1).astype(np.int64),
@@ -93,3 +97,15 @@ def test_int32_input_and_requantize_per_channel() -> None:
     want = np.clip(ref + zp.astype(np.int64).reshape(1, 4, 1, 1), -128, 127).astype(np.int8)
     assert got.dtype == np.int8
     np.testing.assert_array_equal(got, want)
+    wide = requantize(acc, m, s, zp.astype(np.int16), axis=1, output_dtype="i16")
+    np.testing.assert_array_equal(wide, np.clip(ref + zp.astype(np.int64).reshape(1, 4, 1, 1),
+                                                -(2**15), 2**15 - 1).astype(np.int16))
+
+
+@pytest.mark.parametrize("shift", [-30, -5, 20, 31])
+@pytest.mark.parametrize("offset", [0, -7, 32767, -(2**40)])
+def test_offset_is_added_after_rounding(shift: int, offset: int) -> None:
+    x = np.concatenate([_edge_x(), RNG.integers(-(2**31) + 1, 2**31, 100)])
+    got = fixed_point_rescale(x, 2**31 - 1, shift, offset)
+    want = _ref_array(x, np.int64(2**31 - 1), np.int64(shift)) + offset
+    np.testing.assert_array_equal(got.astype(object), want)
