@@ -121,14 +121,23 @@ def _mmi_shape(ctx: ShapeContext) -> Any:
 
 def _matmul_integer(a: np.ndarray, b: np.ndarray, a_zero_point: np.ndarray | None = None,
                     b_zero_point: np.ndarray | None = None) -> np.ndarray:
-    ai = a.astype(np.int64)
+    """Exact: (a - a_zp) @ (b - b_zp) in the narrowest type whose sums of products cannot round
+    (float32 or float64 BLAS, int64 past that; see
+    :func:`~opbridge.ir.ops.quant.exact_sum_dtype`), then i32."""
+    from .quant import exact_sum_dtype, offset_bound
+
     bi = b.astype(np.int64)
-    if a_zero_point is not None:
-        za = a_zero_point.astype(np.int64)
-        ai = ai - (za.reshape(-1, 1) if za.size > 1 else za.reshape(()))
     if b_zero_point is not None:
-        bi = bi - b_zero_point.astype(np.int64).reshape(-1 if b_zero_point.size > 1 else ())
-    return np.matmul(ai, bi).astype(np.int32)
+        bi -= b_zero_point.astype(np.int64).reshape(-1 if b_zero_point.size > 1 else ())
+    # sum |b - b_zp| down each column (a 1-d b is one column)
+    col_sums = np.abs(bi).sum(axis=-2 if bi.ndim > 1 else 0)
+    dt = exact_sum_dtype(offset_bound(a.dtype, a_zero_point), col_sums)
+    af = a.astype(dt)
+    if a_zero_point is not None:
+        za = a_zero_point.astype(dt)
+        af -= za.reshape(-1, 1) if za.size > 1 else za.reshape(())
+    # every entry is an exact integer, so the cast to i32 is exact
+    return np.matmul(af, bi.astype(dt)).astype(np.int32)
 
 
 (
