@@ -254,7 +254,8 @@ def _winograd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, group: int, k:
 
 def _depthwise(x: np.ndarray, w: np.ndarray, mg: int, k: Ints, s: Ints, d: Ints, p: Ints,
                out_sp: Sequence[int]) -> np.ndarray:
-    """Depthwise (one input channel per group): the taps summed over whole shifted views."""
+    """Depthwise (one input channel per group): the taps summed over whole shifted views, in
+    tap order (the same sum, bit for bit, whichever way the views are cut)."""
     n, nsp, m = x.shape[0], len(k), w.shape[0]
     xp = pad_spatial(x, p)
     if mg > 1:
@@ -263,10 +264,36 @@ def _depthwise(x: np.ndarray, w: np.ndarray, mg: int, k: Ints, s: Ints, d: Ints,
     bshape = (1, m) + (1,) * nsp
     acc = np.zeros((n, m, *out_sp), x.dtype)
     tmp = np.empty_like(acc)
-    for t, view in taps(xp, k, s, d, out_sp):
+    views = _phase_taps(xp, k, s, d, out_sp) if _phased(k, s) else taps(xp, k, s, d, out_sp)
+    for t, view in views:
         np.multiply(view, wk[:, t].reshape(bshape), out=tmp)
         acc += tmp
     return acc
+
+
+def _phased(k: Ints, s: Ints) -> bool:
+    """Whether a strided depthwise conv reads its taps from stride phases: when its taps
+    outnumber the phases enough to pay the phases' one copy of the input."""
+    phases = int(np.prod(s))
+    return phases > 1 and int(np.prod(k)) >= 2 * phases
+
+
+def _phase_taps(xp: np.ndarray, k: Ints, s: Ints, d: Ints,
+                out_sp: Sequence[int]) -> Iterator[tuple[int, np.ndarray]]:
+    """:func:`taps` of a strided window read from the stride phases of ``xp`` (``xp[..., r::s]``
+    made contiguous once per phase offset r): a tap starting at ``a`` reads phase ``a % s``
+    from ``a // s`` on, so its view walks contiguous rows instead of every s-th element."""
+    nsp = len(k)
+    phases: dict[tuple[int, ...], np.ndarray] = {}
+    for t, pos in enumerate(np.ndindex(*k)):
+        start = [pos[i] * d[i] for i in range(nsp)]
+        r = tuple(start[i] % s[i] for i in range(nsp))
+        if r not in phases:
+            phases[r] = np.ascontiguousarray(
+                xp[(slice(None), slice(None)) + tuple(slice(r[i], None, s[i]) for i in range(nsp))])
+        off = [start[i] // s[i] for i in range(nsp)]
+        yield t, phases[r][(slice(None), slice(None))
+                           + tuple(slice(off[i], off[i] + out_sp[i]) for i in range(nsp))]
 
 
 def _conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, group: int,
