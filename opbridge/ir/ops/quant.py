@@ -119,10 +119,14 @@ def quantize_linear(x: np.ndarray, y_scale: np.ndarray, y_zero_point: np.ndarray
     with np.errstate(all="ignore"):
         if output_dtype in INT_RANGES:
             lo, hi = INT_RANGES[output_dtype]
-            q = np.rint(np.nan_to_num(ratio.astype(np.float64), nan=0.0))
+            q = np.array(ratio, np.float64)  # a fresh buffer, rounded and clipped in place
+            np.rint(q, out=q)
+            nan = np.isnan(q)
+            if nan.any():  # NaN reads as 0; +-inf saturate in the clip
+                q[nan] = 0.0
             if zp is not None:
-                q = q + zp.astype(np.float64)
-            return np.clip(q, lo, hi).astype(to)
+                q += zp.astype(np.float64)
+            return np.clip(q, lo, hi, out=q).astype(to)
         if output_dtype in FLOAT8:
             if saturate:
                 fmax = float(ml_dtypes.finfo(to).max)
@@ -228,11 +232,14 @@ def fixed_point_rescale(x: np.ndarray, multiplier: Any, shift: Any, offset: Any 
     zero point) are scalars or arrays that broadcast against ``x`` (per channel)."""
     m = np.asarray(multiplier, np.int64)
     n = 31 + np.asarray(shift, np.int64)
+    if n.size and n.max() > 62:  # |x * m| < 2**62 <= 2**(n-1): rounds to 0, as 0 >> 62 does
+        m = np.where(n > 62, 0, m)
+        n = np.minimum(n, 62)
     prod = np.asarray(np.multiply(x, m, dtype=np.int64))
     shape = np.broadcast_shapes(prod.shape, n.shape, np.shape(offset))
     if shape != prod.shape:  # a shift or offset wider than x * multiplier
         prod = np.array(np.broadcast_to(prod, shape))
-    if n.size and (n.min() < 1 or n.max() > 62):
+    if n.size and n.min() < 1:
         prod = _rescale_any_shift(prod, n)
         if offset is not None:
             prod += np.asarray(offset, np.int64)
@@ -259,12 +266,11 @@ def fixed_point_rescale(x: np.ndarray, multiplier: Any, shift: Any, offset: Any 
 
 def _rescale_any_shift(prod: np.ndarray, n: np.ndarray) -> np.ndarray:
     """:func:`fixed_point_rescale` of the product ``prod`` where some ``n = 31 + shift`` is
-    below 1 (a left shift) or above 62 (the result rounds to 0): each branch computed for all
-    elements and picked per element (a scale of 2**30 or more, or below 2**-31: rare)."""
+    below 1 (a left shift): each branch computed for all elements and picked per element (a
+    scale of 2**30 or more: rare)."""
     mag = np.abs(prod)
-    right = np.clip(n, 1, 62)
+    right = np.maximum(n, 1)  # n <= 62 here
     down = (mag + (np.int64(1) << (right - 1))) >> right
-    down = np.where(n > 62, 0, down)  # |prod| < 2**62 <= 2**(n-1): rounds to 0
     up = np.minimum(mag, np.int64(1) << 40) << np.clip(-n, 0, 20)
     return np.where(prod < 0, -1, 1) * np.where(n >= 1, down, up)
 

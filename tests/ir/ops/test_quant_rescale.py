@@ -10,6 +10,8 @@ import pytest
 
 from opbridge.ir.ops.quant import fixed_point_rescale, requantize
 
+from .onnx_ref import run_ir, run_onnx_reference
+
 RNG = np.random.default_rng(7)
 
 
@@ -109,3 +111,29 @@ def test_offset_is_added_after_rounding(shift: int, offset: int) -> None:
     got = fixed_point_rescale(x, 2**31 - 1, shift, offset)
     want = _ref_array(x, np.int64(2**31 - 1), np.int64(shift)) + offset
     np.testing.assert_array_equal(got.astype(object), want)
+
+
+@pytest.mark.parametrize("out", ["u8", "i8", "u16", "i16"])
+def test_quantize_linear_ties_and_saturation_match_onnx_reference(out: str) -> None:
+    """Round half to even and saturation, per axis, against onnx.reference (finite values
+    within int32 after scaling: its own cast to int32 is undefined past that)."""
+    dt = {"u8": np.uint8, "i8": np.int8, "u16": np.uint16, "i16": np.int16}[out]
+    x = np.array([[0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 3.49, 1e6, -1e6, 126.5],
+                  [100.0, -100.0, 7.5, -7.5, 0.0, -0.0, 1e6, -1e6, 2.5, -127.5]], np.float32)
+    scale = np.array([1.0, 0.5], np.float32)
+    zp = np.array([3, 0] if out[0] == "u" else [-2, 5], dt)
+    args = [x, scale, zp]
+    got = run_ir("QuantizeLinear", args, axis=0, output_dtype=out)[0]
+    want = run_onnx_reference("QuantizeLinear", args, axis=0)[0]
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("out", ["u8", "i8", "i16"])
+def test_quantize_linear_nan_reads_zero_and_infinities_saturate(out: str) -> None:
+    dt = {"u8": np.uint8, "i8": np.int8, "i16": np.int16}[out]
+    lo, hi = int(np.iinfo(dt).min), int(np.iinfo(dt).max)
+    x = np.array([np.nan, np.inf, -np.inf, 1e30, -1e30, -np.nan], np.float32)
+    zp = np.array(7, dt)
+    got = run_ir("QuantizeLinear", [x, np.array(0.25, np.float32), zp], output_dtype=out)[0]
+    np.testing.assert_array_equal(got, np.array([7, hi, lo, hi, lo, 7], dt))
