@@ -252,22 +252,34 @@ def _winograd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, group: int, k:
     return None if u is None else winograd_conv2d(x, u, r, tuple(p), bias=b)
 
 
+#: A depthwise accumulator above this many bytes is summed a block of channels at a time, each
+#: block about ``_DW_BLOCK`` bytes: its accumulator and product stay in cache over the taps
+#: (2-3x faster on large planes; below it one pass over all channels is as fast).
+_DW_WHOLE = 1 << 22
+_DW_BLOCK = 1 << 18
+
+
 def _depthwise(x: np.ndarray, w: np.ndarray, mg: int, k: Ints, s: Ints, d: Ints, p: Ints,
                out_sp: Sequence[int]) -> np.ndarray:
     """Depthwise (one input channel per group): the taps summed over whole shifted views, in
-    tap order (the same sum, bit for bit, whichever way the views are cut)."""
+    tap order (the same sum, bit for bit, whichever way the views and channels are cut)."""
     n, nsp, m = x.shape[0], len(k), w.shape[0]
     xp = pad_spatial(x, p)
     if mg > 1:
         xp = np.repeat(xp, mg, axis=1)
     wk = w.reshape(m, -1)
-    bshape = (1, m) + (1,) * nsp
     acc = np.zeros((n, m, *out_sp), x.dtype)
-    tmp = np.empty_like(acc)
-    views = _phase_taps(xp, k, s, d, out_sp) if _phased(k, s) else taps(xp, k, s, d, out_sp)
-    for t, view in views:
-        np.multiply(view, wk[:, t].reshape(bshape), out=tmp)
-        acc += tmp
+    views = list(_phase_taps(xp, k, s, d, out_sp) if _phased(k, s) else taps(xp, k, s, d, out_sp))
+    per_channel = acc.nbytes // max(m, 1)
+    block = m if acc.nbytes <= _DW_WHOLE else max(1, _DW_BLOCK // max(per_channel, 1))
+    tmp = np.empty((n, min(block, m), *out_sp), x.dtype)
+    for c0 in range(0, m, block):
+        a = acc[:, c0:c0 + block]
+        tb = tmp[:, :a.shape[1]]
+        wb = wk[c0:c0 + block]
+        for t, view in views:
+            np.multiply(view[:, c0:c0 + block], wb[:, t].reshape((1, -1) + (1,) * nsp), out=tb)
+            a += tb
     return acc
 
 

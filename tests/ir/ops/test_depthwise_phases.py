@@ -41,3 +41,22 @@ def test_depthwise_bits_match_the_plain_tap_sum(k: int, strides: list[int], dila
     want = _plain_sum(x, w, strides, pads, dilations)
     assert got.shape == want.shape
     assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("strides", [[1, 1], [2, 2]])
+def test_depthwise_summed_by_channel_blocks_keeps_the_bits(strides: list[int],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large accumulator is summed a block of channels at a time (blocks of 3 channels and a
+    remainder here, the thresholds lowered): the bits of the plain tap sum."""
+    from opbridge.ir.ops import conv
+
+    monkeypatch.setattr(conv, "_DW_WHOLE", 0)
+    monkeypatch.setattr(conv, "_DW_BLOCK", 3 * (2 * 9 * 8 * 4))  # 3 channels of the 2 x 9 x 8 f32 output
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 7, 9 * strides[0], 8 * strides[1])).astype(np.float32)
+    w = rng.standard_normal((14, 1, 3, 3)).astype(np.float32)
+    pads = [1, 1, 1, 1]
+    got = run_ir("Conv", [x, w], group=7, strides=strides, pads=pads)[0]
+    want = _plain_sum(x, w, strides, pads, [1, 1])
+    assert got.shape == (2, 14, 9, 8)
+    assert got.tobytes() == want.tobytes()
