@@ -447,9 +447,8 @@ def _conv_integer(x: np.ndarray, w: np.ndarray, x_zero_point: np.ndarray | None 
     if w_zero_point is not None:
         wi -= w_zero_point.astype(np.int64).reshape((-1,) + (1,) * (w.ndim - 1))
     dt = exact_sum_dtype(offset_bound(x.dtype, x_zero_point), np.abs(wi).reshape(m, -1).sum(axis=1))
-    xf = x.astype(dt)
-    if x_zero_point is not None:
-        xf -= dt.type(x_zero_point.reshape(-1)[0])
+    zp = 0 if x_zero_point is None else x_zero_point.reshape(-1)[0]
+    xf = np.subtract(x, dt.type(zp), dtype=dt)  # cast and shift in one pass
     k, s, d, p = kernel_shape, strides, dilations, pads
     out_sp = [out_size(x.shape[2 + i], k[i], s[i], d[i], p[i], p[i + len(k)]) for i in range(len(k))]
     # every entry is an exact integer in range, so the cast to i32 is exact

@@ -304,8 +304,9 @@ def requantize(acc: np.ndarray, multiplier: np.ndarray, shift: np.ndarray,
         return broadcast_params(p.astype(np.int64), acc.shape, axis, 0)
 
     zp = None if y_zero_point is None else per(y_zero_point)
-    q = fixed_point_rescale(acc, per(multiplier), per(shift), zp)  # a fresh int64 array
-    return np.clip(q, lo, hi, out=q).astype(to_numpy_dtype(output_dtype))
+    q = fixed_point_rescale(acc, per(multiplier), per(shift), zp)
+    # saturated and narrowed in one pass (the cast of a clipped value is exact)
+    return np.clip(q, lo, hi, out=np.empty(q.shape, to_numpy_dtype(output_dtype)), casting="unsafe")
 
 
 (
