@@ -270,8 +270,8 @@ def _depthwise(x: np.ndarray, w: np.ndarray, mg: int, k: Ints, s: Ints, d: Ints,
     wk = w.reshape(m, -1)
     acc = np.zeros((n, m, *out_sp), x.dtype)
     views = list(_phase_taps(xp, k, s, d, out_sp) if _phased(k, s) else taps(xp, k, s, d, out_sp))
-    per_channel = acc.nbytes // max(m, 1)
-    block = m if acc.nbytes <= _DW_WHOLE else max(1, _DW_BLOCK // max(per_channel, 1))
+    per_channel = max(acc.nbytes // max(m, 1), 1)
+    block = max(m if acc.nbytes <= _DW_WHOLE else _DW_BLOCK // per_channel, 1)
     tmp = np.empty((n, min(block, m), *out_sp), x.dtype)
     for c0 in range(0, m, block):
         a = acc[:, c0:c0 + block]
