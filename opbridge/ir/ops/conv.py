@@ -268,19 +268,59 @@ def _depthwise(x: np.ndarray, w: np.ndarray, mg: int, k: Ints, s: Ints, d: Ints,
     if mg > 1:
         xp = np.repeat(xp, mg, axis=1)
     wk = w.reshape(m, -1)
-    acc = np.zeros((n, m, *out_sp), x.dtype)
+    if nsp == 2:
+        views, width = _flat_taps(xp, k, s, d, out_sp)
+        acc = _sum_taps(views, wk, (n, m, out_sp[0] * width), x.dtype)
+        return np.ascontiguousarray(acc.reshape(n, m, out_sp[0], width)[:, :, :, :out_sp[1]])
     views = list(_phase_taps(xp, k, s, d, out_sp) if _phased(k, s) else taps(xp, k, s, d, out_sp))
+    return _sum_taps(views, wk, (n, m, *out_sp), x.dtype)
+
+
+def _sum_taps(views: list[tuple[int, np.ndarray]], wk: np.ndarray, shape: tuple[int, ...],
+              dtype: np.dtype) -> np.ndarray:
+    """``sum_t views[t] * wk[:, t]`` into a fresh array of ``shape`` (N, M, ...), tap by tap
+    from zero; a large one a block of channels at a time (see ``_DW_WHOLE``)."""
+    n, m = shape[:2]
+    acc = np.zeros(shape, dtype)
     per_channel = max(acc.nbytes // max(m, 1), 1)
     block = max(m if acc.nbytes <= _DW_WHOLE else _DW_BLOCK // per_channel, 1)
-    tmp = np.empty((n, min(block, m), *out_sp), x.dtype)
+    tmp = np.empty((n, min(block, m), *shape[2:]), dtype)
+    wshape = (1, -1) + (1,) * (len(shape) - 2)
     for c0 in range(0, m, block):
         a = acc[:, c0:c0 + block]
         tb = tmp[:, :a.shape[1]]
         wb = wk[c0:c0 + block]
         for t, view in views:
-            np.multiply(view[:, c0:c0 + block], wb[:, t].reshape((1, -1) + (1,) * nsp), out=tb)
+            np.multiply(view[:, c0:c0 + block], wb[:, t].reshape(wshape), out=tb)
             a += tb
     return acc
+
+
+def _flat_taps(xp: np.ndarray, k: Ints, s: Ints, d: Ints,
+               out_sp: Sequence[int]) -> tuple[list[tuple[int, np.ndarray]], int]:
+    """2-D taps as 1-D views (N, M, oh * width): each stride phase of ``xp`` (``xp[..., r::s]``,
+    all of one (rows + 1, width) shape, zero-filled) is flattened, so the tap starting at
+    (a, b) is the contiguous run from ``(a // sh) * width + b // sw`` of ``oh`` whole phase
+    rows. An output row so holds ``width >= ow`` entries: the first ``ow`` are the
+    convolution's, the rest (reads running into the next row) are cut by the caller. One
+    long run per channel instead of ``oh`` short rows: numpy's inner loops run 2x faster."""
+    n, m, hp, wp = xp.shape
+    (sh, sw), oh = s, out_sp[0]
+    rows, width = -(-hp // sh), -(-wp // sw)
+    phases: dict[tuple[int, int], np.ndarray] = {}
+    views = []
+    for t, (i, j) in enumerate(np.ndindex(*k)):
+        a, b = i * d[0], j * d[1]
+        r = (a % sh, b % sw)
+        if r not in phases:
+            src = xp[:, :, r[0]::sh, r[1]::sw]
+            # one spare row: the last tap's run ends up to width - 1 entries past the rows
+            buf = np.zeros((n, m, (rows + 1) * width), xp.dtype)
+            buf.reshape(n, m, rows + 1, width)[:, :, :src.shape[2], :src.shape[3]] = src
+            phases[r] = buf
+        start = (a // sh) * width + b // sw
+        views.append((t, phases[r][:, :, start:start + oh * width]))
+    return views, width
 
 
 def _phased(k: Ints, s: Ints) -> bool:

@@ -60,3 +60,18 @@ def test_depthwise_summed_by_channel_blocks_keeps_the_bits(strides: list[int],
     want = _plain_sum(x, w, strides, pads, [1, 1])
     assert got.shape == (2, 14, 9, 8)
     assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("stride", [1, 2, 3])
+def test_depthwise_1d_bits_match_the_plain_tap_sum(stride: int) -> None:
+    """Rank 1 (taps read from stride phases when strided): the same bits as the plain sum."""
+    rng = np.random.default_rng(stride)
+    x = rng.standard_normal((2, 3, 40)).astype(np.float32)
+    w = rng.standard_normal((3, 1, 7)).astype(np.float32)
+    got = run_ir("Conv", [x, w], group=3, strides=[stride], pads=[3, 2], dilations=[1])[0]
+    xp = np.pad(x, ((0, 0), (0, 0), (3, 2)))
+    o = (xp.shape[2] - 7) // stride + 1
+    want = np.zeros((2, 3, o), np.float32)
+    for t in range(7):
+        want = want + xp[:, :, t:t + (o - 1) * stride + 1:stride] * w[:, 0, t].reshape(1, 3, 1)
+    assert got.tobytes() == want.tobytes()
