@@ -82,8 +82,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5, help="interleaved runs of each graph")
     args = ap.parse_args()
     if args.model:
-        g = ob.convert(args.model, input_shapes={} if not args.shape else None)
-        if args.shape:
+        g = ob.convert(args.model)
+        if args.shape:  # converted again with the input's shape fixed
             g = ob.convert(args.model, input_shapes={g.inputs[0].name: tuple(args.shape)})
     else:
         g = ob.convert(small_cnn(args.size))
