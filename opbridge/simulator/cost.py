@@ -9,8 +9,14 @@ local memory and holds both engines for the longer of the two; a host op runs on
 Instructions issue in program order on their own engine, and start as soon as their engine
 is free and their data is ready: a read waits for the last write of the bytes it reads, a
 write for the last read and write of the bytes it overwrites (local memory tracked per
-:data:`LMEM_CHUNK` bytes of a lane, DDR per :data:`DDR_CHUNK`). So the next tile's loads
-overlap the current tile's computes exactly where the addresses allow it.
+the target's ``lmem_align_bytes`` of a lane, DDR per ``ddr_align_bytes``, the alignments
+their buffers are allocated at). A load may also take an
+earlier idle stretch of GDMA, left while an earlier transfer waited for its data, if it fits
+there: the chip's compiler moves a load to an earlier time step wherever GDMA has slack and
+its local memory is free then (TPU-MLIR ``TimeStepMethod::memory_aware_timestep_assignment``).
+So a layer's weights and inputs load while the layers before it compute, in a one-tile group
+as in a tiled one, and the next tile's loads overlap the current tile's computes, exactly
+where the addresses allow it.
 """
 
 from __future__ import annotations
@@ -44,8 +50,6 @@ if TYPE_CHECKING:
     from .program import Program
     from .target import Target
 
-LMEM_CHUNK = 256
-DDR_CHUNK = 4096
 ENGINES = ("gdma", "tpu", "host")
 
 #: ops the lanes run as matrix products (rows or output features over the lanes, the reduction
@@ -282,8 +286,9 @@ class _Scheduler:
         self.bw = t.ddr_bandwidth_gbps * 1e9
         self.lat = t.gdma_latency_us * 1e-6
         self.tensors = prog.ddr.tensors
-        self.lm = _Tracker(t.lmem_bytes_per_lane, LMEM_CHUNK)
-        self.dd = _Tracker(prog.ddr.total_bytes, DDR_CHUNK)
+        # tracked at the allocators' alignment, so two buffers never share a chunk
+        self.lm = _Tracker(t.lmem_bytes_per_lane, t.lmem_align_bytes)
+        self.dd = _Tracker(prog.ddr.total_bytes, t.ddr_align_bytes)
         self.nodes = {n.name: n for n in prog.graph.nodes}
         #: epilogue op -> the integer op whose instruction runs it (see fused_epilogues)
         self.fused = fused_epilogues(prog.graph.nodes, {v.name for v in prog.graph.outputs})
@@ -294,6 +299,19 @@ class _Scheduler:
         #: no instruction of the current unit starts before this (the unit's launch)
         self.floor = t.launch_us * 1e-6
         self.free = dict.fromkeys(ENGINES, self.floor)
+        #: idle stretches of GDMA before ``free["gdma"]`` in the current unit, as (start, end),
+        #: earliest first: where a later load may still go
+        self.gaps: list[tuple[float, float]] = []
+
+    def gap_start(self, ready: float, dur: float) -> float | None:
+        """The start of the first idle stretch of GDMA where a transfer ready at ``ready``
+        and lasting ``dur`` fits (the stretch is split around it), or None."""
+        for i, (lo, hi) in enumerate(self.gaps):
+            start = max(lo, ready)
+            if start + dur <= hi:
+                self.gaps[i:i + 1] = [(a, b) for a, b in ((lo, start), (start + dur, hi)) if b > a]
+                return start
+        return None
 
     def ddr_span(self, name: str) -> slice:
         d = self.tensors[name]
@@ -364,13 +382,20 @@ class _Scheduler:
 
     def issue(self, ins: Instruction, ui: int, busy: dict[str, float]) -> tuple[float, float]:
         """Schedule one instruction of unit ``ui``: it starts when its engines are free and
+        its data is ready, or a load in an earlier idle stretch of GDMA where it fits after
         its data is ready; returns its (start, end) and adds its time to ``busy``."""
         st = self.step(ins)
-        start = max([self.floor] + [self.free[e] for e in st.engines]
-                    + [m.ready_read(s) for m, s in st.reads] + [m.ready_write(s) for m, s in st.writes])
+        ready = max([self.floor] + [m.ready_read(s) for m, s in st.reads]
+                    + [m.ready_write(s) for m, s in st.writes])
+        start = self.gap_start(ready, st.dur) if isinstance(ins, Load) else None
+        if start is None:
+            start = max([ready] + [self.free[e] for e in st.engines])
+            if "gdma" in st.engines and start > self.free["gdma"]:
+                self.gaps.append((self.free["gdma"], start))
+            for e in st.engines:
+                self.free[e] = start + st.dur
         end = start + st.dur
         for e in st.engines:
-            self.free[e] = end
             busy[e] += st.dur
         for m, s in st.reads:
             m.read[s] = np.maximum(m.read[s], end)
@@ -390,6 +415,7 @@ class _Scheduler:
         if not (isinstance(u, GlobalUnit) and all(isinstance(i, GlobalOp) and i.alias for i in unit_instrs)):
             # units run one after another: a launch waits for every engine, then syncs
             self.floor = max(self.free.values()) + self.target.sync_us * 1e-6
+            self.gaps = []
         for ins in issue_order(unit_instrs):
             start, end = self.issue(ins, ui, busy)
             first, last = min(first, start), max(last, end)
@@ -419,7 +445,8 @@ def issue_order(instrs: list[Instruction]) -> list[Instruction]:
     """The order GDMA and the lanes take a unit's instructions in: a layer group's weights
     (loaded once, before its tiles, in the program) are fetched one time step ahead, while
     the compute before the first one that reads them runs, so the lanes start on the first
-    layer while the later layers' weights arrive, as a layer group's time steps overlap them."""
+    layer while the later layers' weights arrive, as a layer group's time steps overlap them;
+    and ahead of the next tile's prefetched inputs, which are needed later than they are."""
     pending: dict[str, Load] = {}
     order: list[Instruction] = []
     last_compute = 0  # where in ``order`` the previous compute sits
@@ -429,7 +456,10 @@ def issue_order(instrs: list[Instruction]) -> list[Instruction]:
             continue
         if isinstance(ins, Compute):
             loads = [pending.pop(a.tensor) for a in ins.ins if a is not None and a.tensor in pending]
-            order[last_compute:last_compute] = loads
+            at = last_compute
+            while at > 0 and isinstance(order[at - 1], Load) and order[at - 1].tile > ins.tile:
+                at -= 1
+            order[at:at] = loads
             last_compute = len(order)
         order.append(ins)
     return order + list(pending.values())
