@@ -93,6 +93,10 @@ def calibrate(
     return table
 
 
+#: At most this many bytes of float outputs a table keeps for a mixed-precision search.
+KEEP_REFERENCE_BYTES = 256 << 20
+
+
 def _reference_keeper(graph: Graph, feeds: Sequence[dict[str, np.ndarray]]
                       ) -> tuple[Callable[[int, dict[str, np.ndarray]], None], dict[str, dict[str, np.ndarray]]]:
     """A callback that keeps, of the tensors of sample ``i``'s run, the ones the mixed search
@@ -101,9 +105,13 @@ def _reference_keeper(graph: Graph, feeds: Sequence[dict[str, np.ndarray]]
 
     names, digest = scored_tensors(graph), graph_digest(graph)
     kept: dict[str, dict[str, np.ndarray]] = {}
+    room = [KEEP_REFERENCE_BYTES]
 
     def keep(i: int, tensors: dict[str, np.ndarray]) -> None:
-        kept[sample_key(digest, feeds[i])] = {n: tensors[n] for n in names if n in tensors}
+        outs = {n: tensors[n] for n in names if n in tensors}
+        room[0] -= sum(np.asarray(t).nbytes for t in outs.values())
+        if room[0] >= 0:  # past the cap the search runs the float model again, as without it
+            kept[sample_key(digest, feeds[i])] = outs
 
     return keep, kept
 

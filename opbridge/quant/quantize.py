@@ -20,6 +20,7 @@ whatever reason).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from collections.abc import Collection, Mapping, Sequence
@@ -366,8 +367,14 @@ class _Baseline:
         self.reference = [reference(f) for f in feeds]
         self.cosines = [agreement(ref, interpret(int8_view, f), names) for ref, f in zip(self.reference, feeds)]
         self.worst_feeds = sorted(range(len(feeds)), key=lambda i: (self.cosines[i], i))[:keep]
-        self.acts = [interpret(graph, feeds[i], keep_intermediates=True) for i in self.worst_feeds]
         self.worst = min(self.cosines)
+        self._graph, self._feeds = graph, feeds
+
+    @functools.cached_property
+    def acts(self) -> list[dict[str, np.ndarray]]:
+        """Every float tensor of the worst feeds (a large model's are gigabytes a sample): run
+        only when a sensitivity ranking needs them."""
+        return [interpret(self._graph, self._feeds[i], keep_intermediates=True) for i in self.worst_feeds]
 
 
 class _Search:
@@ -404,8 +411,9 @@ class _Search:
             while hi - lo > 1:
                 mid = (lo + hi) // 2
                 lo, hi = (lo, mid) if self.ok(mid) else (mid, hi)
-            self.ok(hi)
-            full = self.score(self.graphs[hi])
+            self.ok(hi)  # scored on the active feeds; the others now
+            rest = [i for i in range(len(self.score.feeds)) if i not in self.active]
+            full = min(self.cos[hi], self.score(self.graphs[hi], rest))
             missed = {i for i in self.score.ran if self.score.last[i] < self.score.target} - self.active
             if full >= self.score.target or hi == len(self.order) or not missed:
                 return hi, self.graphs[hi], full
