@@ -93,7 +93,11 @@ def bind_input_values(origin: OriginGraph, values: Mapping[str, Any]) -> dict[st
         if t is None:
             raise ShapeError(f"input_values names '{name}', which is not an input of the model",
                              hint=f"the model's inputs are: {', '.join(declared) or 'none'}")
-        arr = np.asarray(value)
+        try:
+            arr = np.asarray(value)
+        except (TypeError, ValueError):
+            raise ShapeError(f"input_values['{name}']: not a number or a rectangular array",
+                             hint="give a number, or nested lists of equal lengths") from None
         if t.dtype is not None:
             want = np.dtype(t.dtype)
             try:

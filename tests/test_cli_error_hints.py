@@ -70,6 +70,13 @@ def test_input_value_that_is_not_a_number(tmp_path):
     assert err.value.hint
 
 
+def test_input_value_that_is_a_ragged_list(tmp_path):
+    model = _relu_model(tmp_path / "g.onnx", TensorProto.FLOAT, [2, 2])
+    with pytest.raises(ob.ShapeError, match=r"input_values\['x'\]: not a number or a rectangular array") as err:
+        ob.convert(model, input_values={"x": [[1, 2], [3]]})
+    assert "equal lengths" in err.value.hint
+
+
 @pytest.mark.parametrize("shape,match", [((1, "three"), "not a list of ints"), ((1, -3), "dims must be >= 0")],
                          ids=["dim=str", "dim<0"])
 def test_bad_input_shapes_have_hints(tmp_path, shape, match):

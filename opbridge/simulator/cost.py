@@ -21,6 +21,7 @@ where the addresses allow it.
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import os
@@ -286,9 +287,12 @@ class _Scheduler:
         self.bw = t.ddr_bandwidth_gbps * 1e9
         self.lat = t.gdma_latency_us * 1e-6
         self.tensors = prog.ddr.tensors
-        # tracked at the allocators' alignment, so two buffers never share a chunk
+        # tracked in chunks no two buffers share: local memory at the allocator's alignment,
+        # DDR at the largest chunk every tensor starts on (its alignment at least; larger
+        # chunks keep a big DDR's tracker small)
         self.lm = _Tracker(t.lmem_bytes_per_lane, t.lmem_align_bytes)
-        self.dd = _Tracker(prog.ddr.total_bytes, t.ddr_align_bytes)
+        ddr_chunk = math.gcd(prog.ddr.total_bytes, *(d.addr for d in prog.ddr.tensors.values()))
+        self.dd = _Tracker(prog.ddr.total_bytes, max(ddr_chunk, t.ddr_align_bytes))
         self.nodes = {n.name: n for n in prog.graph.nodes}
         #: epilogue op -> the integer op whose instruction runs it (see fused_epilogues)
         self.fused = fused_epilogues(prog.graph.nodes, {v.name for v in prog.graph.outputs})
@@ -306,7 +310,10 @@ class _Scheduler:
     def gap_start(self, ready: float, dur: float) -> float | None:
         """The start of the first idle stretch of GDMA where a transfer ready at ``ready``
         and lasting ``dur`` fits (the stretch is split around it), or None."""
-        for i, (lo, hi) in enumerate(self.gaps):
+        # the gaps are disjoint and in time order: one ending before ready + dur cannot fit
+        first = bisect.bisect_left(self.gaps, ready + dur, key=lambda g: g[1])
+        for i in range(first, len(self.gaps)):
+            lo, hi = self.gaps[i]
             start = max(lo, ready)
             if start + dur <= hi:
                 self.gaps[i:i + 1] = [(a, b) for a, b in ((lo, start), (start + dur, hi)) if b > a]

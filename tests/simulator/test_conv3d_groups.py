@@ -362,3 +362,20 @@ def test_volume_residual_add_and_prelu_broadcasts():
              helper.make_node("PRelu", ["s", "slope"], ["y"])]
     prog = _check(_model(nodes, [*i1, *i2, slope], TALL), lmem=2 * LMEM, shape=TALL)
     assert _groups_with(prog, "Add") and _groups_with(prog, "PRelu")
+
+
+@requires_ort
+def test_pool3d_overhang_of_the_depth_is_not_cut():
+    """A ceil-mode average pool counting pads whose last depth window hangs past the back pad
+    (pads d0, h0, w0, d1, h1, w1: the depth's end pad is pads[3], not pads[2]): the depth must
+    not be cut there, and the result is onnxruntime's."""
+    import onnxruntime as ort
+
+    node = helper.make_node("AveragePool", ["x"], ["c"], kernel_shape=[3, 1, 3], strides=[2, 1, 1],
+                            pads=[0, 0, 1, 0, 0, 1], ceil_mode=1, count_include_pad=1)
+    model = _model([node, helper.make_node("Relu", ["c"], ["y"])])
+    x = np.random.default_rng(0).standard_normal(SHAPE).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    prog = ob.compile(ob.convert(model), ob.Target.preset("bm1684", lmem_bytes_per_lane=2048))
+    assert_close(prog.run({"x": x})["y"], want, "simulator vs onnxruntime")

@@ -169,7 +169,7 @@ def _floor_divide(g: MapContext, x: Value, y: Value) -> Value:
     q = g.op("Round", [q])
     if y.data is not None and np.all(np.asarray(y.data) != 0):
         return q
-    zero = g.constant(np.zeros((), np.asarray(0, to_numpy_dtype(y.dtype)).dtype))
+    zero = g.constant(np.zeros((), to_numpy_dtype(y.dtype)))
     return g.op("Where", [g.op("Equal", [y, zero]), g.op("Div", [x, y]), q])
 
 

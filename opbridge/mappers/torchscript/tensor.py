@@ -59,6 +59,8 @@ def chunk(node: OriginNode, g: MapContext) -> Any:
     shape = static_shape(g, x)
     axis = norm_axis(g, a.int(2, 0), len(shape))
     n, dim = a.py(1, what="sections"), shape[axis]
+    if isinstance(n, np.ndarray):  # tensor_split(x, tensor_indices_or_sections): 0-d or 1-d
+        n = n.tolist()
     if isinstance(n, list):  # tensor_split(x, indices): cut before each index (clamped to dim)
         cuts = [0, *(min(max(int(i) + dim if int(i) < 0 else int(i), 0), dim) for i in n), dim]
         sizes = [max(e - s, 0) for s, e in zip(cuts, cuts[1:])]

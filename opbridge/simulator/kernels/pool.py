@@ -50,7 +50,7 @@ def _overhang(node: Node, axis: int = 0) -> int:
     """Rows (columns, ``axis=1``) of the last window past the padded input (ceil mode only)."""
     k, s, d, pads = _params(node, axis)
     h_in, h_out = static_shape(node.inputs[0])[2 + axis], static_shape(node.outputs[0])[2 + axis]
-    return max(0, (h_out - 1) * s + (k - 1) * d + 1 - (h_in + pads[axis] + pads[axis + 2]))
+    return max(0, (h_out - 1) * s + (k - 1) * d + 1 - (h_in + pads[axis] + pads[axis + len(pads) // 2]))
 
 
 def pool_rows(node: Node, i: int, lo: int, hi: int) -> tuple[int, int] | None:

@@ -83,6 +83,12 @@ AXES = ("N", "C", "H", "W")
 T = TypeVar("T")
 
 
+#: At most this many bytes of derived weights a program's executor keeps (as the
+#: interpreter's Winograd cache, ``opbridge.ir.winograd.CACHE_BYTES``).
+MEMO_BYTES = 512 << 20
+_MEMO_BYTES = ("memo", "bytes")  # the store's running total of what it holds
+
+
 class WeightMemo:
     """What a kernel derives from its constant inputs, kept for the life of a program's
     executor: the weights in its DDR are written once, so every tile and every run sees the
@@ -101,9 +107,15 @@ class WeightMemo:
         if key is None:
             return make()
         full = (key, what)
-        if full not in self._store:
-            self._store[full] = make()
-        return self._store[full]  # type: ignore[no-any-return]
+        if full in self._store:
+            return self._store[full]  # type: ignore[no-any-return]
+        made = make()
+        size = int(getattr(made, "nbytes", 0))
+        held = self._store.get(_MEMO_BYTES, 0)
+        if held + size <= MEMO_BYTES:  # past the cap, derived again on every call
+            self._store[full] = made
+            self._store[_MEMO_BYTES] = held + size
+        return made
 
 
 def _axis(op: str, hint: str, axis: str) -> str:

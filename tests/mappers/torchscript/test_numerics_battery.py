@@ -199,6 +199,7 @@ def _shape() -> dict[str, Case]:
         "split=sizes": (lambda x: torch.split(x, [1, 4], -1), _f(2, 3, 5)),
         "tensor_split=sections": (lambda x: torch.tensor_split(x, 3, dim=2), _f(2, 3, 7)),
         "tensor_split=indices": (lambda x: torch.tensor_split(x, [1, 4], dim=2), _f(2, 3, 7)),
+        "tensor_split=index-tensor": (lambda x: torch.tensor_split(x, torch.tensor([1, 4]), dim=2), _f(2, 3, 7)),
         "unbind": (lambda x: torch.unbind(x, 1), _f(2, 3, 5)),
         "index=tensor": (lambda x: x[torch.tensor([2, 0, -1])], _f(4, 3)),
         "index=two-tensors": (lambda x: x[torch.tensor([0, 2]), torch.tensor([1, 0])], _f(4, 3)),
