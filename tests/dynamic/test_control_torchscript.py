@@ -281,12 +281,16 @@ def _main(argv: list[str]) -> int:
     return main(argv)
 
 
+def _cli_export(tmp_path: Path, module: torch.nn.Module, *options: str) -> Path:
+    """``module`` scripted and saved, then ``opbridge export-torchscript`` with ``options``."""
+    pt, out = tmp_path / "m.pt", tmp_path / "m.ts.json"
+    torch.jit.save(torch.jit.script(module), str(pt))
+    assert _main(["export-torchscript", str(pt), *options, "-o", str(out)]) == 0
+    return out
+
+
 def test_cli_exports_converts_and_binds_an_int_argument(tmp_path: Path) -> None:
-    pt = tmp_path / "m.pt"
-    torch.jit.save(torch.jit.script(m.NestedIfInLoop()), str(pt))
-    out = tmp_path / "m.ts.json"
-    assert _main(["export-torchscript", str(pt), "--input-shape", "x=2,3", "--example-value", "n=2",
-                  "-o", str(out)]) == 0
+    out = _cli_export(tmp_path, m.NestedIfInLoop(), "--input-shape", "x=2,3", "--example-value", "n=2")
     assert [e["name"] for e in json.loads(out.read_text())["inputs"]] == ["x", "n"]
     assert _main(["convert", str(out), "-o", str(tmp_path / "run.obir")]) == 0
     g = ob.load(str(tmp_path / "run.obir"))
@@ -300,12 +304,8 @@ def test_cli_exports_converts_and_binds_an_int_argument(tmp_path: Path) -> None:
 
 
 def test_cli_list_argument_example_value(tmp_path: Path) -> None:
-    pt = tmp_path / "m.pt"
-    torch.jit.save(torch.jit.script(m.ListArg()), str(pt))
-    out = tmp_path / "m.ts.json"
     # a single number for a List[int] argument is a one-element list
-    assert _main(["export-torchscript", str(pt), "--input-shape", "x=6", "--example-value", "shape=6",
-                  "-o", str(out)]) == 0
+    out = _cli_export(tmp_path, m.ListArg(), "--input-shape", "x=6", "--example-value", "shape=6")
     assert json.loads(out.read_text())["inputs"][1]["shape"] == [1]
 
 

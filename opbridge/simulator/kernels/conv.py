@@ -30,9 +30,7 @@ from .registry import (
     WeightMemo,
     register_kernel,
     static_shape,
-    tile_pads,
     tile_pads_axis,
-    tile_pads_w,
     window_rows,
 )
 
@@ -76,23 +74,13 @@ def conv_channels(node: Node, i: int, c0: int, c1: int) -> tuple[int, int, int] 
 
 
 def conv_tile_attrs(node: Node, lo: int, hi: int, needed, clipped) -> dict:
-    attrs = dict(node.attrs)
-    _, _, _, pads = _conv2d_params(node)
-    if len(pads) == 6:  # a 3-D convolution's tile of depth slices: its front and back pads
-        attrs["pads"] = tile_pads_axis(pads, 0, needed[0], clipped[0])
-    else:
-        attrs["pads"] = tile_pads(pads, needed[0], clipped[0])
-    return attrs
+    """The pads of a tile of rows (a volume's depth slices: its front and back pads)."""
+    return {**node.attrs, "pads": tile_pads_axis(node.attrs["pads"], 0, needed[0], clipped[0])}
 
 
 def conv_tile_attrs_w(node: Node, lo: int, hi: int, needed, clipped) -> dict:
-    attrs = dict(node.attrs)
-    pads = tuple(node.attrs["pads"])
-    if len(pads) == 6:  # a 3-D convolution's tile of rows (the group's W axis): top, bottom pads
-        attrs["pads"] = tile_pads_axis(pads, 1, needed[0], clipped[0])
-    else:
-        attrs["pads"] = tile_pads_w(pads, needed[0], clipped[0])
-    return attrs
+    """The pads of a tile of columns (a volume's rows, the group's W axis: top and bottom)."""
+    return {**node.attrs, "pads": tile_pads_axis(node.attrs["pads"], 1, needed[0], clipped[0])}
 
 
 def conv_cost(node: Node, out_shape: tuple[int, ...]) -> float:

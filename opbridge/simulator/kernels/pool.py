@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 
 from ...ir.graph import Node
-from .registry import register_kernel, static_shape, tile_pads, tile_pads_axis, tile_pads_w, window_rows
+from .registry import register_kernel, static_shape, tile_pads_axis, window_rows
 
 
 def _params(node: Node, axis: int = 0) -> tuple[int, int, int, tuple[int, ...]]:
@@ -35,11 +35,9 @@ def _params(node: Node, axis: int = 0) -> tuple[int, int, int, tuple[int, ...]]:
 
 
 def pool_split(node: Node) -> tuple[str, ...]:
-    rank = len(static_shape(node.inputs[0]))
-    if rank == 5 and len(node.outputs) == 1:  # a volume: N, the depth (H) and the rows (W)
-        cip = node.attrs.get("count_include_pad")
-        return ("N",) + tuple(a for axis, a in ((0, "H"), (1, "W")) if not cip or _overhang(node, axis) == 0)
-    if rank != 4 or len(node.outputs) != 1:
+    """N, H and W (a volume's N, depth and rows); counting pads, not an axis whose last window
+    hangs past the padded input."""
+    if len(static_shape(node.inputs[0])) not in (4, 5) or len(node.outputs) != 1:
         return ()
     if node.attrs.get("count_include_pad"):
         return ("N",) + tuple(a for axis, a in ((0, "H"), (1, "W")) if _overhang(node, axis) == 0)
@@ -64,38 +62,25 @@ def pool_cols(node: Node, i: int, lo: int, hi: int) -> tuple[int, int] | None:
 
 
 def pool_tile_attrs(node: Node, lo: int, hi: int, needed, clipped) -> dict:
-    attrs = dict(node.attrs)
-    _, _, _, pads = _params(node)
-    if len(pads) == 6:  # a 3-D pool's tile of depth slices: its front and back pads
-        p = list(tile_pads_axis(pads, 0, needed[0], clipped[0]))
-        if node.attrs.get("count_include_pad"):
-            p[3] = min(p[3], pads[3])  # as for the bottom pad below
-        attrs["pads"] = tuple(p)
-        return attrs
-    top, left, bottom, right = tile_pads(pads, needed[0], clipped[0])
-    if node.attrs.get("count_include_pad"):
-        # the overhang must not count in the divisor: the tile holds every row (see
-        # pool_split), so ceil mode (kept) rounds up to it as the whole pool does
-        bottom = min(bottom, pads[2])
-    attrs["pads"] = (top, left, bottom, right)
-    return attrs
+    return _pool_tile_pads(node, 0, needed, clipped)
 
 
 def pool_tile_attrs_w(node: Node, lo: int, hi: int, needed, clipped) -> dict:
     """Left / right pads of a column tile (``node.attrs`` carry the row tile's pads)."""
-    attrs = dict(node.attrs)
+    return _pool_tile_pads(node, 1, needed, clipped)
+
+
+def _pool_tile_pads(node: Node, axis: int, needed, clipped) -> dict:
+    """The pads of a tile along spatial ``axis`` (0: rows or a volume's depth, 1: columns or a
+    volume's rows). Counting pads, the end pad stays at most the node's: the overhang must
+    not count in the divisor; the tile holds every row then (see pool_split), so ceil mode
+    (kept) rounds up to it as the whole pool does."""
     pads = tuple(node.attrs["pads"])
-    if len(pads) == 6:  # a 3-D pool's tile of rows (the group's W axis): top and bottom pads
-        p = list(tile_pads_axis(pads, 1, needed[0], clipped[0]))
-        if node.attrs.get("count_include_pad"):
-            p[4] = min(p[4], pads[4])
-        attrs["pads"] = tuple(p)
-        return attrs
-    top, left, bottom, right = tile_pads_w(pads, needed[0], clipped[0])
+    p = list(tile_pads_axis(pads, axis, needed[0], clipped[0]))
     if node.attrs.get("count_include_pad"):
-        right = min(right, pads[3])  # as pool_tile_attrs does for the bottom pad
-    attrs["pads"] = (top, left, bottom, right)
-    return attrs
+        end = axis + len(pads) // 2
+        p[end] = min(p[end], pads[end])
+    return {**node.attrs, "pads": tuple(p)}
 
 
 def pool_cost(node: Node, out_shape: tuple[int, ...]) -> float:

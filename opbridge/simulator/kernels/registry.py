@@ -427,17 +427,13 @@ def window_rows(lo: int, hi: int, kernel: int, stride: int, dilation: int, pad_b
 def tile_pads(pads: Sequence[int], needed: Rows, clipped: Rows) -> tuple[int, ...]:
     """2-D pads (top, left, bottom, right) for a tile whose input rows were clipped (a tile
     may need only padding rows: its clipped range is then empty, at the top or the bottom)."""
-    top = max(0, min(clipped[0], needed[1]) - needed[0])
-    bottom = max(0, needed[1] - max(clipped[1], needed[0]))
-    return (top, pads[1], bottom, pads[3])
+    return tile_pads_axis(pads, 0, needed, clipped)
 
 
 def tile_pads_w(pads: Sequence[int], needed: Rows, clipped: Rows) -> tuple[int, ...]:
     """2-D pads (top, left, bottom, right) for a tile whose input columns were clipped: the
     column counterpart of :func:`tile_pads` (top and bottom are kept as given)."""
-    left = max(0, min(clipped[0], needed[1]) - needed[0])
-    right = max(0, needed[1] - max(clipped[1], needed[0]))
-    return (pads[0], left, pads[2], right)
+    return tile_pads_axis(pads, 1, needed, clipped)
 
 
 def tile_pads_axis(pads: Sequence[int], axis: int, needed: Rows, clipped: Rows) -> tuple[int, ...]:
