@@ -92,6 +92,7 @@ def test_torch_resnet_quantized_by_onnxruntime(tmp_path: Path) -> None:
     """A ResNet-style torch network (torchvision's resnet18 when torchvision imports) exported to
     ONNX, quantized by onnxruntime (QDQ, per channel), against onnxruntime."""
     torch = pytest.importorskip("torch")
+    torch.manual_seed(0)  # the net's random weights: the same model on every run
     net = _torch_net(torch)
     x = torch.randn(1, 3, 64, 64)
     src = tmp_path / "net.onnx"
