@@ -61,6 +61,9 @@ CONV_OPS = frozenset({"Conv", "FusedConv", "ConvTranspose", "ConvInteger"})
 #: integer matrix ops whose i32 accumulator the chip rescales on the way out of the same
 #: instruction (the fix8b convolution's bias, per-channel multiplier and shift, and ReLU)
 INTEGER_MAC_OPS = frozenset({"ConvInteger", "MatMulInteger"})
+#: reductions: their work is spread over the lanes as their input is
+REDUCE_OPS = frozenset({"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceSumSquare", "ReduceL2",
+                        "ReduceL1", "ReduceProd", "ReduceLogSum", "ReduceLogSumExp"})
 #: activations an int8 convolution instruction applies to its requantized output
 EPILOGUE_ACTIVATIONS = frozenset({"Max", "Relu", "Clip"})
 
@@ -122,6 +125,30 @@ def static_dims(v: Any) -> tuple[int, ...]:
     return tuple(int(d) for d in v.shape)
 
 
+def reduced_axes(node: Node) -> tuple[int, ...]:
+    """The input axes a reduction folds (every axis when ``axes`` is empty, none when
+    ``noop_with_empty_axes`` is set too), normalised to the input's rank."""
+    rank = len(node.inputs[0].shape)
+    axes = tuple(sorted({int(a) % rank for a in node.attrs.get("axes", ())})) if rank else ()
+    if not axes and not node.attrs.get("noop_with_empty_axes", 0):
+        return tuple(range(rank))
+    return axes
+
+
+def _read_layout(node: Node, shape: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
+    """The shape whose layout sets how well a compute of ``node`` producing ``shape`` fills
+    the lanes, and that layout's tensor rank. A reduction works where its input lies, not where
+    its smaller output does: a tile of a last-axis reduction reads its rows' whole last axis,
+    a global one (a whole-tensor mean to one element) the whole input, channels over the lanes."""
+    out_rank = len(node.outputs[0].shape)
+    if node.op not in REDUCE_OPS or not node.inputs or node.inputs[0] is None:
+        return shape, out_rank
+    x = static_dims(node.inputs[0])
+    if reduced_axes(node) == (len(x) - 1,) and len(shape) >= 1 and len(shape) != len(x) - 1:
+        return (*shape[:-1], x[-1]), out_rank
+    return x, len(x)
+
+
 def _fill(used: int, unit: int) -> float:
     """The fraction of ``ceil(used / unit) * unit`` slots ``used`` items fill."""
     return used / (-(-used // unit) * unit) if used > 0 else 1.0
@@ -141,6 +168,7 @@ def compute_seconds(target: Target, node: Node, shape: tuple[int, ...], flops: f
     # pixels are aligned to that in local memory too: memory.activation_lane_bytes)
     eu = (max(1, target.eu_bytes // target.int8_batch_pack) if packs_4n(target, dtype)
           else target.eu_elems(dtype))
+    shape, layout_rank = _read_layout(node, shape)
     rows = math.prod(shape[:-1]) if shape else 1
     if fam in ("conv", "conv1x1", "depthwise") and len(shape) >= 3:
         n, c, spatial = shape[0], shape[1], math.prod(shape[2:])
@@ -150,7 +178,7 @@ def compute_seconds(target: Target, node: Node, shape: tuple[int, ...], flops: f
         # the EUs
         n, k = 1, int(x.shape[-1]) if x.shape else 1
         fill = max(_fill(rows, target.lanes), _fill(shape[-1], target.lanes)) * _fill(k, eu)
-    elif len(node.outputs[0].shape) <= 3 and shape:
+    elif layout_rank <= 3 and shape:
         # the row layout of a rank-1..3 tensor (a group sees it as (batch, 1, rows, features)):
         # rows over the lanes, features along the EUs
         n = 1

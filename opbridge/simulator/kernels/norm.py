@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from ...ir.graph import Node
+from ..cost import reduced_axes
 from ..memory import view_axis
 from .registry import register_kernel, static_shape
 
@@ -77,8 +78,11 @@ def _reduce_tile_attrs(node: Node, lo: int, hi: int, needed, clipped) -> dict:
 
 
 def _reduce_cost(node: Node, out_shape: tuple[int, ...]) -> float:
-    """One operation per element read: each output element reads the whole last axis."""
-    return float(math.prod(out_shape) * static_shape(node.inputs[0])[-1])
+    """One operation per element read: each output element reads every element of the axes
+    it folds (a tile's output reads the whole last axis; a whole-tensor mean reads the whole
+    tensor into its one element)."""
+    x = static_shape(node.inputs[0])
+    return float(math.prod(out_shape) * math.prod(x[a] for a in reduced_axes(node)))
 
 
 for _op in LAST_AXIS_REDUCTIONS:
