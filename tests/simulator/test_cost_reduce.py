@@ -91,3 +91,31 @@ def test_last_axis_mean_tile_reads_its_rows_whole_last_axis():
         rate = t.lanes * 32 * t.clock_mhz * 1e6 * t.efficiency["vector"]
         expected = ins.flops / (rate * _fill(rows, t.lanes) * _fill(256, 32))
         assert compute_seconds(t, node, ins.out.shape, ins.flops) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("chip", ["bm1684", "bm1684x"])
+def test_units_pay_the_launch_once_and_a_sync_each(chip):
+    """Relu on (1, 40, 50, 50) (a layer group), then the mean of it to one element (a global
+    layer): the program is the launch, then each unit after a sync, one after the other. The
+    global layer holds GDMA and the lanes for the longer of its traffic (the 400,000-byte input
+    and the 4-byte output, one set-up latency) and its arithmetic."""
+    t = ob.Target.preset(chip)
+    b = ob.GraphBuilder("relu_mean")
+    y = b.op("Relu", [b.input("x", "f32", (1, 40, 50, 50))])
+    b.output(b.op("ReduceMean", [y], axes=(), keepdims=0))
+    prog = ob.compile(b.build(), t)
+    p = prog.profile()
+    assert [u.kind for u in p.units] == ["group", "global"]
+    elems = 40 * 50 * 50
+    eu = t.eu_bytes // 4
+    rate = t.lanes * eu * t.clock_mhz * 1e6 * t.efficiency["vector"]
+    bw, lat = t.ddr_bandwidth_gbps * 1e9, t.gdma_latency_us * 1e-6
+    relu = (2 * (lat + elems * 4 / bw) + t.tiu_issue_us * 1e-6
+            + elems / (rate * _fill(40, t.lanes) * _fill(2500, eu)))
+    ins = _instr(prog, GlobalOp)
+    assert ins.bytes == elems * 4 + 4 and ins.flops == elems
+    mean = lat + max((elems * 4 + 4) / bw, elems / (rate * _fill(40, t.lanes) * _fill(2500, eu)))
+    assert p.units[0].est_ms == pytest.approx(relu * 1e3, rel=1e-9)
+    assert p.units[1].est_ms == pytest.approx(mean * 1e3, rel=1e-9)
+    fixed = (t.launch_us + 2 * t.sync_us) * 1e-6
+    assert p.est_latency_ms == pytest.approx((fixed + relu + mean) * 1e3, rel=1e-9)
