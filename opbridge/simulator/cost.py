@@ -64,6 +64,8 @@ INTEGER_MAC_OPS = frozenset({"ConvInteger", "MatMulInteger"})
 #: reductions: their work is spread over the lanes as their input is
 REDUCE_OPS = frozenset({"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceSumSquare", "ReduceL2",
                         "ReduceL1", "ReduceProd", "ReduceLogSum", "ReduceLogSumExp"})
+#: pools over every pixel: like a reduction, spread over the lanes as their input is
+GLOBAL_POOL_OPS = frozenset({"GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"})
 #: activations an int8 convolution instruction applies to its requantized output
 EPILOGUE_ACTIVATIONS = frozenset({"Max", "Relu", "Clip"})
 
@@ -141,10 +143,13 @@ def _read_layout(node: Node, shape: tuple[int, ...]) -> tuple[tuple[int, ...], i
     its smaller output does: a tile of a last-axis reduction reads its rows' whole last axis,
     a global one (a whole-tensor mean to one element) the whole input, channels over the lanes."""
     out_rank = len(node.outputs[0].shape)
+    if node.op in GLOBAL_POOL_OPS and node.inputs and node.inputs[0] is not None:
+        x = static_dims(node.inputs[0])
+        return (*shape[:2], *x[2:]), len(x)  # a tile keeps its batch, reads every pixel
     if node.op not in REDUCE_OPS or not node.inputs or node.inputs[0] is None:
         return shape, out_rank
     x = static_dims(node.inputs[0])
-    if reduced_axes(node) == (len(x) - 1,) and len(shape) >= 1 and len(shape) != len(x) - 1:
+    if reduced_axes(node) == (len(x) - 1,) and node.attrs.get("keepdims", 1):
         return (*shape[:-1], x[-1]), out_rank
     return x, len(x)
 

@@ -51,7 +51,7 @@ def test_whole_tensor_mean_reads_every_element_over_the_channels(chip):
 def test_bm1684_whole_tensor_mean_figure():
     """The BM1684 case in numbers: 64 x 32 x 550 MHz = 1.1264e12 elements/s, 72 pixels fill
     72 of 96 EU slots: 4608 / (1.1264e12 x 0.75) = 5.45 ns (through its one-element output it
-    would fill 1 of 64 x 32 slots: 8.4 us)."""
+    would fill 1 of 64 x 32 slots, floored at 1e-3: 4.1 us)."""
     t = ob.Target.preset("bm1684")
     prog = ob.compile(_reduce_graph((1, 64, 4, 18), axes=(0, 1, 2, 3), keepdims=0), t)
     ins = _instr(prog, GlobalOp)
@@ -119,3 +119,44 @@ def test_units_pay_the_launch_once_and_a_sync_each(chip):
     assert p.units[1].est_ms == pytest.approx(mean * 1e3, rel=1e-9)
     fixed = (t.launch_us + 2 * t.sync_us) * 1e-6
     assert p.est_latency_ms == pytest.approx((fixed + relu + mean) * 1e3, rel=1e-9)
+
+
+@pytest.mark.parametrize("op", ["ReduceL1", "ReduceProd", "ReduceLogSum", "ReduceLogSumExp"])
+def test_other_reductions_read_every_element(op):
+    """The reductions without a tiled kernel run as global layers, and still read (and pay for)
+    every element: ReduceL1 of (1, 64, 4, 18) to one element is 4608 operations."""
+    b = ob.GraphBuilder("reduce_other")
+    b.output(b.op(op, [b.input("x", "f32", (1, 64, 4, 18))], axes=(), keepdims=0))
+    prog = ob.compile(b.build(), "bm1684")
+    (ins,) = [i for i in prog.instrs if isinstance(i, GlobalOp)]
+    assert ins.flops == 64 * 4 * 18
+
+
+def test_global_average_pool_costs_what_the_same_mean_does():
+    """GlobalAveragePool of (1, 64, 56, 56) and ReduceMean over axes (2, 3) do the same work on
+    the same layout (channels over the lanes, the 3136 pixels along the EU): equal compute time."""
+    t = ob.Target.preset("bm1684")
+    b = ob.GraphBuilder("gap")
+    b.output(b.op("GlobalAveragePool", [b.input("x", "f32", (1, 64, 56, 56))]))
+    gap = ob.compile(b.build(), t)
+    mean = ob.compile(_reduce_graph((1, 64, 56, 56), axes=(2, 3), keepdims=1), t)
+    (g,) = [i for i in gap.instrs if isinstance(i, (GlobalOp, Compute))]
+    m = _instr(mean, GlobalOp)
+    assert g.flops == m.flops == 64 * 56 * 56
+    rate = t.lanes * 32 * t.clock_mhz * 1e6 * t.efficiency["vector"]
+    expected = m.flops / (rate * _fill(64, t.lanes) * _fill(3136, 32))
+    assert compute_seconds(t, gap.graph.nodes[0], (1, 64, 1, 1), g.flops) == pytest.approx(expected, rel=1e-12)
+    assert compute_seconds(t, mean.graph.nodes[0], (1, 64, 1, 1), m.flops) == pytest.approx(expected, rel=1e-12)
+
+
+def test_last_axis_mean_without_keepdims_is_global_and_reads_the_whole_input():
+    """ReduceMean over the last axis of (2, 100, 256) without keepdims runs global: its compute
+    reads the whole input, the 100 rows of each batch over the lanes and the 256 features along
+    the EU, as a tile does."""
+    t = ob.Target.preset("bm1684")
+    prog = ob.compile(_reduce_graph((2, 100, 256), axes=(-1,), keepdims=0), t)
+    ins = _instr(prog, GlobalOp)
+    assert ins.flops == 2 * 100 * 256
+    rate = t.lanes * 32 * t.clock_mhz * 1e6 * t.efficiency["vector"]
+    expected = ins.flops / (rate * _fill(100, t.lanes) * _fill(256, 32))
+    assert compute_seconds(t, prog.graph.nodes[0], (2, 100), ins.flops) == pytest.approx(expected, rel=1e-12)

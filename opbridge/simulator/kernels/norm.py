@@ -61,8 +61,7 @@ LAST_AXIS_REDUCTIONS = ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "Re
 
 def _last_axis_reduction(node: Node) -> bool:
     rank = len(static_shape(node.inputs[0]))
-    axes = {a % rank for a in node.attrs["axes"]} if rank else set()
-    return bool(node.attrs["keepdims"]) and axes == {rank - 1}
+    return bool(node.attrs["keepdims"]) and rank > 0 and reduced_axes(node) == (rank - 1,)
 
 
 def _reduce_split(node: Node) -> tuple[str, ...] | None:
@@ -88,6 +87,8 @@ def _reduce_cost(node: Node, out_shape: tuple[int, ...]) -> float:
 for _op in LAST_AXIS_REDUCTIONS:
     (register_kernel(_op).split_when(_reduce_split).tile_attrs(_reduce_tile_attrs).row_layout()
      .cost(_reduce_cost))
+for _op in ("ReduceL1", "ReduceProd", "ReduceLogSum", "ReduceLogSumExp"):  # global layers
+    register_kernel(_op).cost(_reduce_cost)
 register_kernel("BatchNormalization").split("N", "H", "W").volumes().cost(_per_element(2.0))
 register_kernel("LRN").split("N", "H", "W").cost(
     lambda n, s: 2.0 * n.attrs["size"] * float(math.prod(s)))
