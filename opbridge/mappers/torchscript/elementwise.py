@@ -158,19 +158,33 @@ def div(node: OriginNode, g: MapContext) -> Any:
 
 
 def _floor_divide(g: MapContext, x: Value, y: Value) -> Value:
-    """x // y as torch computes it: (x - x mod y) / y with the Python-sign ``mod``, exact on
-    integers (the IR's integer Div truncates toward zero). On floats that quotient is rounded
-    to the integer it approximates, as torch's div_floor_floating does: floor(x / y) differs
-    where x / y rounds up to an integer (2.1 // 0.7 is 2, floor(2.1 / 0.7) is 3); x // 0 is
-    x / 0 (±inf, nan)."""
-    q = g.op("Div", [g.op("Sub", [x, g.op("Mod", [x, y], fmod=0)]), y])
+    """x // y as torch computes it, exact on integers: (x - x mod y) / y with the Python-sign
+    ``mod`` (the IR's integer Div truncates toward zero). Floats follow torch's
+    div_floor_floating (c10/util/generic_math.h) step by step, so the edge cases agree too:
+    1 // -inf is -1 (not nan), a zero quotient carries the sign of x / y, x // 0 is x / 0."""
     if x.dtype not in _FLOAT_RANK:
-        return q
-    q = g.op("Round", [q])
+        return g.op("Div", [g.op("Sub", [x, g.op("Mod", [x, y], fmod=0)]), y])
+    dt = to_numpy_dtype(x.dtype)
+
+    def k(v: float) -> Value:
+        return g.constant(np.asarray(v, dt))
+
+    mod = g.op("Mod", [x, y], fmod=1)
+    div = g.op("Div", [g.op("Sub", [x, mod]), y])
+    # fmod has x's sign: step down where it is non-zero and its sign differs from y's
+    signs_differ = g.op("Xor", [g.op("Less", [y, k(0)]), g.op("Less", [mod, k(0)])])
+    step = g.op("And", [g.op("Not", [g.op("Equal", [mod, k(0)])]), signs_differ])
+    div = g.op("Where", [step, g.op("Sub", [div, k(1)]), div])
+    # the quotient is an integer up to rounding: floor, then up where it was just below
+    floor = g.op("Floor", [div])
+    up = g.op("Greater", [g.op("Sub", [div, floor]), k(0.5)])
+    q = g.op("Where", [up, g.op("Add", [floor, k(1)]), floor])
+    true_q = g.op("Div", [x, y])
+    # a zero quotient is copysign(0, x / y); x / y is finite there, so x / y * 0 is that zero
+    q = g.op("Where", [g.op("Equal", [div, k(0)]), g.op("Mul", [true_q, k(0)]), q])
     if y.data is not None and np.all(np.asarray(y.data) != 0):
         return q
-    zero = g.constant(np.zeros((), to_numpy_dtype(y.dtype)))
-    return g.op("Where", [g.op("Equal", [y, zero]), g.op("Div", [x, y]), q])
+    return g.op("Where", [g.op("Equal", [y, k(0)]), true_q, q])
 
 
 @ts_mapping("floor_divide")

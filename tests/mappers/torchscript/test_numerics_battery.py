@@ -60,6 +60,20 @@ def _nonzero_ints(*shape: int, seed: int = 1) -> Callable[[], tuple[Any, ...]]:
     return make
 
 
+#: dividends and divisors where floor division is easy to get wrong: infinities, signed zeros,
+#: nan, exact multiples, quotients just below an integer
+_EDGES = (float("-inf"), -3.0, -2.1, -0.7, -0.5, -0.0, 0.0, 0.5, 0.7, 2.1, 3.0, float("inf"), float("nan"))
+
+
+def _edge_grid() -> tuple[Any, ...]:
+    """Every pair of ``_EDGES``: x down the rows, y along the columns."""
+    import torch
+
+    v = torch.tensor(_EDGES)
+    n = len(_EDGES)
+    return (v[:, None].expand(n, n).contiguous(), v[None, :].expand(n, n).contiguous())
+
+
 def _arith() -> dict[str, Case]:
     import torch
 
@@ -79,6 +93,11 @@ def _arith() -> dict[str, Case]:
         "remainder=float-exact-multiples": (lambda x, y: torch.remainder(x.round() * 0.1, 0.7),
                                             _two(_f(6, 7, scale=30), _f(6, 7, seed=2))),
         "div-floor=float-by-zero": (lambda x, y: torch.div(x, y * (y > 0), rounding_mode="floor"), ff),
+        "floor_divide=float-edges": (lambda x, y: torch.floor_divide(x, y), _edge_grid),
+        "floordiv-operator=float-edges": (lambda x, y: x // y, _edge_grid),
+        "div-floor=float-edges": (lambda x, y: torch.div(x, y, rounding_mode="floor"), _edge_grid),
+        "floor_divide=float-by-inf-scalar": (lambda x, y: torch.floor_divide(x, float("-inf")), ff),
+        "floor_divide=f64-edges": (lambda x, y: torch.floor_divide(x.double(), y.double()), _edge_grid),
         "remainder=int-neg": (lambda x, y: torch.remainder(x, y), ii),
         "remainder=int-scalar-neg": (lambda x, y: x % -4, ii),
         "remainder=float-neg": (lambda x, y: torch.remainder(x, -0.7), ff),
@@ -512,3 +531,31 @@ def test_matches_torch(case: str) -> None:
     if getattr(fn, "seeded", False):
         fn = fn()
     check(fn, *make_inputs(), mode=mode[0] if mode else "trace")
+
+
+@pytest.mark.parametrize("mode", ["trace", "script"])
+def test_floor_divide_zeros_carry_torchs_sign(mode: str) -> None:
+    """A zero quotient is copysign(0, x / y) in torch (-0.5 // 2 is -0.0): the sign bits agree,
+    which the value comparison of the battery cannot see, in the interpreter and the simulator."""
+    import numpy as np
+    import torch
+
+    import opbridge as ob
+    from tests.torchscript.helpers import export_and_convert
+
+    class FloorDiv(torch.nn.Module):
+        def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            return a // b
+
+    x, y = _edge_grid()
+    graph, (ref,) = export_and_convert(FloorDiv(), (x, y), mode)
+    got = next(iter(ob.interpret(graph, {graph.inputs[0].name: x.numpy(),
+                                         graph.inputs[1].name: y.numpy()}).values()))
+    assert np.isnan(got).tolist() == np.isnan(ref).tolist()
+    signed = ~np.isnan(ref)  # a nan's sign bit means nothing
+    assert np.signbit(got[signed]).tolist() == np.signbit(ref[signed]).tolist()
+    assert (ref[signed] == 0).any() and np.signbit(ref[ref == 0]).any()  # the grid has both zeros
+    sim = next(iter(ob.compile(graph, "bm1684").run({graph.inputs[0].name: x.numpy(),
+                                                     graph.inputs[1].name: y.numpy()}).values()))
+    assert np.array_equal(sim, ref, equal_nan=True)
+    assert np.signbit(sim[signed]).tolist() == np.signbit(ref[signed]).tolist()
