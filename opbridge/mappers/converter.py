@@ -687,6 +687,21 @@ def convert_origin_graph(
         conv._claim_origin(name)
         conv.values[name] = conv.builder.constant(name, np.asarray(arr))
     _map_all(conv, origin, entries, type_lines)
+    _add_outputs(conv, origin)
+    conv.builder.metadata.update(origin.metadata)
+    conv.builder.metadata.setdefault("framework", str(origin.framework))
+    if origin.source:
+        conv.builder.metadata.setdefault("source", str(origin.source))
+    # symbolic dims the caller did not fix stay symbolic (ob.compile asks for static ones)
+    return conv.builder.build(require_static=False)
+
+
+def _add_outputs(conv: Conversion, origin: OriginGraph) -> None:
+    """The graph's outputs, one Value each. A model may return one tensor twice (TorchScript
+    ``return y, y``, or ``y, y.clone()`` where the clone maps to y itself): the repeat becomes an
+    Identity named after its origin output, so every output has a name of its own to be fetched,
+    compared and written by."""
+    taken: set[int] = set()
     for t in origin.outputs:
         v = conv.values.get(t.name)
         if v is None and t.name in origin.tensors:
@@ -696,10 +711,9 @@ def convert_origin_graph(
                 f"[{origin.framework}] graph output '{t.name}' is not produced by any node",
                 hint="check the model's outputs",
             )
+        if id(v) in taken:
+            name = t.name if t.name not in conv.used else conv.fresh(t.name)
+            conv.used.add(name)
+            v = conv.builder.op("Identity", [v], name=conv.fresh(name, nodes=True), outputs=[name])
+        taken.add(id(v))
         conv.builder.output(v)
-    conv.builder.metadata.update(origin.metadata)
-    conv.builder.metadata.setdefault("framework", str(origin.framework))
-    if origin.source:
-        conv.builder.metadata.setdefault("source", str(origin.source))
-    # symbolic dims the caller did not fix stay symbolic (ob.compile asks for static ones)
-    return conv.builder.build(require_static=False)

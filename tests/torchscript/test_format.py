@@ -277,3 +277,46 @@ def test_export_reports_a_module_torch_cannot_compile(export: Any, mode: str) ->
     with pytest.raises(TorchExportError, match=pattern) as info:
         export(module, (torch.randn(2),), mode=mode)
     assert "mode='" in (info.value.hint or "")
+
+
+def _returns_twice() -> Any:
+    import torch
+
+    class ReturnsTwice(torch.nn.Module):
+        """One tensor returned twice, once through a clone (which converts to the tensor
+        itself), and a graph input returned as it is, twice."""
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                                                  torch.Tensor]:
+            y = torch.relu(x) * 2.0
+            return y, y, x, y.clone(), x
+
+    return ReturnsTwice().eval()
+
+
+@pytest.mark.parametrize("mode", ["trace", "script"])
+def test_cli_a_tensor_returned_twice_gives_distinct_outputs(tmp_path: Path, mode: str) -> None:
+    import torch
+
+    import opbridge as ob
+
+    model = _returns_twice()
+    x = torch.randn(2, 3, generator=torch.Generator().manual_seed(0))
+    compiled = torch.jit.trace(model, (x,)) if mode == "trace" else torch.jit.script(model)
+    torch.jit.save(compiled, str(tmp_path / "m.pt"))
+    ts, obir = tmp_path / "m.ts.json", tmp_path / "m.obir"
+    assert main(["export-torchscript", str(tmp_path / "m.pt"), "--input-shape", "x=2,3", "-o", str(ts)]) == 0
+    assert main(["convert", str(ts), "-o", str(obir)]) == 0
+    g = ob.load(str(obir))
+    names = [v.name for v in g.outputs]
+    assert len(names) == 5 and len(set(names)) == 5, names
+    got = ob.interpret(g, {g.inputs[0].name: x.numpy()})
+    with torch.no_grad():
+        ref = model(x)
+    assert list(got) == names
+    for name, r in zip(names, ref):
+        np.testing.assert_array_equal(got[name], r.numpy(), err_msg=name)
+    prog = ob.compile(g, "bm1684")
+    sim = prog.run({g.inputs[0].name: x.numpy()})
+    for name, r in zip(names, ref):
+        np.testing.assert_array_equal(sim[name], r.numpy(), err_msg=f"simulator {name}")
