@@ -184,3 +184,49 @@ def test_cli_refuses_absurd_sizes_before_allocating(tmp_path: Path, case: str) -
     doc, pattern = HANDMADE[case]
     (tmp_path / "m.ts.json").write_text(json.dumps(doc))
     _assert_user_error(_convert(tmp_path / "m.ts.json"), pattern)
+
+
+def _lstm_modules() -> dict[str, tuple[Any, tuple[Any, ...], str]]:
+    """name -> (module, example inputs, export mode): an LSTM cell called with its state list,
+    and an LSTM layer given an initial state."""
+    import torch
+
+    class Cell(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.cell = torch.nn.LSTMCell(3, 4)
+
+        def forward(self, x: torch.Tensor, h: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            k = self.cell
+            return torch.lstm_cell(x, [h, c], k.weight_ih, k.weight_hh, k.bias_ih, k.bias_hh)
+
+    class Layer(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lstm = torch.nn.LSTM(3, 4)
+
+        def forward(self, x: torch.Tensor, h: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+            return self.lstm(x, (h, c))[0]
+
+    torch.manual_seed(0)
+    return {"lstm_cell": (Cell(), (torch.randn(2, 3), torch.randn(2, 4), torch.randn(2, 4)), "script"),
+            "lstm": (Layer(), (torch.randn(5, 2, 3), torch.randn(1, 2, 4), torch.randn(1, 2, 4)), "trace")}
+
+
+@pytest.mark.parametrize("keep", [1, 3], ids=["hx=1-tensor", "hx=3-tensors"])
+@pytest.mark.parametrize("op", ["lstm_cell", "lstm"])
+def test_cli_an_lstm_state_of_the_wrong_length_names_the_node(tmp_path: Path, op: str, keep: int) -> None:
+    from opbridge.export.torchscript import export_torchscript
+
+    module, inputs, mode = _lstm_modules()[op]
+    path = export_torchscript(module.eval(), inputs, tmp_path / "m.ts.json", mode=mode)
+    doc = json.loads(path.read_text())
+    node = _node(doc, f"aten::{op}")
+    state = next(n for n in doc["nodes"] if n["outputs"] == [node["inputs"][1]])
+    assert state["kind"] in ("prim::ListConstruct", "prim::TupleConstruct") and len(state["inputs"]) == 2
+    state["inputs"] = (state["inputs"] * 2)[:keep]
+    path.write_text(json.dumps(doc))
+    r = _convert(path)
+    _assert_user_error(r, rf"node '{node['name']}' \({op}\): argument 'hx' holds {keep} tensor\(s\); "
+                          r"an LSTM takes two, \(h, c\)")
+    assert "hint: torch gives an LSTM its state as the list [h, c]" in r.stderr and "re-export" in r.stderr

@@ -125,16 +125,23 @@ def _packed(g: MapContext, a: Args, kind: str) -> None:
                             hint="pad the sequences (torch.nn.utils.rnn.pad_packed_sequence) before the layer")
 
 
+def _lstm_state(g: MapContext, a: Args) -> list[Value]:
+    """An LSTM's (or LSTM cell's) ``hx`` argument: the list [h, c], checked to hold two tensors."""
+    hx = a.tensor_list(1, "hx")
+    if len(hx) != 2:
+        raise g.error(f"argument 'hx' holds {len(hx)} tensor(s); an LSTM takes two, (h, c)",
+                      hint="torch gives an LSTM its state as the list [h, c]: the file "
+                      "was edited or damaged, re-export the model")
+    return hx
+
+
 @ts_mapping("aten::lstm")
 def lstm(node: OriginNode, g: MapContext) -> Any:
     """aten::lstm.input(input, hx: [h0, c0], params, has_biases, num_layers, dropout, train,
     bidirectional, batch_first) -> (output, h_n, c_n)."""
     a = Args(node, g)
     _packed(g, a, "lstm")
-    hx = a.tensor_list(1, "hx")
-    if len(hx) != 2:
-        raise g.error(f"hx has {len(hx)} tensors; an LSTM takes (h0, c0)")
-    return _recurrent(node, g, "lstm", a.tensor(0, "input"), hx, _params(g, a, 2), a)
+    return _recurrent(node, g, "lstm", a.tensor(0, "input"), _lstm_state(g, a), _params(g, a, 2), a)
 
 
 @ts_mapping("aten::gru", "aten::rnn_tanh", "aten::rnn_relu")
@@ -154,7 +161,7 @@ def cell(node: OriginNode, g: MapContext) -> Any:
     kind = node.op_type[:-len("_cell")]
     lstm_cell = kind == "lstm"
     x = a.tensor(0, "input")
-    hx = a.tensor_list(1, "hx") if lstm_cell else [a.tensor(1, "hx")]
+    hx = _lstm_state(g, a) if lstm_cell else [a.tensor(1, "hx")]
     w = [a.tensor(2, "w_ih"), a.tensor(3, "w_hh"), a.optional_tensor(4), a.optional_tensor(5)]
     hidden = static_shape(g, hx[0])[-1]
     cell_, xw = _cell(g, kind, w, hidden, x)
