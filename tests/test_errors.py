@@ -303,3 +303,15 @@ def test_every_error_the_cli_layer_raises_has_a_hint():
                 if name in errors and not any(k.arg == "hint" for k in node.exc.keywords):
                     missing.append(f"{path.name}:{node.lineno}")
     assert not missing, missing
+
+
+@pytest.mark.parametrize("err,named,want", [
+    (RuntimeError("\n  Expected a Tensor\n  File <code>, line 3\n  ~~~ <--- HERE\n"), False, "Expected a Tensor"),
+    (RuntimeError("Expected a Tensor\nframe #0"), True, "RuntimeError: Expected a Tensor"),
+    (ValueError(""), False, "ValueError"),
+    (ValueError("   "), True, "ValueError"),
+], ids=["multi-line", "named", "empty", "blank-named"])
+def test_first_line_of_a_wrapped_error(err: BaseException, named: bool, want: str) -> None:
+    from opbridge.errors import first_line
+
+    assert first_line(err, named=named) == want

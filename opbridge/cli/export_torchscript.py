@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ..errors import AttrError, ModelFormatError
+from ..errors import AttrError, ModelFormatError, first_line
 
 _DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "int32", "int64",
            "bool")
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         module = torch.jit.load(str(path), map_location="cpu")
     except Exception as err:  # torch raises RuntimeError and others for a bad archive
         raise ModelFormatError(
-            f"'{path}' is not a TorchScript module: {str(err).splitlines()[0] if str(err) else err}",
+            f"'{path}' is not a TorchScript module: {first_line(err)}",
             hint="save it with torch.jit.save(torch.jit.trace(model, example), PATH)",
         ) from None
     example = _examples(torch, module, args.forward_args, shapes, dtypes, args.seed)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ModelFormatError, OpbridgeError
+from ..errors import ModelFormatError, OpbridgeError, first_line
 from ..parsers.torchscript_json import DTYPE_NAMES, FORMAT, INPUT_TYPES
 from .torchscript_graph import TorchExportError, bind_absent_optionals, buffers_kept, frozen_graph, type_str
 
@@ -441,9 +441,8 @@ def _run_example(scripted: Any, example: tuple[Any, ...]) -> Any:
     try:
         return scripted(*example)
     except RuntimeError as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise TorchExportError(
-            f"running the module on the example inputs failed: {first}",
+            f"running the module on the example inputs failed: {first_line(err)}",
             hint="give one example per forward() argument, in order: a tensor for a Tensor, a "
                  "Python int / float / bool (or a list of them) for those types") from None
 

@@ -10,7 +10,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from ..errors import OpbridgeError
+from ..errors import OpbridgeError, first_line
 
 
 class TorchExportError(OpbridgeError, ValueError):
@@ -95,11 +95,10 @@ def _compiled(torch: Any, module: Any, example: tuple[Any, ...], mode: str) -> A
         with _no_mha_fastpath(torch), torch.no_grad(), buffers_kept(torch, module):
             return torch.jit.trace(module, example, check_trace=False)
     except Exception as err:  # torch raises RuntimeError, its frontend errors, and the module's own
-        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
         other = "trace" if mode == "script" else "script"
         raise TorchExportError(
             f"{'scripting' if mode == 'script' else 'tracing'} the module failed: "
-            f"{type(err).__name__}: {first}",
+            f"{first_line(err, named=True)}",
             hint=f"check that the module runs on the example inputs in eval() mode, or export with "
                  f"mode='{other}'; --debug shows torch's traceback") from err
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import first_line
 from .runners import OriginRunError, RunOutput
 
 
@@ -178,8 +179,7 @@ class _Run:
                 except OriginRunError as err:
                     raise OriginRunError(f"{where}: {err.message}") from err
                 except Exception as err:
-                    raise OriginRunError(f"{where}: torch failed: {type(err).__name__}: "
-                                         f"{str(err).splitlines()[0] if str(err) else ''}") from err
+                    raise OriginRunError(f"{where}: torch failed: {first_line(err, named=True)}") from err
             values = [result] if len(outs) == 1 else list(result)
             for name, val in zip(outs, values):
                 self.env[name] = val
