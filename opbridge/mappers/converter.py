@@ -434,6 +434,35 @@ class _Frame:
         return any(x is v for x in b._inputs) or b._constants.get(v.name) is v
 
 
+def _given_shape(t: TensorInfo, given_raw: Sequence[int]) -> tuple[int, ...]:
+    """``input_shapes[t.name]`` checked against the input's declared shape (of a sequence or
+    optional input: the shape of its tensors)."""
+    try:
+        given = tuple(int(d) for d in given_raw)
+    except (TypeError, ValueError):
+        raise ShapeError(f"input_shapes['{t.name}'] = {given_raw!r}: not a list of ints",
+                         hint=f"give one int per dim: input_shapes={{'{t.name}': (1, 3, 224, 224)}}"
+                         ) from None
+    if any(d < 0 for d in given):
+        raise ShapeError(f"input_shapes['{t.name}'] = {given}: dims must be >= 0",
+                         hint="give the size of every dim (0 only for an empty one)")
+    shape = t.shape
+    if shape is not None and len(shape) != len(given):
+        raise ShapeError(
+            f"input '{t.name}' has rank {len(shape)} ({format_shape(shape)}); "
+            f"input_shapes gives {len(given)} dims {list(given)}",
+            hint=f"give {len(shape)} dims for '{t.name}'",
+        )
+    for d_decl, d_new in zip(shape or (), given):
+        if isinstance(d_decl, int) and d_decl != d_new:
+            raise ShapeError(
+                f"input '{t.name}' declares dim {d_decl} where input_shapes gives {d_new} "
+                f"({format_shape(shape or ())} vs {list(given)})",
+                hint="only symbolic dims can be fixed with input shapes",
+            )
+    return given
+
+
 def _fix_inputs(origin: OriginGraph, input_shapes: Mapping[str, Sequence[int]] | None,
                 require_static: bool) -> list[TensorInfo]:
     """The origin inputs with ``input_shapes`` applied; symbolic dims left are errors by name."""
@@ -447,36 +476,12 @@ def _fix_inputs(origin: OriginGraph, input_shapes: Mapping[str, Sequence[int]] |
         )
     out = []
     for t in origin.inputs:
-        shape = t.shape
+        shape = _given_shape(t, shapes[t.name]) if t.name in shapes else t.shape
         if t.kind != "tensor":  # a sequence's tensors may differ: their shape is run-time
             if t.dtype is None:
                 raise ShapeError(f"input '{t.name}' has no declared element type", hint=_ELEM_HINT)
             out.append(TensorInfo(t.name, t.dtype, shape or (), t.kind))
             continue
-        if t.name in shapes:
-            try:
-                given = tuple(int(d) for d in shapes[t.name])
-            except (TypeError, ValueError):
-                raise ShapeError(f"input_shapes['{t.name}'] = {shapes[t.name]!r}: not a list of ints",
-                                 hint=f"give one int per dim: input_shapes={{'{t.name}': (1, 3, 224, 224)}}"
-                                 ) from None
-            if any(d < 0 for d in given):
-                raise ShapeError(f"input_shapes['{t.name}'] = {given}: dims must be >= 0",
-                                 hint="give the size of every dim (0 only for an empty one)")
-            if shape is not None and len(shape) != len(given):
-                raise ShapeError(
-                    f"input '{t.name}' has rank {len(shape)} ({format_shape(shape)}); "
-                    f"input_shapes gives {len(given)} dims {list(given)}",
-                    hint=f"give {len(shape)} dims for '{t.name}'",
-                )
-            for d_decl, d_new in zip(shape or (), given):
-                if isinstance(d_decl, int) and d_decl != d_new:
-                    raise ShapeError(
-                        f"input '{t.name}' declares dim {d_decl} where input_shapes gives {d_new} "
-                        f"({format_shape(shape or ())} vs {list(given)})",
-                        hint="only symbolic dims can be fixed with input shapes",
-                    )
-            shape = given
         if shape is None:
             raise ShapeError(
                 f"input '{t.name}' has no declared shape",

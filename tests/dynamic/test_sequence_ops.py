@@ -152,3 +152,65 @@ def test_the_simulator_refuses_sequences_by_name():
                [numpy_helper.from_array(np.array(1, np.int64), "q")])
     with pytest.raises(SimulatorError, match=r"value 's' is a sequence; the simulator compiles tensors only"):
         ob.compile(ob.convert(m))
+
+
+def _concat_of_input(axis, new_axis=0):
+    node = helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=axis, new_axis=new_axis, name="cat")
+    return _model([node], [_seq_vi("s", None)], [_vi("y", None)])
+
+
+def test_concat_of_a_sequence_input_without_shape_says_to_give_it(tmp_path, capsys):
+    """The element shape of an undeclared sequence input is unknown: the CLI names the node and
+    the input, and says which --input-shape gives it; given, the result is onnxruntime's."""
+    import onnx
+
+    from opbridge.cli import main
+
+    model = _concat_of_input(axis=1)
+    path = tmp_path / "cat.onnx"
+    onnx.save(model, str(path))
+    assert main(["convert", str(path), "-o", str(tmp_path / "cat.obir")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert lines[0] == ("error: [onnx] node 'cat' (ConcatFromSequence): axis 1 joins the tensors along "
+                        "one of their dims, but the tensors of sequence 's' (a graph input) have no known shape")
+    assert lines[-1] == ("hint: give the shape of its tensors: --input-shape s=2,3 on the command line "
+                         "(input_shapes={'s': (2, 3)} in Python)")
+    assert main(["convert", str(path), "--input-shape", "s=2,3", "-o", str(tmp_path / "cat.obir")]) == 0
+    g = ob.load(str(tmp_path / "cat.obir"))
+    assert g.inputs[0].shape == (2, 3)
+    feeds = {"s": [np.arange(6, dtype=np.float32).reshape(2, 3), -np.ones((2, 3), np.float32)]}
+    want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
+    np.testing.assert_array_equal(ob.interpret(g, feeds)["y"], want)
+
+
+def test_concat_of_an_empty_sequence_says_to_insert_first():
+    nodes = [helper.make_node("SequenceEmpty", [], ["s"], dtype=F),
+             helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0, name="cat")]
+    with pytest.raises(ob.MappingError, match=r"node 'cat' \(ConcatFromSequence\): axis 0 joins .* sequence "
+                                               r"'s' \(made by SequenceEmpty\) have no known shape") as err:
+        ob.convert(_model(nodes, [], [_vi("y", None)]))
+    assert "SequenceInsert" in err.value.hint
+
+
+def test_concat_shape_function_refuses_an_unknown_element_shape_with_a_hint():
+    """Built by hand (no mapping to catch it first): a ShapeError naming the node, not a failed
+    shape function."""
+    b = ob.GraphBuilder("g")
+    s = b.op("SequenceEmpty", [], dtype="f32")
+    with pytest.raises(ob.ShapeError, match=r"node 'cat' \(ConcatFromSequence\): the sequence's tensors "
+                                             r"have no known shape") as err:
+        b.op("ConcatFromSequence", [s], axis=0, name="cat")
+    assert "--input-shape SEQ=2,3" in err.value.hint and "shape inference failed" not in str(err.value)
+
+
+def test_a_sequence_input_shape_must_match_its_declared_rank():
+    model = _model([helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0)],
+                   [_seq_vi("s", [2, "N"])], [_vi("y", None)])
+    with pytest.raises(ob.ShapeError, match=r"input 's' has rank 2 \(\[2,N\]\); input_shapes gives 3 dims"):
+        ob.convert(model, input_shapes={"s": (2, 3, 4)})
+    g = ob.convert(model, input_shapes={"s": (2, 5)})
+    feeds = {"s": [np.ones((2, 5), np.float32), np.zeros((2, 5), np.float32)]}
+    want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
+    np.testing.assert_array_equal(ob.interpret(g, feeds)["y"], want)

@@ -189,9 +189,18 @@ def _at(seq: list[np.ndarray], position: np.ndarray) -> np.ndarray:
 )
 
 
+#: what gives a sequence's tensors a shape the graph knows
+UNKNOWN_ELEMENT_HINT = ("give the shape of a sequence input's tensors (--input-shape SEQ=2,3 on the "
+                        "command line, input_shapes={'SEQ': (2, 3)} in Python), or insert a tensor "
+                        "into a SequenceEmpty before reading it")
+
+
 def _concat_shape(ctx: ShapeContext) -> Any:
     shape = list(ctx.input_shape(0))
     new_axis = ctx.attr("new_axis")
+    if not shape and not new_axis:  # () is also what an empty or undeclared sequence has
+        raise ctx.error("the sequence's tensors have no known shape (it is empty, or an input that "
+                        "declares none); only new_axis=1 joins 0-d tensors", hint=UNKNOWN_ELEMENT_HINT)
     axis = ctx.normalize_axis(ctx.attr("axis"), len(shape) + (1 if new_axis else 0))
     if new_axis:
         shape.insert(axis, f"{ctx.node_name}.d{axis}")

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...errors import OpbridgeError
+from ...ir.graph import Value
+from ...ir.ops.sequence import UNKNOWN_ELEMENT_HINT
 from ...parsers.origin import Framework, OriginGraph, OriginNode
 from ..context import MapContext
 from ..registry import mapping
@@ -63,10 +66,29 @@ def split_to_sequence(node: OriginNode, g: MapContext) -> Any:
                 axis=int(node.get_attr("axis")), keepdims=bool(node.get_attr("keepdims")))
 
 
+def _element_shape_unknown(g: MapContext, seq: Value, what: str) -> OpbridgeError:
+    """The error for a sequence whose tensors' shape the graph does not know (its shape is ()),
+    with what would give it one: the input's shape, or a tensor inserted first."""
+    made_by = seq.producer.op if seq.producer is not None else None
+    if made_by is None:
+        hint = (f"give the shape of its tensors: --input-shape {seq.name}=2,3 on the command line "
+                f"(input_shapes={{'{seq.name}': (2, 3)}} in Python)")
+    elif made_by == "SequenceEmpty":
+        hint = "insert a tensor into the sequence (SequenceInsert) before this node reads it"
+    else:
+        hint = UNKNOWN_ELEMENT_HINT
+    source = "a graph input" if made_by is None else f"made by {made_by}"
+    return g.error(f"{what}, but the tensors of sequence '{seq.name}' ({source}) have no known "
+                   "shape", hint=hint)
+
+
 @mapping(ONNX, "ConcatFromSequence", since_opset=11)
 def concat_from_sequence(node: OriginNode, g: MapContext) -> Any:
-    return g.op("ConcatFromSequence", [_required(g, 0, "input_sequence")],
-                axis=int(node.get_attr("axis")), new_axis=bool(node.get_attr("new_axis")))
+    seq = _required(g, 0, "input_sequence")
+    axis, new_axis = int(node.get_attr("axis")), bool(node.get_attr("new_axis"))
+    if seq.shape == () and not new_axis:
+        raise _element_shape_unknown(g, seq, f"axis {axis} joins the tensors along one of their dims")
+    return g.op("ConcatFromSequence", [seq], axis=axis, new_axis=new_axis)
 
 
 @mapping(ONNX, "SequenceMap", since_opset=17)
