@@ -90,7 +90,8 @@ class OpbridgeRep(BackendRep):
             return {k: feed(k, v) for k, v in inputs.items()}
         seq = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
         if len(seq) > len(names):
-            raise InterpretError(f"{len(seq)} inputs given; the model has {len(names)}: {', '.join(names)}")
+            raise InterpretError(f"{len(seq)} inputs given; the model has {len(names)}: {', '.join(names)}",
+                                 hint="give one array per graph input, in the order of the model's inputs")
         return {n: feed(n, a) for n, a in zip(names, seq)}
 
     def _graph_for(self, feeds: dict[str, Any]) -> Graph:

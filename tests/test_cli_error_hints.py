@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 import opbridge as ob
 from opbridge.cli import main
@@ -118,3 +118,142 @@ def test_graph_builder_misuse_has_hints():
     with pytest.raises(ob.GraphError, match=r"input 0 is ndarray, not a Value") as err:
         b.op("Relu", [np.zeros((1, 2), np.float32)])
     assert "constant()" in err.value.hint
+
+
+# -- errors raised without a hint of their own: each case a real damaged or bad input ---------
+def _onnx(path, nodes, inputs, inits=()):
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    model = helper.make_model(helper.make_graph(nodes, "g", inputs, [y], initializer=list(inits)),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, str(path))
+    return str(path)
+
+
+def _x(shape=(2, 3), name="x"):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape))
+
+
+def test_an_attribute_the_op_refuses_points_at_the_model_and_at_a_plugin(tmp_path, capsys):
+    """A mapping's (or IR op's) AttrError without a hint: the converter says where to fix it."""
+    model = _onnx(tmp_path / "c.onnx", [helper.make_node("Concat", ["x", "x"], ["y"], axis=5, name="cat")],
+                  [_x()])
+    error, hint = _cli_error(capsys, ["convert", model, "-o", str(tmp_path / "c.obir")])
+    assert error == "error: [onnx] node 'cat' (Concat) param 'axis' = 5: out of range for rank 2"
+    assert "correct this value of the node in the model" in hint
+    assert "opbridge plugin new Concat --framework onnx --override writes a plugin" in hint
+    assert "--plugin FILE loads it" in hint
+
+
+def test_an_unsupported_form_without_a_hint_says_how_to_map_it(tmp_path, capsys):
+    from onnx import TypeProto
+
+    seq_of_optional = TypeProto()
+    seq_of_optional.optional_type.elem_type.tensor_type.elem_type = TensorProto.FLOAT
+    node = helper.make_node("Optional", [], ["o"], type=seq_of_optional, name="opt")
+    has = helper.make_node("OptionalHasElement", ["o"], ["y"], name="has")
+    model = _onnx(tmp_path / "o.onnx", [node, has], [])
+    error, hint = _cli_error(capsys, ["convert", model, "-o", str(tmp_path / "o.obir")])
+    assert "node 'opt' (Optional)" in error and "an Optional of anything but a tensor" in error
+    assert "tensors and sequences of tensors" in hint
+
+
+def test_missing_external_data_says_to_keep_the_files_beside_the_model(tmp_path, capsys):
+    w = numpy_helper.from_array(np.ones((64, 64), np.float32), "w")
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    model = helper.make_model(helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "g",
+                                                [_x((2, 64))], [y], initializer=[w]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "ext.onnx"
+    onnx.save(model, str(path), save_as_external_data=True, location="ext.data", size_threshold=0)
+    (tmp_path / "ext.data").unlink()
+    error, hint = _cli_error(capsys, ["convert", str(path), "-o", str(tmp_path / "e.obir")])
+    assert "initializer 'w' external data location 'ext.data': cannot be read" in error
+    assert "keep the external data files the exporter wrote beside the .onnx" in hint
+
+
+def test_an_onnx_tensor_of_no_type_says_to_run_the_checker(tmp_path, capsys):
+    b = numpy_helper.from_array(np.ones((2, 3), np.float32), "b")
+    b.data_type = TensorProto.UNDEFINED
+    model = _onnx(tmp_path / "u.onnx", [helper.make_node("Add", ["x", "b"], ["y"], name="add")], [_x()], [b])
+    error, hint = _cli_error(capsys, ["convert", model, "-o", str(tmp_path / "u.obir")])
+    assert "tensor 'b' has an undefined element type" in error
+    assert "onnx.checker.check_model(PATH, full_check=True)" in hint
+
+
+def test_a_torchscript_json_of_the_wrong_structure_says_to_export_again(tmp_path, capsys):
+    import json
+
+    doc = {"format": "opbridge.torchscript-json", "version": 1, "name": "m",
+           "inputs": [{"name": "x", "dtype": "float32", "shape": [3]}],
+           "outputs": [{"name": "x", "dtype": "float32", "shape": [3]}], "nodes": {"relu": {}}}
+    (tmp_path / "m.ts.json").write_text(json.dumps(doc))
+    error, hint = _cli_error(capsys, ["convert", str(tmp_path / "m.ts.json"), "-o", str(tmp_path / "m.obir")])
+    assert "'nodes' must be a list" in error
+    assert "export the model again (opbridge export-torchscript" in hint
+
+
+def test_a_caffe_input_declared_twice_says_how_to_fix_the_prototxt(tmp_path, capsys):
+    proto = tmp_path / "net.prototxt"
+    proto.write_text('name: "net"\n'
+                     'layer { name: "in1" type: "Input" top: "data" input_param { shape { dim: 1 dim: 3 } } }\n'
+                     'layer { name: "in2" type: "Input" top: "data" input_param { shape { dim: 1 dim: 3 } } }\n'
+                     'layer { name: "relu" type: "ReLU" bottom: "data" top: "out" }\n')
+    error, hint = _cli_error(capsys, ["convert", str(proto), "-o", str(tmp_path / "net.obir")])
+    assert "input 'data' is declared twice" in error
+    assert "rename the second top, or drop the duplicate" in hint
+
+
+def test_a_damaged_obir_graph_says_to_convert_again(tmp_path, capsys):
+    import json
+
+    from opbridge.ir import tensorfile
+
+    good = tmp_path / "g.obir"
+    ob.save(ob.convert(_relu_model(tmp_path / "r.onnx", TensorProto.FLOAT, [2, 3])), good)
+    meta, get = tensorfile.read(good)
+    graph = json.loads(meta["graph"])
+    graph["outputs"] = ["nowhere"]
+    bad = tmp_path / "bad.obir"
+    tensorfile.write(bad, {}, {**meta, "graph": json.dumps(graph)})
+    error, hint = _cli_error(capsys, ["show", str(bad)])
+    assert "graph output 'nowhere' is not defined" in error
+    assert "convert the model again (opbridge convert MODEL -o OUT.obir)" in hint
+
+
+@pytest.mark.usefixtures("isolated_registries")
+def test_a_mapping_that_breaks_the_graph_is_blamed_with_a_hint(tmp_path, capsys):
+    """A plugin mapping that edits its output behind the builder's back: the graph does not
+    verify after every node mapped, and the hint says whose fault it is."""
+    plugin = tmp_path / "bad_relu.py"
+    plugin.write_text(
+        "from opbridge.mappers import mapping\n"
+        "from opbridge.parsers.origin import Framework\n\n\n"
+        "@mapping(Framework.ONNX, 'Relu', since_opset=1, override=True)\n"
+        "def bad_relu(node, g):\n"
+        "    y = g.op('Relu', [g.input(0)])\n"
+        "    y.kind = 'sequence'\n"
+        "    return y\n")
+    model = _relu_model(tmp_path / "r.onnx", TensorProto.FLOAT, [2, 3])
+    error, hint = _cli_error(capsys, ["convert", model, "--plugin", str(plugin), "-o", str(tmp_path / "r.obir")])
+    assert "output 'y' is declared a sequence; the op gives a tensor" in error
+    assert "a mapping (a plugin's, if one is loaded) emitted IR" in hint and "--debug" in hint
+
+
+def test_a_caffe_param_the_layer_refuses_points_at_the_prototxt(tmp_path, capsys):
+    proto = tmp_path / "net.prototxt"
+    proto.write_text('name: "net"\ninput: "data"\ninput_shape { dim: 1 dim: 3 dim: 4 dim: 4 }\n'
+                     'layer { name: "rs" type: "Reshape" bottom: "data" top: "out" '
+                     "reshape_param { shape { dim: -1 dim: -1 } } }\n")
+    error, hint = _cli_error(capsys, ["convert", str(proto), "-o", str(tmp_path / "net.obir")])
+    assert error == ("error: [caffe] layer 'rs' (Reshape) param 'reshape_param.shape' = [-1, -1]: "
+                     "at most one -1")
+    assert hint.startswith("hint: correct this value of the layer in the prototxt")
+    assert "opbridge plugin new Reshape --framework caffe --override" in hint
+
+
+def test_a_shape_the_op_cannot_take_points_at_the_input_shapes(tmp_path, capsys):
+    model = _onnx(tmp_path / "d.onnx", [helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=2, name="d2s")],
+                  [_x((4, 8, 3))])
+    error, hint = _cli_error(capsys, ["convert", model, "-o", str(tmp_path / "d.obir")])
+    assert "node 'd2s' (DepthToSpace): input has rank 3; DepthToSpace needs NCHW (rank 4)" in error
+    assert "check the model's input shapes (give symbolic or wrong ones with --input-shape NAME=DIMS)" in hint

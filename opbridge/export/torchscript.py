@@ -174,8 +174,9 @@ def _flatten(obj: Any, torch: Any) -> list[Any]:
         return [t for o in obj for t in _flatten(o, torch)]
     raise TorchExportError(
         f"the module returned a {type(obj).__name__}; TorchScript-json graph outputs are tensors "
-        "(or tuples/lists of them)"
-    )
+        "(or tuples/lists of them)",
+        hint="return the tensors themselves (a tuple or list of them, not a dict or an object); wrap the "
+             "module in one whose forward() does")
 
 
 def _flatten_outputs(graph: Any) -> list[Any]:
@@ -370,7 +371,10 @@ def _attribute_record(torch: Any, n: Any, rec: dict[str, Any], io: _GraphIO, wri
     value; None for a submodule (later GetAttr nodes are written resolved) or a repeated read."""
     obj = io.attr_objects.get(n.input().debugName())
     if obj is None:
-        raise TorchExportError(f"{where}: attribute '{n.s('name')}' of an unknown object")
+        raise TorchExportError(f"{where}: attribute '{n.s('name')}' of an unknown object",
+                               hint="the module reads an attribute of an object TorchScript cannot follow: "
+                                    "store it as a buffer or parameter of a submodule, or export with "
+                                    "mode='script'")
     value = getattr(obj, n.s("name"))
     out = n.output().debugName()
     path = f"{io.attr_paths.get(n.input().debugName(), '')}.{n.s('name')}"
@@ -400,8 +404,9 @@ def _boundary_entries(graph: Any, io: _GraphIO, example: tuple[Any, ...],
         outputs.append({"name": io.name_of(v), "dtype": _dtype_name(t.dtype), "shape": list(t.shape)})
     if len(outputs) != len(results):
         raise TorchExportError(
-            f"the graph returns {len(outputs)} values but the module returned {len(results)} tensors"
-        )
+            f"the graph returns {len(outputs)} values but the module returned {len(results)} tensors",
+            hint="return tensors only (a tuple or list of them, no None or numbers) from forward(), or "
+                 "export with the other mode")
     inputs = [_input_entry(io.name_of(v), type_str(v), t) for v, t in zip(io.inputs, example)]
     return inputs, outputs
 
@@ -432,7 +437,9 @@ def _write_files(json_path: Path, doc: dict[str, Any], writer: _Writer) -> None:
             save_file(writer.tensors, str(weights_path_for(json_path)), metadata=writer.metadata or None)
         json_path.write_text(_dumps(doc), encoding="utf-8")
     except OSError as err:
-        raise ModelFormatError(f"cannot write '{json_path}': {err.strerror or err}") from None
+        raise ModelFormatError(f"cannot write '{json_path}': {err.strerror or err}",
+                               hint="check that the output folder exists and is writable, and that the "
+                                    "disk is not full") from None
 
 
 def _run_example(scripted: Any, example: tuple[Any, ...]) -> Any:

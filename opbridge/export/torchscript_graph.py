@@ -70,7 +70,9 @@ def frozen_graph(torch: Any, module: Any, example: tuple[Any, ...], mode: str,
         used = mode
         scripted = _compiled(torch, module, example, mode)
     else:
-        raise TorchExportError(f"export mode {mode!r}: use 'trace' or 'script'")
+        raise TorchExportError(f"export mode {mode!r}: use 'trace' or 'script'",
+                               hint="mode='trace' records the ops run on the example inputs; mode='script' "
+                                    "compiles the code, if/loops included")
     if isinstance(scripted, torch.jit.ScriptModule):
         scripted = torch.jit.freeze(scripted.eval(), optimize_numerics=optimize)
         graph = scripted.graph

@@ -103,13 +103,21 @@ def _checked_container(node: Node, v: Value, result: Any) -> Any:
     if (result is None and not v.kind.startswith("optional")) or (
             isinstance(result, list) != v.kind.endswith("sequence") and result is not None):
         raise InterpretError(f"{node.where}: compute returned {type(result).__name__} for the "
-                             f"{v.kind} '{v.name}'")
+                             f"{v.kind} '{v.name}'", hint=_compute_hint(node, "a list of arrays for a "
+                             "sequence, an array or None for an optional"))
     for a in items:
         if not isinstance(a, np.ndarray) or a.dtype != want:
             got = a.dtype if isinstance(a, np.ndarray) else type(a).__name__
             raise InterpretError(f"{node.where}: a tensor of the {v.kind} '{v.name}' is {got}; "
-                                 f"the op's definition promises {v.dtype}")
+                                 f"the op's definition promises {v.dtype}",
+                                 hint=_compute_hint(node, f"arrays of {v.dtype}"))
     return result
+
+
+def _compute_hint(node: Node, want: str) -> str:
+    """What to fix when an op's compute returns what its definition does not promise."""
+    return (f"the compute function of op {node.op} (define_op(\"{node.op}\").compute(fn), in a "
+            f"plugin if not built in) must return {want}")
 
 
 def run_node(graph: Graph, node: Node, args: list[Any],
@@ -133,7 +141,10 @@ def run_node(graph: Graph, node: Node, args: list[Any],
             f"{a.dtype}{format_shape(a.shape)}" if a is not None else "None" for a in args
         )
         raise InterpretError(
-            f"{node.where}: compute failed on inputs ({shapes}): {type(err).__name__}: {err}"
+            f"{node.where}: compute failed on inputs ({shapes}): {type(err).__name__}: {err}",
+            hint="check the values fed to the graph (an index out of range, a shape the model does "
+                 "not take); if the op is a plugin's, its compute function failed: --debug shows "
+                 "the traceback",
         ) from err
     # several outputs come as a tuple (or a list); one sequence output is itself a list
     one_sequence = len(node.outputs) == 1 and node.outputs[0].kind.endswith("sequence")
@@ -143,7 +154,8 @@ def run_node(graph: Graph, node: Node, args: list[Any],
         results = [result]
     if len(results) != len(node.outputs):
         raise InterpretError(
-            f"{node.where}: compute returned {len(results)} outputs, the node has {len(node.outputs)}"
+            f"{node.where}: compute returned {len(results)} outputs, the node has {len(node.outputs)}",
+            hint=_compute_hint(node, "a tuple with one array per output"),
         )
     return [checked_result(node.where, opdef, i, v.name, v.dtype, _run_shape(v.shape, r, dims), r)
             if v.kind == "tensor" else _checked_container(node, v, r)

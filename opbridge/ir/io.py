@@ -265,6 +265,10 @@ def open_stored(path: str | os.PathLike[str], kind: str, fmt: str, max_version: 
     return meta, tensor
 
 
+#: what fixes a .obir whose graph is broken
+_REWRITE = "the .obir was edited or damaged: convert the model again (opbridge convert MODEL -o OUT.obir)"
+
+
 def load(path: str | os.PathLike[str], *, registry: OpRegistry | None = None) -> Graph:
     """Read a ``.obir`` file; the graph is verified before it is returned."""
     meta, tensor = open_stored(path, ".obir", FORMAT, FORMAT_VERSION,
@@ -279,9 +283,11 @@ def load(path: str | os.PathLike[str], *, registry: OpRegistry | None = None) ->
                 f"'{path}': {err.message}",
                 hint="load the plugin that defines it (--plugin FILE)",
             ) from None
-        raise type(err)(f"'{path}': {err.message}", hint=err.hint) from None
+        # a graph opbridge wrote is whole: a broken one was edited or damaged since
+        raise type(err)(f"'{path}': {err.message}", hint=err.hint or _REWRITE) from None
     except (KeyError, TypeError, ValueError, AttributeError) as err:
-        raise ModelFormatError(f"'{path}': the graph JSON is not a valid .obir graph: {err!r}") from None
+        raise ModelFormatError(f"'{path}': the graph JSON is not a valid .obir graph: {err!r}",
+                               hint=_REWRITE) from None
 
 
 def _typed_value(typed: Any, d: dict[str, Any], what: str) -> Value:

@@ -14,7 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import GraphError, MappingError, OpbridgeError, ShapeError, UnsupportedOpError, node_ctx
+from ..errors import (
+    AttrError,
+    GraphError,
+    MappingError,
+    OpbridgeError,
+    ShapeError,
+    UnsupportedOpError,
+    node_ctx,
+)
 from ..ir.graph import Graph, GraphBuilder, Node, Origin, Value
 from ..ir.opdef import DEFAULT_OPS, OpDef, OpRegistry
 from ..ir.passes.fold import can_fold, evaluate
@@ -273,6 +281,8 @@ class Conversion:
             result = entry.fn(node, ctx)
         except OpbridgeError as err:
             err.add_context(**where)  # fills only what the raiser did not know
+            if err.hint is None:
+                err.hint = node_error_hint(err, node)
             raise
         except Exception as err:
             raise MappingError(
@@ -590,6 +600,27 @@ def preflight(origin: OriginGraph, registry: MappingRegistry, ops: OpRegistry) -
     return found
 
 
+def node_error_hint(err: OpbridgeError, node: OriginNode) -> str:
+    """What to do about an error a node's mapping (or the IR op it emits) raised without a hint
+    of its own: the node is in the model, so the model is where to look first."""
+    fw = str(node.framework)
+    model, kind = ("prototxt", "layer") if node.framework == Framework.CAFFE else ("model", "node")
+    plugin = (f"opbridge plugin new {node.op_type} --framework {fw} --override writes a plugin "
+              "that maps it your way, --plugin FILE loads it")
+    if isinstance(err, UnsupportedOpError):
+        return (f"opbridge does not convert this form of the op: change the {model} to a form it "
+                f"does, or {plugin}")
+    if isinstance(err, AttrError):
+        return (f"correct this value of the {kind} in the {model} (or export the model again); if it "
+                f"is right, {plugin}")
+    if isinstance(err, ShapeError):
+        return ("the shapes reaching this node do not fit the op: check the model's input shapes "
+                "(give symbolic or wrong ones with --input-shape NAME=DIMS); a wrong input shape "
+                "first shows at the first op that cannot take it")
+    return (f"the {kind} is not what {fw}'s {node.op_type} takes here: correct the {model} or "
+            f"export it again; or {plugin}")
+
+
 def _map_all(conv: Conversion, origin: OriginGraph, entries: dict[int, MappingEntry],
              type_lines: list[str]) -> None:
     """Map every node; on problems, go on with the nodes that do not depend on a failed one,
@@ -698,7 +729,14 @@ def convert_origin_graph(
     if origin.source:
         conv.builder.metadata.setdefault("source", str(origin.source))
     # symbolic dims the caller did not fix stay symbolic (ob.compile asks for static ones)
-    return conv.builder.build(require_static=False)
+    try:
+        return conv.builder.build(require_static=False)
+    except OpbridgeError as err:
+        # every node mapped and checked itself: a graph that does not verify is the mappings' fault
+        if err.hint is None:
+            err.hint = ("a mapping (a plugin's, if one is loaded) emitted IR that does not fit "
+                        "together: rerun with --debug for the traceback, and please report it")
+        raise
 
 
 def _add_outputs(conv: Conversion, origin: OriginGraph) -> None:

@@ -140,9 +140,13 @@ class MappingRegistry:
         """Register ``fn`` for ``op_type``; a second registration of the same key raises."""
         fw = Framework(framework)
         if not isinstance(op_type, str) or not op_type or op_type.endswith("::"):
-            raise RegistryError(f"mapping for {op_type!r}: the origin op type must be a non-empty string")
+            raise RegistryError(f"mapping for {op_type!r}: the origin op type must be a non-empty string",
+                                hint="give the op type as the model spells it (e.g. 'Conv', 'aten::relu', "
+                                     "'com.vendor::MyOp')")
         if isinstance(since_opset, bool) or not isinstance(since_opset, int) or since_opset < 1:
-            raise RegistryError(f"mapping for {fw} {op_type}: since_opset={since_opset!r} must be an int >= 1")
+            raise RegistryError(f"mapping for {fw} {op_type}: since_opset={since_opset!r} must be an int >= 1",
+                                hint="give the first opset of the op's version this mapping follows "
+                                     "(since_opset=1 when it does not matter)")
         domain, name = split_op_key(op_type)
         site = defined_at or _caller_site()
         self._load(fw, domain, name)  # a built-in of the same key registers first, wherever this runs from

@@ -251,7 +251,9 @@ def parse_caffe(
         if key not in ("layer", "layers"):
             continue
         if not isinstance(value, TextBlock):
-            raise ModelFormatError(f"[caffe] {source}:{line}: '{key}' must be a block {{ ... }}")
+            raise ModelFormatError(f"[caffe] {source}:{line}: '{key}' must be a block {{ ... }}",
+                                   hint=f"write it as '{key} {{ name: ... type: ... }}' (the BVLC "
+                                        "caffe.proto text format)")
         layer, fields = _read_layer(value, key == "layers", source, index, unknown)
         index += 1
         if _included(fields):
@@ -362,7 +364,8 @@ def _to_ssa(layers: list[_Layer], inputs: dict[str, tuple[int, ...] | None],
             continue
         if layer.op_type == "Split":
             if len(bottoms) != 1:
-                raise ModelFormatError(f"{where}: takes 1 bottom, got {len(bottoms)}")
+                raise ModelFormatError(f"{where}: takes 1 bottom, got {len(bottoms)}",
+                                       hint="a Split layer copies one bottom to its tops: give it exactly one bottom")
             for t in layer.tops:
                 current[t] = bottoms[0]
             continue

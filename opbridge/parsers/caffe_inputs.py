@@ -90,7 +90,8 @@ def data_layer_inputs(op_type: str, tops: list[str], attrs: dict[str, Any], inpu
     elif op_type == "MemoryData" and "batch_size" in attrs:
         dims = [attrs.get(k, 0) for k in ("batch_size", "channels", "height", "width")]
         if not all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
-            raise ModelFormatError(f"{where}: memory_data_param sizes {dims} are not all integers")
+            raise ModelFormatError(f"{where}: memory_data_param sizes {dims} are not all integers",
+                                   hint="give batch_size, channels, height and width as integers in memory_data_param")
         shapes = [tuple(dims)]
     elif op_type in ("ImageData", "WindowData"):
         shapes = _image_shape(op_type, attrs, where)
@@ -101,7 +102,8 @@ def data_layer_inputs(op_type: str, tops: list[str], attrs: dict[str, Any], inpu
         )
     for i, t in enumerate(tops):
         if t in inputs:
-            raise ModelFormatError(f"{where}: input '{t}' is declared twice")
+            raise ModelFormatError(f"{where}: input '{t}' is declared twice",
+                                   hint="give each input blob one declaration: rename the second top, or drop the duplicate input/Input layer")
         if i < len(shapes):
             inputs[t] = shapes[i]
         elif len(shapes) == 1 and op_type in ("Input", "DummyData"):
@@ -144,9 +146,11 @@ def _legacy_dummy_shapes(attrs: dict[str, Any], ntops: int, where: str) -> list[
     cols = [as_list(attrs.get(k, [])) for k in ("num", "channels", "height", "width")]
     if any(len(c) not in (1, ntops) for c in cols):
         raise ModelFormatError(f"{where}: dummy_data_param num/channels/height/width need 1 value "
-                               f"or one per top ({ntops})")
+                               f"or one per top ({ntops})",
+                               hint="give num, channels, height and width once (for every top) or once per top, or use shape { dim: ... } instead")
     if not all(isinstance(d, int) and not isinstance(d, bool) for c in cols for d in c):
-        raise ModelFormatError(f"{where}: dummy_data_param sizes {cols} are not all integers")
+        raise ModelFormatError(f"{where}: dummy_data_param sizes {cols} are not all integers",
+                               hint="give num, channels, height and width as integers, or use shape { dim: ... } instead")
     return [tuple(c[i] if len(c) > 1 else c[0] for c in cols) for i in range(ntops)]
 
 

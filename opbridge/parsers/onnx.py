@@ -39,6 +39,12 @@ MAX_SPARSE_DENSE_BYTES = 1 << 30
 #: What to do about a tensor of an element type opbridge has no dtype for (strings, complex).
 _DTYPE_HINT = ("opbridge reads bool, integer and floating-point tensors: give the tensor one of "
                "those types in the model (a Cast at export, or a numeric input)")
+#: what fixes a model whose protobuf holds something no valid ONNX model holds
+_CHECK_HINT = ("the file is damaged or was written by a broken exporter: run "
+               "onnx.checker.check_model(PATH, full_check=True) to see what, or export the model again")
+#: what fixes an external-data file that cannot be used
+_EXTERNAL_HINT = ("keep the external data files the exporter wrote beside the .onnx, under the names "
+                  "it gave them (onnx.load_model(PATH, load_external_data=True) shows whether they load)")
 
 
 def _type_name(elem_type: int) -> str:
@@ -62,7 +68,7 @@ def _np_dtype(elem_type: int, what: str) -> np.dtype | None:
 def _dims(dims: Any) -> list[int]:
     out = [int(d) for d in dims]
     if any(d < 0 for d in out):
-        raise ModelFormatError(f"[onnx] tensor dims {out} contain a negative dim")
+        raise ModelFormatError(f"[onnx] tensor dims {out} contain a negative dim", hint=_CHECK_HINT)
     return out
 
 
@@ -94,7 +100,7 @@ class ExternalDataLoader:
             raise ModelFormatError(f"{what}: the model was not loaded from a file, so external data "
                                    "cannot be found", hint="load the model from its .onnx path")
         if not location or "\x00" in location:
-            raise ModelFormatError(f"{what}: empty or invalid path")
+            raise ModelFormatError(f"{what}: empty or invalid path", hint=_EXTERNAL_HINT)
         if os.path.isabs(location) or location.startswith(("/", "\\")) or (len(location) > 1 and location[1] == ":"):
             raise ModelFormatError(f"{what}: absolute paths are refused",
                                    hint="external data must be a relative path inside the model's folder")
@@ -107,9 +113,10 @@ class ExternalDataLoader:
         try:
             st = path.stat()
         except OSError as err:
-            raise ModelFormatError(f"{what}: cannot be read: {err.strerror}") from None
+            raise ModelFormatError(f"{what}: cannot be read: {err.strerror}", hint=_EXTERNAL_HINT) from None
         if not stat.S_ISREG(st.st_mode):
-            raise ModelFormatError(f"{what}: is not a regular file (a device, FIFO or folder)")
+            raise ModelFormatError(f"{what}: is not a regular file (a device, FIFO or folder)",
+                                   hint=_EXTERNAL_HINT)
         return path
 
     def load(self, tensor: TensorProto) -> np.ndarray:
@@ -127,16 +134,18 @@ class ExternalDataLoader:
             offset = int(info.get("offset", "0"))
             length = int(info["length"]) if "length" in info else None
         except ValueError:
-            raise ModelFormatError(f"[onnx] initializer '{name}': external data offset/length are not integers") from None
+            raise ModelFormatError(f"[onnx] initializer '{name}': external data offset/length are not integers",
+                                   hint=_EXTERNAL_HINT) from None
         dims = _dims(tensor.dims)
         count = _checked_count(dims, f"[onnx] initializer '{name}'")
         nbytes = -(-count * bits // 8) if bits else count * dtype.itemsize
         size = path.stat().st_size
         if offset < 0 or (length is not None and length < 0):
-            raise ModelFormatError(f"[onnx] initializer '{name}': negative external data offset/length")
+            raise ModelFormatError(f"[onnx] initializer '{name}': negative external data offset/length",
+                                   hint=_EXTERNAL_HINT)
         if length is not None and length != nbytes:
             raise ModelFormatError(f"[onnx] initializer '{name}': external data length {length} does not "
-                                   f"match its dims {dims} ({nbytes} bytes of {dtype})")
+                                   f"match its dims {dims} ({nbytes} bytes of {dtype})", hint=_EXTERNAL_HINT)
         if offset + nbytes > size:
             raise ModelFormatError(f"[onnx] initializer '{name}': external data needs bytes "
                                    f"{offset}..{offset + nbytes} of '{path.name}', which has {size}",
@@ -193,12 +202,12 @@ def tensor_to_array(t: TensorProto, loader: ExternalDataLoader | None = None) ->
     if t.data_location == TensorProto.EXTERNAL:
         return (loader or ExternalDataLoader(None)).load(t)
     if t.data_type == TensorProto.UNDEFINED:
-        raise ModelFormatError(f"[onnx] tensor '{t.name}' has an undefined element type")
+        raise ModelFormatError(f"[onnx] tensor '{t.name}' has an undefined element type", hint=_CHECK_HINT)
     _checked_count(_dims(t.dims), f"[onnx] tensor '{t.name}'")
     try:
         return numpy_helper.to_array(t)
     except (ValueError, TypeError, KeyError) as err:
-        raise ModelFormatError(f"[onnx] tensor '{t.name}' cannot be read: {err}") from None
+        raise ModelFormatError(f"[onnx] tensor '{t.name}' cannot be read: {err}", hint=_CHECK_HINT) from None
 
 
 def _sparse_to_dense(sp: onnx.SparseTensorProto, loader: ExternalDataLoader | None) -> np.ndarray:
@@ -211,19 +220,20 @@ def _sparse_to_dense(sp: onnx.SparseTensorProto, loader: ExternalDataLoader | No
     indices = tensor_to_array(sp.indices, loader)
     if values.ndim != 1 or indices.dtype.kind not in "iu":
         raise ModelFormatError(f"{what}: values must be 1-D and indices integers "
-                               f"(got values {list(values.shape)}, indices {indices.dtype})")
+                               f"(got values {list(values.shape)}, indices {indices.dtype})",
+                               hint=_CHECK_HINT)
     nnz = values.shape[0]
     if indices.shape == (nnz, len(dims)) and len(dims) > 1:
         if np.any(indices < 0) or np.any(indices >= np.array(dims, np.int64)):
-            raise ModelFormatError(f"{what}: an index lies outside dims {dims}")
+            raise ModelFormatError(f"{what}: an index lies outside dims {dims}", hint=_CHECK_HINT)
         flat = np.ravel_multi_index(tuple(indices.astype(np.int64).T), dims)
     elif indices.shape == (nnz,):
         flat = indices.astype(np.int64)
         if np.any(flat < 0) or np.any(flat >= count):
-            raise ModelFormatError(f"{what}: an index lies outside its {count} elements")
+            raise ModelFormatError(f"{what}: an index lies outside its {count} elements", hint=_CHECK_HINT)
     else:
         raise ModelFormatError(f"{what}: indices of shape {list(indices.shape)} do not fit "
-                               f"{nnz} values of a rank-{len(dims)} tensor")
+                               f"{nnz} values of a rank-{len(dims)} tensor", hint=_CHECK_HINT)
     if count * values.dtype.itemsize > MAX_SPARSE_DENSE_BYTES:
         raise ModelFormatError(f"{what}: dense dims {dims} need {count * values.dtype.itemsize} bytes, "
                                f"above the limit of {MAX_SPARSE_DENSE_BYTES}",
@@ -265,7 +275,7 @@ def attribute_value(a: AttributeProto, loader: ExternalDataLoader | None = None,
         return a.tp
     if a.type == T.TYPE_PROTOS:
         return list(a.type_protos)
-    raise ModelFormatError(f"[onnx] attribute '{a.name}' has unknown type {a.type}")
+    raise ModelFormatError(f"[onnx] attribute '{a.name}' has unknown type {a.type}", hint=_CHECK_HINT)
 
 
 _ATTR_TYPE_NAMES = {v: k for k, v in AttributeProto.AttributeType.items()}
@@ -436,12 +446,14 @@ def parse_model(model: onnx.ModelProto, *, base_dir: str | os.PathLike[str] | No
     """Parse an in-memory ModelProto; ``base_dir`` is where its external data lives, ``mapped``
     the top-level initializers read already (whose TensorProtos hold no data)."""
     if not isinstance(model, onnx.ModelProto):
-        raise ModelFormatError(f"[onnx] expected an onnx.ModelProto, got {type(model).__name__}")
+        raise ModelFormatError(f"[onnx] expected an onnx.ModelProto, got {type(model).__name__}",
+                               hint="pass a loaded model (onnx.load(PATH)) or the path of the .onnx file")
     if len(model.functions):
         try:
             model = onnx.inliner.inline_local_functions(model)
         except Exception as err:  # the inliner reports malformed functions with its own types
-            raise ModelFormatError(f"[onnx] model-local functions cannot be inlined: {err}") from None
+            raise ModelFormatError(f"[onnx] model-local functions cannot be inlined: {err}",
+                                   hint=_CHECK_HINT) from None
     opsets: dict[str, int] = {}
     for imp in model.opset_import:
         domain = "" if imp.domain in ("", "ai.onnx") else imp.domain

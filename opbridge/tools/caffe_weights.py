@@ -73,7 +73,8 @@ class RandomBlobs:
 
     def __init__(self, seed: int = 0, max_elements: int | None = None) -> None:
         if seed < 0:
-            raise AttrError(f"random-weights seed = {seed}: must be >= 0")
+            raise AttrError(f"random-weights seed = {seed}: must be >= 0",
+                            hint="give a seed >= 0, e.g. --seed 0")
         self.seed = seed
         self.limit = MAX_RANDOM_ELEMENTS if max_elements is None else max_elements
         self.total = 0

@@ -114,7 +114,9 @@ def optional(node: OriginNode, g: MapContext) -> Any:
     sequence = tp.WhichOneof("value") == "sequence_type"
     elem = tp.sequence_type.elem_type if sequence else tp
     if elem.WhichOneof("value") != "tensor_type":
-        raise g.unsupported("an Optional of anything but a tensor or a sequence of tensors")
+        raise g.unsupported("an Optional of anything but a tensor or a sequence of tensors",
+                            hint="opbridge holds tensors and sequences of tensors; an Optional of a map, "
+                                 "or of another optional, has no IR form")
     return g.op("Optional", [], dtype=ir_dtype(g, elem.tensor_type.elem_type), sequence=sequence)
 
 

@@ -163,11 +163,15 @@ def _runtime_loop(node: OriginNode, g: MapContext, body: OriginGraph, trip: Valu
         except (ShapeError, OpbridgeError) as err:
             raise g.unsupported(
                 f"a loop-carried value changes shape from one iteration to the next and the "
-                f"body cannot be typed for that: {err.detail}") from None
+                f"body cannot be typed for that: {err.detail}",
+                hint="keep each loop-carried value one shape across iterations (preallocate it and write "
+                     "into it), or export with mode='trace', which unrolls the loop for the example "
+                     "inputs") from None
     cond_out = body_g.outputs[0]
     if cond_out.dtype != "bool" or cond_out.shape != ():
         raise g.unsupported(f"the body's condition is a {cond_out.dtype} of shape {cond_out.shape}, "
-                            "not a bool")
+                            "not a bool",
+                            hint="make the loop condition a bool (a comparison such as i < n, or bool(t))")
     outs = g.op("Loop", [cast(g, as_0d(g, trip, "the trip count"), "i64"), _as_bool(g, cond), *carried, *caps],
                 body=body_g, num_captures=len(caps), num_outputs=len(carried))
     return list(outs) if isinstance(outs, tuple) else [outs]

@@ -299,7 +299,10 @@ def logical_not(node: OriginNode, g: MapContext) -> Any:
 def where(node: OriginNode, g: MapContext) -> Any:
     a = Args(node, g)
     if len(a) == 1:
-        raise g.unsupported("torch.where(condition) has a data-dependent shape")
+        raise g.unsupported("torch.where(condition) has a data-dependent shape",
+                            hint="torch.where(cond) returns the indices of the true entries, whose number "
+                                 "only the run knows: use torch.where(cond, a, b) or a mask (x * cond) "
+                                 "instead")
     cond = cast(g, a.tensor(0), "bool")
     x, y = operands(a, 1, 2)
     return g.op("Where", [cond, x, y])

@@ -74,7 +74,9 @@ def sdpa(node: OriginNode, g: MapContext) -> Any:
                             hint="export in eval mode with dropout_p=0")
     qs, ks = static_shape(g, q), static_shape(g, k)
     if a.py(7, False) and qs[-3] != ks[-3]:
-        raise g.unsupported("grouped-query attention (enable_gqa with fewer key heads)")
+        raise g.unsupported("grouped-query attention (enable_gqa with fewer key heads)",
+                            hint="repeat the key and value heads to the query heads first "
+                                 "(k.repeat_interleave(hq // hk, dim=-3)) and call it without enable_gqa")
     scale = a.py(6) if not a.is_none(6) else 1.0 / math.sqrt(qs[-1])
     scores = g.op("MatMul", [q, _swap_last(g, k)])
     scores = _scaled(a, scores, scale)

@@ -52,7 +52,9 @@ def unpack(node: OriginNode, g: MapContext) -> Any:
         out = []
         for k in spec:
             if isinstance(k, list):
-                raise g.unsupported("unpacking a nested list")
+                raise g.unsupported("unpacking a nested list",
+                                    hint="unpack one level at a time in forward() (a, b = xs; c, d = a), "
+                                         "or return a flat tuple of tensors")
             if k in a.consts:
                 c = a.consts[k]
                 out.append(None if c is None or isinstance(c, str) else a.scalar_value(c))

@@ -122,7 +122,8 @@ def _packed(g: MapContext, a: Args, kind: str) -> None:
     """The ``data`` overload (a PackedSequence: data, batch_sizes, hx, params, ...) is refused."""
     if a.is_tensor(1) and (kind == "lstm" or not isinstance(a.spec[3], int) or a.types[a.spec[3]] != "bool"):
         raise g.unsupported(f"a {kind.upper()} over a PackedSequence is not converted",
-                            hint="pad the sequences (torch.nn.utils.rnn.pad_packed_sequence) before the layer")
+                            hint="pad the sequences (torch.nn.utils.rnn.pad_packed_sequence) before the "
+                                 "layer")
 
 
 def _lstm_state(g: MapContext, a: Args) -> list[Value]:

@@ -316,7 +316,9 @@ def meshgrid(node: OriginNode, g: MapContext) -> Any:
     a = Args(node, g)
     xs = a.tensor_list(0, "tensors")
     if not node.attrs.get("unpacked") or len(node.outputs) != len(xs):
-        raise g.unsupported("the grids are used other than by unpacking them (gy, gx = meshgrid(...))")
+        raise g.unsupported("the grids are used other than by unpacking them (gy, gx = meshgrid(...))",
+                            hint="unpack the grids where they are made (gy, gx = torch.meshgrid(y, x, "
+                                 "indexing=\"ij\")) and use gy and gx")
     indexing = a.py(1, "ij")
     sizes = [int(np.prod(static_shape(g, x), dtype=np.int64)) for x in xs]
     pos = list(range(len(xs)))
