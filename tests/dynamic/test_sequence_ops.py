@@ -214,3 +214,35 @@ def test_a_sequence_input_shape_must_match_its_declared_rank():
     feeds = {"s": [np.ones((2, 5), np.float32), np.zeros((2, 5), np.float32)]}
     want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
     np.testing.assert_array_equal(ob.interpret(g, feeds)["y"], want)
+
+
+def _at_of_input(shape):
+    nodes = [helper.make_node("SequenceAt", ["s", "p"], ["t"], name="at"),
+             helper.make_node("Relu", ["t"], ["y"], name="relu")]
+    return _model(nodes, [_seq_vi("s", shape)], [_vi("y", None)],
+                  [numpy_helper.from_array(np.array(-1, np.int64), "p")])
+
+
+@pytest.mark.parametrize("model,what", [
+    (lambda: _at_of_input(None), "the tensor it picks is typed by the sequence's tensors"),
+    (lambda: _concat_of_input(axis=0, new_axis=1), "the result is typed by the sequence's tensors"),
+], ids=["SequenceAt", "ConcatFromSequence-new_axis"])
+def test_reading_an_undeclared_sequence_input_names_it(model, what):
+    """Without a declared shape the graph would type what these ops give as 0-d and fail at run
+    time; they say so at conversion, naming the input, and run as onnxruntime once it is given."""
+    m = model()
+    with pytest.raises(ob.MappingError, match=rf"{what}, but the tensors of sequence 's' \(a graph input\) "
+                                               r"have no known shape") as err:
+        ob.convert(m)
+    assert "--input-shape s=2,3" in err.value.hint
+    feeds = {"s": [np.arange(6, dtype=np.float32).reshape(2, 3) - 2, np.ones((2, 3), np.float32)]}
+    want = ort.InferenceSession(m.SerializeToString()).run(None, feeds)[0]
+    np.testing.assert_array_equal(ob.interpret(ob.convert(m, input_shapes={"s": (2, 3)}), feeds)["y"], want)
+
+
+def test_a_declared_sequence_of_scalars_is_read_as_it_is():
+    """A sequence input declared to hold 0-d tensors has shape () too, and is no error."""
+    m = _at_of_input([])
+    feeds = {"s": [np.array(-2.0, np.float32), np.array(3.0, np.float32)]}
+    want = ort.InferenceSession(m.SerializeToString()).run(None, feeds)[0]
+    np.testing.assert_array_equal(ob.interpret(ob.convert(m), feeds)["y"], want)

@@ -52,7 +52,10 @@ def sequence_erase(node: OriginNode, g: MapContext) -> Any:
 
 @mapping(ONNX, "SequenceAt", since_opset=11)
 def sequence_at(node: OriginNode, g: MapContext) -> Any:
-    return g.op("SequenceAt", [_required(g, 0, "input_sequence"), _required(g, 1, "position")])
+    seq = _required(g, 0, "input_sequence")
+    if _undeclared_input(g, seq):
+        raise _element_shape_unknown(g, seq, "the tensor it picks is typed by the sequence's tensors")
+    return g.op("SequenceAt", [seq, _required(g, 1, "position")])
 
 
 @mapping(ONNX, "SequenceLength", since_opset=11)
@@ -66,10 +69,19 @@ def split_to_sequence(node: OriginNode, g: MapContext) -> Any:
                 axis=int(node.get_attr("axis")), keepdims=bool(node.get_attr("keepdims")))
 
 
+def _undeclared_input(g: MapContext, seq: Value) -> bool:
+    """Whether ``seq`` is a graph input whose model declares no shape for its tensors (and
+    --input-shape gave none): its shape () then says nothing about them."""
+    return seq.producer is None and seq.shape == () and any(
+        t.name == seq.name and t.kind != "tensor" and t.shape is None for t in g.origin_graph.inputs)
+
+
 def _element_shape_unknown(g: MapContext, seq: Value, what: str) -> OpbridgeError:
     """The error for a sequence whose tensors' shape the graph does not know (its shape is ()),
     with what would give it one: the input's shape, or a tensor inserted first."""
     made_by = seq.producer.op if seq.producer is not None else None
+    if made_by is None and not any(t.name == seq.name for t in g.origin_graph.inputs):
+        made_by = "the enclosing graph"  # a Loop body's or SequenceMap body's input
     if made_by is None:
         hint = (f"give the shape of its tensors: --input-shape {seq.name}=2,3 on the command line "
                 f"(input_shapes={{'{seq.name}': (2, 3)}} in Python)")
@@ -88,6 +100,8 @@ def concat_from_sequence(node: OriginNode, g: MapContext) -> Any:
     axis, new_axis = int(node.get_attr("axis")), bool(node.get_attr("new_axis"))
     if seq.shape == () and not new_axis:
         raise _element_shape_unknown(g, seq, f"axis {axis} joins the tensors along one of their dims")
+    if _undeclared_input(g, seq):
+        raise _element_shape_unknown(g, seq, "the result is typed by the sequence's tensors")
     return g.op("ConcatFromSequence", [seq], axis=axis, new_axis=new_axis)
 
 
@@ -95,6 +109,9 @@ def concat_from_sequence(node: OriginNode, g: MapContext) -> Any:
 def sequence_map(node: OriginNode, g: MapContext) -> Any:
     body: OriginGraph = node.get_attr("body")
     ins = [_required(g, i, "a sequence or tensor") for i in range(g.num_inputs)]
+    for v in ins:
+        if _undeclared_input(g, v):
+            raise _element_shape_unknown(g, v, "the body is typed by one tensor of each sequence")
     # the body sees one tensor of each sequence, and each tensor input whole
     types = [(v.dtype, v.shape) for v in ins]
     body_g, caps = g.map_to_graph(body, types, prefix=f"{node.name}/body/")
