@@ -257,3 +257,20 @@ def test_a_shape_the_op_cannot_take_points_at_the_input_shapes(tmp_path, capsys)
     error, hint = _cli_error(capsys, ["convert", model, "-o", str(tmp_path / "d.obir")])
     assert "node 'd2s' (DepthToSpace): input has rank 3; DepthToSpace needs NCHW (rank 4)" in error
     assert "check the model's input shapes (give symbolic or wrong ones with --input-shape NAME=DIMS)" in hint
+
+
+def test_validate_with_a_mean_that_is_not_numbers_says_what_to_write(tmp_path, capsys):
+    model = _relu_model(tmp_path / "r.onnx", TensorProto.FLOAT, [1, 3, 4, 4])
+    image = tmp_path / "x.ppm"
+    image.write_bytes(b"P6\n4 4 255\n" + bytes(4 * 4 * 3))
+    error, hint = _cli_error(capsys, ["validate", model, "--image", str(image), "--mean", "104,green,123"])
+    assert error == "error: --mean '104,green,123': not a comma-separated list of numbers"
+    assert hint == "hint: give one number, or one per channel: --mean 104,117,123"
+
+
+def test_demo_of_a_file_that_is_no_model_names_the_kinds_it_takes(tmp_path, capsys):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a model\n")
+    error, hint = _cli_error(capsys, ["demo", str(notes), "--out-dir", str(tmp_path / "out")])
+    assert "not an .onnx, .prototxt or .ts.json file" in error
+    assert "a Caffe net (.prototxt, with --weights W for its .caffemodel)" in hint

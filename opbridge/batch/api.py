@@ -264,7 +264,8 @@ def _companions(p: Path) -> list[tuple[str, bytes]]:
 
 def _jobs(jobs: int | None, n: int) -> int:
     if jobs is not None and jobs < 1:
-        raise BatchError(f"--jobs {jobs}: must be at least 1")
+        raise BatchError(f"--jobs {jobs}: must be at least 1",
+                         hint="give --jobs 1 or more, or leave it out to use one job per core")
     return max(1, jobs if jobs is not None else min(os.cpu_count() or 1, n))
 
 

@@ -125,18 +125,23 @@ def given_model(spec: str, weights: str | None) -> DemoModel:
         found = sorted([*p.glob("*.onnx"), *p.glob("*.ts.json"), *p.glob("deploy.prototxt")]) or sorted(
             p.glob("*.prototxt"))
         if not found:
-            raise DemoError(f"folder '{p}' holds no .onnx, .ts.json or .prototxt model")
+            raise DemoError(f"folder '{p}' holds no .onnx, .ts.json or .prototxt model",
+                            hint="give the model file itself, or a folder holding one .onnx, .ts.json or "
+                                 "(deploy).prototxt")
         name = p.name
         p = found[0]
     elif p.is_file():
         name = p.name.split(".")[0]
     else:
-        raise DemoError(f"model '{spec}' does not exist")
+        raise DemoError(f"model '{spec}' does not exist",
+                        hint="check the path; without MODEL the demo runs its two bundled examples")
     from ..validate.runners import detect_framework
 
     fw = detect_framework(p)
     if fw not in ("onnx", "caffe", "torchscript"):
-        raise DemoError(f"model '{p}': not an .onnx, .prototxt or .ts.json file")
+        raise DemoError(f"model '{p}': not an .onnx, .prototxt or .ts.json file",
+                        hint="give an ONNX model (.onnx), a Caffe net (.prototxt, with --weights W for its "
+                             ".caffemodel) or a TorchScript-json export (.ts.json)")
     return DemoModel(name, fw, p, Path(weights) if weights else None, note=str(p))
 
 
@@ -252,7 +257,9 @@ def run(args: argparse.Namespace) -> int:
     from . import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
     if args.weights and len(args.models) != 1:
-        raise DemoError("--weights needs exactly one MODEL")
+        raise DemoError("--weights needs exactly one MODEL",
+                        hint="run one Caffe MODEL at a time with its --weights, or leave --weights out (a "
+                             "prototxt then gets random weights)")
     load_plugins(args.plugin)
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -76,7 +76,9 @@ def _fit(v: Value, arr: np.ndarray, source: str) -> np.ndarray:
 def _read_array_file(path: str, key: str | None) -> dict[str, np.ndarray]:
     p = Path(path)
     if not p.is_file():
-        raise InputError(f"input file '{path}' does not exist")
+        raise InputError(f"input file '{path}' does not exist",
+                         hint="check the path; --input NAME=FILE takes a .npy, or an .npz holding the "
+                              "inputs by name")
     try:
         data = np.load(p, allow_pickle=False)
         if isinstance(data, np.lib.npyio.NpzFile):
@@ -184,7 +186,8 @@ def _floats(text: str | Sequence[float], what: str) -> tuple[float, ...]:
         try:
             return tuple(float(x) for x in text.split(","))
         except ValueError:
-            raise InputError(f"--{what} '{text}': not a comma-separated list of numbers") from None
+            raise InputError(f"--{what} '{text}': not a comma-separated list of numbers",
+                             hint=f"give one number, or one per channel: --{what} 104,117,123") from None
     return tuple(float(x) for x in text)
 
 
@@ -194,7 +197,8 @@ def image_spec(path: str, mean: Any = "0", scale: Any = "1", pixel_format: str =
     if not sep or os.path.exists(path):
         name, p = "", path
     if pixel_format not in PIXEL_FORMATS:
-        raise InputError(f"--pixel-format '{pixel_format}': must be one of {', '.join(PIXEL_FORMATS)}")
+        raise InputError(f"--pixel-format '{pixel_format}': must be one of {', '.join(PIXEL_FORMATS)}",
+                         hint="bgr is Caffe's channel order, rgb torchvision's")
     return ImageSpec(p, name or None, _floats(mean, "mean"), _floats(scale, "scale"), pixel_format)
 
 
@@ -214,7 +218,9 @@ def _read_pnm(path: Path) -> np.ndarray:
         while pos < len(data) and not data[pos:pos + 1].isspace():
             pos += 1
         if start == pos:
-            raise InputError(f"image '{path}': truncated PPM/PGM header")
+            raise InputError(f"image '{path}': truncated PPM/PGM header",
+                             hint="the file is cut short: write it again, or install "
+                                  "opencv-python-headless and give a PNG/JPEG")
         fields.append(data[start:pos])
     pos += 1
     magic = fields[0]
@@ -224,13 +230,18 @@ def _read_pnm(path: Path) -> np.ndarray:
     try:
         w, h, maxval = (int(x) for x in fields[1:4])
     except ValueError:
-        raise InputError(f"image '{path}': malformed PPM/PGM header") from None
+        raise InputError(f"image '{path}': malformed PPM/PGM header",
+                         hint="a binary PPM/PGM header is 'P6 WIDTH HEIGHT 255' (P5 for gray): write the "
+                              "file again, or install opencv-python-headless and give a PNG/JPEG") from None
     c = 3 if magic == b"P6" else 1
     if not (0 < w <= 1 << 15 and 0 < h <= 1 << 15 and 0 < maxval < 256):
-        raise InputError(f"image '{path}': unsupported size {w}x{h} or maxval {maxval}")
+        raise InputError(f"image '{path}': unsupported size {w}x{h} or maxval {maxval}",
+                         hint="give an 8-bit image (maxval below 256) of at most 32768 pixels a side, or "
+                              "install opencv-python-headless and give a PNG/JPEG")
     need = w * h * c
     if len(data) - pos < need:
-        raise InputError(f"image '{path}': truncated ({len(data) - pos} of {need} pixel bytes)")
+        raise InputError(f"image '{path}': truncated ({len(data) - pos} of {need} pixel bytes)",
+                         hint="the file is cut short: write it again")
     return np.frombuffer(data, np.uint8, need, pos).reshape(h, w, c)
 
 
@@ -238,7 +249,7 @@ def _read_image(path: str) -> np.ndarray:
     """The image as HxWx3 (RGB) or HxWx1 uint8, through OpenCV when installed."""
     p = Path(path)
     if not p.is_file():
-        raise InputError(f"image '{path}' does not exist")
+        raise InputError(f"image '{path}' does not exist", hint="check the path (--image [NAME=]FILE)")
     try:
         import cv2
     except ImportError:
@@ -280,7 +291,9 @@ def image_input(graph: Graph, spec: ImageSpec) -> tuple[str, np.ndarray, str]:
             )
         v = cands[0]
     if len(v.shape) != 4 or v.shape[1] not in (1, 3):
-        raise InputError(f"--image: input '{v.name}' is {_describe(v)}, not N x 1|3 x H x W")
+        raise InputError(f"--image: input '{v.name}' is {_describe(v)}, not N x 1|3 x H x W",
+                         hint="--image feeds an NCHW input with 1 or 3 channels; feed this input with "
+                              "--input NAME=FILE.npy")
     n, c, h, w = (int(d) for d in v.shape)
     img = _resize(_read_image(spec.path), h, w).astype(np.float32)
     if c == 1 or spec.pixel_format == "gray":
