@@ -246,3 +246,15 @@ def test_a_declared_sequence_of_scalars_is_read_as_it_is():
     feeds = {"s": [np.array(-2.0, np.float32), np.array(3.0, np.float32)]}
     want = ort.InferenceSession(m.SerializeToString()).run(None, feeds)[0]
     np.testing.assert_array_equal(ob.interpret(ob.convert(m), feeds)["y"], want)
+
+
+def test_concatenating_an_empty_sequence_at_run_time_says_what_to_check():
+    """onnxruntime refuses an empty sequence too; the interpreter names the node and says where to
+    look."""
+    m = _concat_of_input(axis=0)
+    with pytest.raises(Exception):  # noqa: B017 - onnxruntime's own error type
+        ort.InferenceSession(m.SerializeToString()).run(None, {"s": []})
+    g = ob.convert(m, input_shapes={"s": (2, 3)})
+    with pytest.raises(InterpretError, match=r"node 'cat' \(ConcatFromSequence\): the sequence is empty") as err:
+        ob.interpret(g, {"s": []})
+    assert "check what fills it before this node" in err.value.hint

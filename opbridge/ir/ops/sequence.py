@@ -31,7 +31,8 @@ def _join(a: Shape, b: Shape, name: str) -> Shape:
 
 def _same_dtype(ctx: ShapeContext, i: int, j: int) -> str:
     if ctx.input_dtype(i) != ctx.input_dtype(j):
-        raise ctx.error(f"input {j} is {ctx.input_dtype(j)}; the sequence holds {ctx.input_dtype(i)}")
+        raise ctx.error(f"input {j} is {ctx.input_dtype(j)}; the sequence holds {ctx.input_dtype(i)}",
+                        hint="a sequence holds tensors of one dtype: Cast the tensor to the sequence's dtype first")
     return ctx.input_dtype(i)
 
 
@@ -98,12 +99,16 @@ def _split_to_sequence(x: np.ndarray, split: np.ndarray | None = None, *, axis: 
     if np.ndim(split) == 0:
         step = int(sizes[0])
         if step <= 0:
-            raise InterpretError(f"split {step} must be positive", value=step)
+            raise InterpretError(f"split {step} must be positive", value=step,
+                                 hint="split is a positive piece size (a scalar) or the sizes of the "
+                                      "pieces (1-D): check the value that computes it")
         bounds = list(range(step, n, step))
     else:
         if sizes.sum() != n or (sizes < 0).any():
             raise InterpretError(f"split {sizes.tolist()} does not add up to the axis size {n}",
-                                 value=sizes.tolist())
+                                 value=sizes.tolist(),
+                                 hint="the pieces' sizes must add up to the size of the split axis: check "
+                                      "the value that computes them")
         bounds = np.cumsum(sizes)[:-1].tolist()
     return [np.ascontiguousarray(p) for p in np.split(x, bounds, axis=axis)]
 
@@ -146,7 +151,9 @@ def _insert(seq: list[np.ndarray], tensor: np.ndarray, position: np.ndarray | No
 
 def _erase(seq: list[np.ndarray], position: np.ndarray | None = None) -> list[np.ndarray]:
     if not seq:
-        raise InterpretError("the sequence is empty: there is nothing to erase")
+        raise InterpretError("the sequence is empty: there is nothing to erase",
+                             hint="erase only from a sequence that holds a tensor: check what fills it "
+                                  "before this node (SequenceLength tells)")
     pos = _position(seq, position, end_ok=False)
     out = list(seq)
     del out[-1 if pos is None else pos]
@@ -211,7 +218,9 @@ def _concat_shape(ctx: ShapeContext) -> Any:
 
 def _concat(seq: list[np.ndarray], *, axis: int, new_axis: bool) -> np.ndarray:
     if not seq:
-        raise InterpretError("the sequence is empty: there is nothing to concatenate")
+        raise InterpretError("the sequence is empty: there is nothing to concatenate",
+                             hint="concatenate only a sequence that holds a tensor: check what fills it "
+                                  "before this node (SequenceLength tells)")
     return np.stack(seq, axis=axis) if new_axis else np.concatenate(seq, axis=axis)
 
 
@@ -241,7 +250,9 @@ def _sequence_map(seq: list[np.ndarray], *others: Any, body: Any,
     for x in more:
         if isinstance(x, list) and len(x) != len(seq):
             raise InterpretError(f"the input sequences have {len(seq)} and {len(x)} tensors; "
-                                 "SequenceMap needs them of one length")
+                                 "SequenceMap needs them of one length",
+                                 hint="give SequenceMap sequences of one length (a tensor input is passed "
+                                      "whole to every step)")
     outs: list[list[np.ndarray]] = [[] for _ in body.outputs]
     for i, item in enumerate(seq):
         args = [item, *(x[i] if isinstance(x, list) else x for x in more), *caps]
