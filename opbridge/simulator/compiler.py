@@ -600,6 +600,49 @@ def _emit_unit(u: PlannedUnit, gi: int, target: Target, instrs: list[Instruction
     return GlobalUnit(nodes=(node.name,), op=node.op, fits_no_tile=bool(u.local), instrs=span)
 
 
+def _unit_ddr(units: list[PlannedUnit], target: Target) -> DdrPlan:
+    """A DDR of their own for a few planned units: every tensor they read or write (and every
+    global layer's scratch) at its own aligned place, weights first, no reuse."""
+    consts: dict[str, Value] = {}
+    acts: dict[str, Value] = {}
+    for u in units:
+        nodes = u.nodes if isinstance(u, GroupPlan) else [u.ln] if isinstance(u, StreamPlan) else [u]
+        for ln in nodes:
+            for v in (*ln.node.inputs, *ln.node.outputs):
+                if v is not None and is_static(v.shape):
+                    (consts if v.is_constant else acts)[v.name] = v
+    tensors: dict[str, DdrTensor] = {}
+    off = weights = 0
+    for region, values in (("weight", consts), ("activation", acts)):
+        weights = off
+        for name, v in values.items():
+            tensors[name] = DdrTensor(off, tuple(static_shape(v)), v.dtype, _nbytes(v), region)
+            off = align(off + _nbytes(v), target.ddr_align_bytes)
+    for b in _scratch_buffers(units, target):
+        tensors[b.key] = DdrTensor(off, (b.size,), "u8", b.size, "scratch")
+        off = align(off + b.size, target.ddr_align_bytes)
+    return DdrPlan(tensors=tensors, weights_bytes=weights, activation_peak_bytes=off - weights,
+                   activation_no_reuse_bytes=off - weights, total_bytes=max(off, 1))
+
+
+def unit_estimator(graph: Graph, target: Target) -> Any:
+    """What a run of planned units of ``graph`` takes on ``target``, in ms, as the cost model
+    estimates it: the units compiled on their own, in order, with a DDR of their own, and
+    scheduled by :func:`~.cost.profile` (launch and the syncs between units included). The
+    partition compares a layer group with other ways to run its layers through it."""
+    from .cost import profile
+
+    def estimate(units: list[PlannedUnit]) -> float:
+        ddr = _unit_ddr(units, target)
+        instrs: list[Instruction] = []
+        out: list[Unit] = []
+        for u in units:
+            out.append(_emit_unit(u, sum(isinstance(x, GroupUnit) for x in out), target, instrs, ddr))
+        return float(profile(Program(graph, target, out, instrs, ddr)).est_latency_ms)
+
+    return estimate
+
+
 def _compile_dynamic(graph: Graph, target: Target, max_shapes: Mapping[str, Sequence[int]],
                      kernels: KernelRegistry | None, placement: Placement | None, per_layer: bool) -> Any:
     from .dynamic import DynamicProgram
@@ -653,7 +696,7 @@ def compile(  # noqa: A001 - the public name DESIGN.md gives it
     host = _check_static(graph)
     tgt.check_dtypes(graph)
     lowered = lower(graph, kernels=kernels, placement=_host_placement(host, placement) if host else placement)
-    planned = partition(lowered, tgt, {v.name for v in graph.outputs})
+    planned = partition(lowered, tgt, {v.name for v in graph.outputs}, unit_estimator(graph, tgt))
     if per_layer:
         every = {v.name for n in graph.nodes for v in n.outputs}
         planned = [_store_every_layer(u, tgt, every) for u in planned]

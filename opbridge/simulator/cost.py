@@ -339,6 +339,9 @@ class _Scheduler:
         #: idle stretches of GDMA before ``free["gdma"]`` in the current unit, as (start, end),
         #: earliest first: where a later load may still go
         self.gaps: list[tuple[float, float]] = []
+        #: the current unit's first loads may go into the previous unit's idle GDMA time
+        #: (:func:`group_overlap`)
+        self.carry = False
 
     def gap_start(self, ready: float, dur: float) -> float | None:
         """The start of the first idle stretch of GDMA where a transfer ready at ``ready``
@@ -425,9 +428,10 @@ class _Scheduler:
         its data is ready, or a load in an earlier idle stretch of GDMA where it fits after
         its data is ready; returns its (start, end) and adds its time to ``busy``."""
         st = self.step(ins)
-        ready = max([self.floor] + [m.ready_read(s) for m, s in st.reads]
-                    + [m.ready_write(s) for m, s in st.writes])
-        start = self.gap_start(ready, st.dur) if isinstance(ins, Load) else None
+        data = max([0.0] + [m.ready_read(s) for m, s in st.reads] + [m.ready_write(s) for m, s in st.writes])
+        ready = max(self.floor, data)
+        early = self.carry and isinstance(ins, Load) and ins.tile <= 0
+        start = self.gap_start(data if early else ready, st.dur) if isinstance(ins, Load) else None
         if start is None:
             start = max([ready] + [self.free[e] for e in st.engines])
             if "gdma" in st.engines and start > self.free["gdma"]:
@@ -455,7 +459,11 @@ class _Scheduler:
         if not (isinstance(u, GlobalUnit) and all(isinstance(i, GlobalOp) and i.alias for i in unit_instrs)):
             # units run one after another: a launch waits for every engine, then syncs
             self.floor = max(self.free.values()) + self.target.sync_us * 1e-6
-            self.gaps = []
+            self.carry = ui > 0 and group_overlap(prog.units[ui - 1], u, self.fused)
+            if self.carry:  # the previous unit's idle GDMA stretches stay open, the sync does not
+                self.free["gdma"] = self.floor
+            else:
+                self.gaps = []
         for ins in issue_order(unit_instrs):
             start, end = self.issue(ins, ui, busy)
             first, last = min(first, start), max(last, end)
@@ -479,6 +487,22 @@ class _Scheduler:
             assert isinstance(ins, GlobalOp)
             return "gdma" if self.global_bytes(ins) / self.bw >= self.compute_time(ins) else "compute"
         return "gdma" if busy["gdma"] >= busy["tpu"] else "compute"
+
+
+def group_overlap(prev: Unit, u: Unit, fused: dict[str, str]) -> bool:
+    """Whether layer group ``u``'s first loads (its weights and its first tile's inputs) may
+    run in the idle GDMA time of ``prev``, the unit before it, where its local memory is free
+    then and their data is ready: TPU-MLIR's ``GroupDataMoveOverlapPass`` moves a group's
+    first-stage loads into the previous group's time steps with GDMA slack whose buffers
+    allow it (``direct_group_overlap_schd`` in ``lib/Dialect/Tpu/Transforms/LayerGroup/
+    GroupOverlap.cpp``), but only between two groups of more than one op each (an epilogue
+    fused into a convolution is no op of its own), and not into a group of at most two
+    batch x row steps (``up_overlap_depth``: with its software pipeline, what the next group
+    loads might not be stored yet)."""
+    if not (isinstance(prev, GroupUnit) and isinstance(u, GroupUnit)):
+        return False
+    ops = [sum(1 for n in x.nodes if n not in fused) for x in (prev, u)]
+    return min(ops) > 1 and prev.tiles // prev.kw > 2
 
 
 def issue_order(instrs: list[Instruction]) -> list[Instruction]:

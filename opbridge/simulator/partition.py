@@ -11,11 +11,19 @@ as a global layer instead, as TPU-MLIR runs every one-op group (``GroupMethod::
 group_one_layer_proc`` in ``lib/Dialect/Tpu/Transforms/LayerGroup/GroupMethod.cpp``: "group
 with only one layer is always valid", costed as a global layer): a group of one layer loads
 its weights before its first tile computes, where a global layer streams them alongside.
+
+A group is kept only when the cost model estimates it faster than its layers run another
+way: all of them as global layers, or its first layer global and the rest a group (TPU-MLIR's
+group search compares the cycles of candidate groups, a layer alone costed as a global layer:
+``GroupMethod::dynamic_programming_kernel`` and ``get_group_clusters``). A one-tile group
+whose first layer carries large weights loses so: nothing in it computes while they load,
+where a global layer streams them under its compute.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from .layergroup import MAX_GROUP_NODES, MAX_REDUNDANCY, GroupCandidate, GroupPlan
 from .lower import Lowered
@@ -25,12 +33,16 @@ from .target import Target
 
 #: One unit of the compiled program, before instructions are emitted.
 PlannedUnit = GroupPlan | StreamPlan | Lowered
+#: the estimated time (ms) of a run of planned units, launch and syncs included
+Estimate = Callable[[list[PlannedUnit]], float]
 
 
-def partition(lowered: list[Lowered], target: Target, graph_outputs: set[str]) -> list[PlannedUnit]:
+def partition(lowered: list[Lowered], target: Target, graph_outputs: set[str],
+              estimate: Estimate | None = None) -> list[PlannedUnit]:
     """Split the node sequence into layer groups, streamed layers and single (global or host)
     nodes, in order. A group is a contiguous run of the topological order, so it is convex:
-    no path leaves it and comes back."""
+    no path leaves it and comes back. With ``estimate``, each group is checked against its
+    layers run global (:func:`cheapest`)."""
     units: list[PlannedUnit] = []
     cur: list[Lowered] = []
     cur_plan: GroupPlan | None = None
@@ -41,7 +53,8 @@ def partition(lowered: list[Lowered], target: Target, graph_outputs: set[str]) -
             units.append(dataclasses.replace(cur[0], local=False))  # it fits, but runs global
         elif cur and cur_plan is not None:
             final = GroupCandidate(cur, graph_outputs).best(target, double=True)
-            units.append(final if final is not None else cur_plan)
+            units.extend(cheapest(final if final is not None else cur_plan, target, graph_outputs,
+                                  estimate))
         cur, cur_plan = [], None
 
     for ln in lowered:
@@ -72,3 +85,29 @@ def partition(lowered: list[Lowered], target: Target, graph_outputs: set[str]) -
 def _lone_volume(nodes: list[Lowered]) -> bool:
     """Whether a group would hold one rank-5 node alone (it runs as a global layer)."""
     return len(nodes) == 1 and len(nodes[0].node.outputs[0].shape) == 5
+
+
+def cheapest(plan: GroupPlan, target: Target, graph_outputs: set[str],
+             estimate: Estimate | None) -> list[PlannedUnit]:
+    """The fastest of: the group, its layers as global layers, and its first layer global with
+    the rest a group (of more than one layer, or of one that is not a volume), by ``estimate``;
+    the group on a tie, and without an estimate.
+
+    Only a group of several layers in one tile, with no streamed weights, is weighed: its
+    layers' whole tensors fit local memory together, so each runs global in one pass, as the
+    cost model times a global layer (one transfer set-up, traffic under compute). A group cut
+    into tiles or chunks is kept: a global layer too big for local memory would be cut as
+    well, which that model does not count. A group of one layer is not weighed either: the
+    model would send every lone element-wise layer global (one transfer set-up instead of
+    two), as TPU-MLIR runs one-op groups, taking every single-layer tiling away with it."""
+    if estimate is None or len(plan.nodes) < 2 or len(plan.tiles) > 1 or plan.streams:
+        return [plan]
+    alone = [dataclasses.replace(ln, local=False) for ln in plan.nodes]
+    options: list[list[PlannedUnit]] = [[plan], list(alone)]
+    rest = plan.nodes[1:]
+    if rest and not _lone_volume(rest):
+        tail = GroupCandidate(rest, graph_outputs).best(target, double=True)
+        if tail is not None:
+            options.append([alone[0], tail])
+    costs = [estimate(o) for o in options]
+    return options[costs.index(min(costs))]
