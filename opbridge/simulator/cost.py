@@ -460,10 +460,10 @@ class _Scheduler:
             # units run one after another: a launch waits for every engine, then syncs
             self.floor = max(self.free.values()) + self.target.sync_us * 1e-6
             self.carry = ui > 0 and group_overlap(prog.units[ui - 1], u, self.fused)
-            if self.carry:  # the previous unit's idle GDMA stretches stay open, the sync does not
-                self.free["gdma"] = self.floor
-            else:
+            if not self.carry:
                 self.gaps = []
+            # the previous unit's idle GDMA stretches stay open to a carried load, the sync not
+            self.free["gdma"] = max(self.free["gdma"], self.floor)
         for ins in issue_order(unit_instrs):
             start, end = self.issue(ins, ui, busy)
             first, last = min(first, start), max(last, end)

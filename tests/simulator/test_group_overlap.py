@@ -73,7 +73,9 @@ def test_next_group_weights_load_in_the_previous_groups_idle_time(two_layer_grou
     p = prog.profile()
     assert _without_overlap(prog) - p.est_latency_ms == pytest.approx(w2 * 1e3, rel=1e-6)
     load = next(e for e in p.events if e["name"] == "load w2")
-    # the weights load before the first group ends, in its time
+    # the weights load in the first group's time: not before it starts (nor in the sync before
+    # it), and before it ends
+    assert p.units[0].start_ms * 1e3 <= load["ts"]
     assert load["ts"] + load["dur"] <= p.units[0].end_ms * 1e3
     assert p.units[1].start_ms < p.units[0].end_ms
 
