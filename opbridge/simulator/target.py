@@ -61,7 +61,7 @@ The ``bm1684x`` preset (Sophgo BM1684X):
   ``int8_batch_pack = 1``: BM1684X has no 4N layout.
 - Fitted: ``efficiency`` conv 0.50 / conv1x1 0.61 / matmul 0.27 for f32 (YOLOv3 / ResNet-50 /
   BERT b1: 1.003 / 1.001 / 0.999), conv/f16 0.52, conv1x1/f16 0.90, matmul/f16 0.62 (the same
-  rows in fp16: 0.898 / 1.087 / 1.003); conv1x1, matmul and matmul/f16 refitted from 0.70 /
+  rows in fp16: 0.898 / 1.086 / 1.003); conv1x1, matmul and matmul/f16 refitted from 0.70 /
   0.28 / 0.60 when one-tile groups began to run global where the cost model estimates that
   faster (ResNet-50 fp32 0.990 -> 0.948, BERT fp32 / fp16 b1 0.976 / 1.044 -> 0.966 / 1.019
   before the refit); conv/f16 not refitted (YOLOv3 fp16 0.936 -> 0.898; 0.46 would fit it but
@@ -74,7 +74,7 @@ The ``bm1684x`` preset (Sophgo BM1684X):
   fp16 b1 1.282 -> 0.951); ``ddr_bandwidth_gbps``, ``tiu_issue_us`` as BM1684's
   (the chips share the LPDDR4X-4266 memory system; no fp32/fp16 row separates them).
   conv/i8 and conv1x1/i8 0.77 (u8 takes the i8 figure): ResNet-50 and YOLOv3 int8 at batch 1
-  and 4 together, the value that minimises the worst of the four (1.037, 0.876, 1.004, 1.134;
+  and 4 together, the value that minimises the worst of the four (1.035, 0.874, 1.004, 1.134;
   0.78 gave 1.035, 0.869, 0.996, 1.125 with the group choice; see docs/simulator.md for what
   stays off).
 """
