@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from .cost import fused_epilogues
 from .layergroup import MAX_GROUP_NODES, MAX_REDUNDANCY, GroupCandidate, GroupPlan
 from .lower import Lowered
 from .rows import gshape
@@ -46,6 +47,7 @@ def partition(lowered: list[Lowered], target: Target, graph_outputs: set[str],
     units: list[PlannedUnit] = []
     cur: list[Lowered] = []
     cur_plan: GroupPlan | None = None
+    fused = fused_epilogues([ln.node for ln in lowered], graph_outputs) if estimate else {}
 
     def close() -> None:
         nonlocal cur, cur_plan
@@ -54,7 +56,7 @@ def partition(lowered: list[Lowered], target: Target, graph_outputs: set[str],
         elif cur and cur_plan is not None:
             final = GroupCandidate(cur, graph_outputs).best(target, double=True)
             units.extend(cheapest(final if final is not None else cur_plan, target, graph_outputs,
-                                  estimate))
+                                  estimate, fused))
         cur, cur_plan = [], None
 
     for ln in lowered:
@@ -88,7 +90,7 @@ def _lone_volume(nodes: list[Lowered]) -> bool:
 
 
 def cheapest(plan: GroupPlan, target: Target, graph_outputs: set[str],
-             estimate: Estimate | None) -> list[PlannedUnit]:
+             estimate: Estimate | None, fused: dict[str, str] | None = None) -> list[PlannedUnit]:
     """The fastest of: the group, its layers as global layers, and its first layer global with
     the rest a group (of more than one layer, or of one that is not a volume), by ``estimate``;
     the group on a tie, and without an estimate.
@@ -99,15 +101,26 @@ def cheapest(plan: GroupPlan, target: Target, graph_outputs: set[str],
     into tiles or chunks is kept: a global layer too big for local memory would be cut as
     well, which that model does not count. A group of one layer is not weighed either: the
     model would send every lone element-wise layer global (one transfer set-up instead of
-    two), as TPU-MLIR runs one-op groups, taking every single-layer tiling away with it."""
+    two), as TPU-MLIR runs one-op groups, taking every single-layer tiling away with it.
+
+    An integer convolution or matrix product and the epilogue the chip runs inside its
+    instruction (``fused``: :func:`cost.fused_epilogues`) stay in one unit: an option that
+    would part them is not weighed (the chip has no such split, and the cost model would time
+    an i32 accumulator it never stores)."""
     if estimate is None or len(plan.nodes) < 2 or len(plan.tiles) > 1 or plan.streams:
         return [plan]
+    fused = fused or {}
     alone = [dataclasses.replace(ln, local=False) for ln in plan.nodes]
-    options: list[list[PlannedUnit]] = [[plan], list(alone)]
+    options: list[list[PlannedUnit]] = [[plan]]
+    if not any(ln.node.name in fused for ln in plan.nodes):
+        options.append(list(alone))
     rest = plan.nodes[1:]
-    if rest and not _lone_volume(rest):
+    head = plan.nodes[0].node.name
+    if rest and not _lone_volume(rest) and not any(fused.get(ln.node.name) == head for ln in rest):
         tail = GroupCandidate(rest, graph_outputs).best(target, double=True)
         if tail is not None:
             options.append([alone[0], tail])
+    if len(options) == 1:
+        return [plan]
     costs = [estimate(o) for o in options]
     return options[costs.index(min(costs))]

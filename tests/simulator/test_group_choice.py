@@ -168,3 +168,31 @@ def test_first_layer_global_and_the_rest_a_group():
     grown = _compile(model, weigh=False)
     assert [type(u) for u in grown.units] == [GroupUnit]
     assert p.est_latency_ms < grown.profile().est_latency_ms
+
+
+@pytest.mark.parametrize("chip, cin, cout, k", [("bm1684x", 1024, 1024, 3), ("bm1684", 2048, 2048, 1),
+                                                ("bm1684", 1024, 1024, 3)])
+def test_an_integer_convolution_keeps_its_fused_epilogue(chip, cin, cout, k):
+    """ConvInteger with large weights on a 4x4 map, its i32 bias Add, Requantize and Relu:
+    the chip runs the last three inside the convolution's instruction, so no option that puts
+    them in another unit than the convolution is weighed (run global alone, the convolution
+    would be timed storing an 8-bit result and the Add loading an i32 accumulator). The
+    program still gives the interpreter's bits."""
+    rng = np.random.default_rng(1)
+    b = ob.GraphBuilder("qconv_big")
+    x = b.input("x", "i8", (1, cin, 4, 4))
+    w = b.constant("w", rng.integers(-127, 128, (cout, cin, k, k)).astype(np.int8))
+    acc = b.op("ConvInteger", [x, w], pads=(k // 2,) * 4, strides=(1, 1))
+    acc = b.op("Add", [acc, b.constant("bias", rng.integers(-999, 999, (1, cout, 1, 1)).astype(np.int32))])
+    q = b.op("Requantize", [acc, b.constant("mult", np.full(cout, 1 << 30, np.int32)),
+                            b.constant("shift", np.full(cout, 12, np.int32))], axis=1, output_dtype="i8")
+    b.output(b.op("Relu", [q]))
+    g = b.build()
+    prog = ob.compile(g, chip)
+    unit_of = {n: i for i, u in enumerate(prog.units) for n in u.nodes}
+    ops = {g.node(n).op: i for n, i in unit_of.items()}
+    assert ops["Add"] == ops["Requantize"] == ops["Relu"] == ops["ConvInteger"]
+    feed = {"x": rng.integers(-128, 128, (1, cin, 4, 4)).astype(np.int8)}
+    (want,) = ob.interpret(g, feed).values()
+    (got,) = prog.run(feed).values()
+    np.testing.assert_array_equal(got, want)

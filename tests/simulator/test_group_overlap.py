@@ -69,6 +69,7 @@ def test_next_group_weights_load_in_the_previous_groups_idle_time(two_layer_grou
     assert [type(u) for u in prog.units] == [GroupUnit, GroupUnit]
     up, down = prog.units
     assert up.tiles == 3 and len(up.nodes) == 2 and len(down.nodes) == 2
+    assert cost.group_overlap(up, down, cost.fused_epilogues(prog.graph.nodes, set()))
     w2 = t.gdma_latency_us * SEC + 64 * 16 * 4 / (t.ddr_bandwidth_gbps * 1e9)
     p = prog.profile()
     assert _without_overlap(prog) - p.est_latency_ms == pytest.approx(w2 * 1e3, rel=1e-6)
@@ -92,4 +93,5 @@ def test_no_overlap_into_or_from_a_one_op_side(two_layer_groups):
     _, prog = _compile(8192, second_relu=False)
     up, down = prog.units
     assert up.tiles == 3 and len(down.nodes) == 1
+    assert not cost.group_overlap(up, down, cost.fused_epilogues(prog.graph.nodes, set()))
     assert prog.profile().est_latency_ms == _without_overlap(prog)
