@@ -23,8 +23,8 @@ from ..ir.graph import Graph, Node
 from ..ir.interpret import interpret, run_node
 from .int8 import (
     ActParams,
-    activation_params,
     along_axis,
+    point_params,
     quant_points,
     quantizable,
     quantized_weight,
@@ -36,8 +36,10 @@ from .table import CalibrationTable
 def fake_quant(x: np.ndarray, p: ActParams) -> np.ndarray:
     """``x`` quantized with ``p`` and dequantized (numpy, round half to even, saturating)."""
     lo, hi = (0, 255) if p.dtype == "u8" else (-128, 127)
-    q = np.clip(np.rint(np.asarray(x, np.float64) / p.scale) + p.zero_point, lo, hi)
-    return ((q - p.zero_point) * p.scale).astype(np.float32)
+    x = np.asarray(x, np.float64)
+    scale = p.shaped(x.ndim)
+    q = np.clip(np.rint(x / scale) + p.zero_point, lo, hi)
+    return ((q - p.zero_point) * scale).astype(np.float32)
 
 
 def correctable(node: Node) -> bool:
@@ -59,7 +61,7 @@ def bias_corrections(graph: Graph, table: CalibrationTable, feeds: Sequence[Mapp
     chosen = {n.name for n in graph.nodes if quantizable(n) and n.name not in keep_float
               and n.origin.name not in keep_float}
     points = quant_points(graph, chosen)
-    params = {k: activation_params(table[v]) for k, v in points.items()}
+    params = point_params(graph, table, points, chosen, per_channel=per_channel)
     floats = [interpret(graph, f, keep_intermediates=True) for f in feeds]
     envs = [{v.name: (fake_quant(f[v.name], params[v.name]) if v.name in params else f[v.name])
              for v in graph.inputs} for f in feeds]

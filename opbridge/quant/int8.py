@@ -114,7 +114,8 @@ def to_int8(graph: Graph, table: CalibrationTable, *, per_channel: bool = True,
               and n.origin.name not in keep_float]
     points = quant_points(graph, set(chosen))
     check_table(graph, table, set(points.values()))
-    b = _QdqBuilder(graph, table, per_channel, points, asymmetric, biases or {})
+    params = point_params(graph, table, points, set(chosen), asymmetric, per_channel)
+    b = _QdqBuilder(graph, params, per_channel, points, biases or {})
     for v in graph.inputs:
         b.env[v.name] = b.b.input(v.name, v.dtype, v.shape)
         if v.name in points:
@@ -146,23 +147,21 @@ def fold(graph: Graph) -> Graph:
 class _QdqBuilder:
     """Copies a float graph node by node into a GraphBuilder, adding the Q/DQ pairs."""
 
-    def __init__(self, graph: Graph, table: CalibrationTable, per_channel: bool,
-                 points: dict[str, str], asymmetric: bool = False,
-                 biases: Mapping[str, np.ndarray] | None = None) -> None:
+    def __init__(self, graph: Graph, params: Mapping[str, ActParams], per_channel: bool,
+                 points: dict[str, str], biases: Mapping[str, np.ndarray] | None = None) -> None:
         self.b = GraphBuilder(graph.name, registry=graph.registry)
         self.biases = biases or {}
-        self.asymmetric = asymmetric
-        self.table = table
+        self.point_params = params
         self.per_channel = per_channel
         self.points = points
         self.env: dict[str, Value] = {}
 
     def params(self, name: str) -> ActParams:
         """The activation quantization of point ``name``."""
-        return activation_params(self.table[self.points[name]], self.asymmetric)
+        return self.point_params[name]
 
-    def scale(self, name: str) -> float:
-        """The activation scale of quantization point ``name``."""
+    def scale(self, name: str) -> float | np.ndarray:
+        """The activation scale of quantization point ``name`` (one per channel, or one)."""
         return self.params(name).scale
 
     def qdq(self, x: Value, name: str, out: str) -> Value:
@@ -170,12 +169,14 @@ class _QdqBuilder:
         dequantized value is called ``out``."""
         p = self.params(name)
         zp_data = np.asarray(p.zero_point, np.uint8 if p.dtype == "u8" else np.int8)
-        scale = self.b.constant(f"{name}/scale", np.float32(p.scale))
+        if p.per_channel:
+            zp_data = np.zeros(np.shape(p.scale), zp_data.dtype)
+        scale = self.b.constant(f"{name}/scale", np.asarray(p.scale, np.float32))
         zp = self.b.constant(f"{name}/zero_point", zp_data)
         q = self.b.op("QuantizeLinear", [x, scale, zp], name=self.b.unique_name(f"{name}/quantize"),
                       outputs=[self.b.unique_name(f"{name}/{p.dtype}")], axis=1, block_size=0,
                       saturate=1, output_dtype=p.dtype)
-        q.quant = QuantParams(np.float32(p.scale), zp_data)
+        q.quant = QuantParams(np.asarray(p.scale, np.float32), zp_data, 1 if p.per_channel else None)
         return self.b.op("DequantizeLinear", [q, scale, zp], name=self.b.unique_name(f"{name}/dequantize"),
                          outputs=[out], axis=1, block_size=0)
 
@@ -213,7 +214,7 @@ class _QdqBuilder:
             ins[2:3] = [None]
         if bias is not None and bias.is_constant and self._bias_fits(node, bias, w_scale):
             assert bias.data is not None
-            b_scale = (np.float32(self.scale(x.name)) * w_scale).astype(np.float32)
+            b_scale = (input_scale(self.scale(x.name), w_scale.size) * w_scale).astype(np.float32)
             bq = np.clip(np.rint(bias.data.astype(np.float64) / b_scale), -(2**31), 2**31 - 1).astype(np.int32)
             ins[2:3] = [self._dequantized(f"{bias.name}/int32", bq, b_scale, 0)]
         return ins
@@ -235,11 +236,20 @@ class _QdqBuilder:
 
 @dataclass(frozen=True)
 class ActParams:
-    """How one activation tensor is quantized: ``q = saturate(rint(x / scale) + zero_point)``."""
+    """How one activation tensor is quantized: ``q = saturate(rint(x / scale) + zero_point)``;
+    ``scale`` is one number, or a 1-d array of one per channel (axis 1, zero point 0)."""
 
-    scale: float
+    scale: float | np.ndarray
     zero_point: int
     dtype: str  # "i8" or "u8"
+
+    @property
+    def per_channel(self) -> bool:
+        return isinstance(self.scale, np.ndarray)
+
+    def shaped(self, rank: int) -> float | np.ndarray:
+        """``scale`` shaped to broadcast against a tensor of rank ``rank`` (channels on axis 1)."""
+        return along_axis(self.scale, 1, rank) if isinstance(self.scale, np.ndarray) else self.scale
 
 
 def activation_params(r: TensorRange, asymmetric: bool = False) -> ActParams:
@@ -262,6 +272,90 @@ def activation_params(r: TensorRange, asymmetric: bool = False) -> ActParams:
         return ActParams(r.threshold / 127.0, 0, "i8")
     scale = (hi - lo) / 255.0
     return ActParams(scale, int(np.clip(np.rint(-lo / scale), 0, 255)), "u8")
+
+
+def channel_params(r: TensorRange) -> ActParams | None:
+    """Symmetric per-channel quantization of a tensor with calibrated range ``r``: channel
+    ``c``'s threshold is its own largest |x|, capped at the tensor's threshold (so a method
+    that clips outliers still clips them), u8 for a never-negative tensor as in
+    :func:`activation_params`; None when the table has no channel ranges for it."""
+    if r.channels is None or r.threshold <= 0:
+        return None
+    t = np.minimum(np.asarray(r.channels, np.float64), r.threshold)
+    t = np.where(t > 0, t, r.threshold)  # an all-zero channel: any scale keeps it 0
+    levels = 255.0 if r.min >= 0 else 127.0
+    return ActParams((t / levels).astype(np.float32), 0, "u8" if r.min >= 0 else "i8")
+
+
+def depthwise(node: Node) -> bool:
+    """A Conv whose every output channel reads one input channel (``group`` = input channels):
+    a per-channel scale of its input folds into its per-channel requantization."""
+    x = node.inputs[0]
+    group = int(node.attrs.get("group") or 1)
+    return (node.op == "Conv" and group > 1 and x is not None and len(x.shape) > 1
+            and isinstance(x.shape[1], int) and group == x.shape[1])
+
+
+def channel_points(graph: Graph, points: Mapping[str, str], nodes: Collection[str]) -> set[str]:
+    """The quantization points (of :func:`quant_points` for the int8 nodes ``nodes``) the chip
+    can quantize with one scale per channel at no cost: a tensor made by a Conv (whose
+    requantization is per channel already) or by an op the target runs in float, and read only
+    by depthwise Convs (whose per-channel requantization takes the input's channel scales) and
+    ops that run in float. After BatchNorm folding the channels of a MobileNet-style block
+    differ by decades (0.1 against 30 in a PP-PicoDet stem): one scale per tensor rounds the
+    narrow ones away, and cross-layer equalisation cannot even them out through a hard-swish."""
+    readers: dict[str, list[Node]] = {}
+    producer: dict[str, Node] = {}
+    for n in graph.nodes:
+        for v in n.inputs:
+            if v is not None:
+                readers.setdefault(v.name, []).append(n)
+        for v in n.outputs:
+            producer[v.name] = n
+    groups: dict[str, list[str]] = {}
+    for name, entry in points.items():
+        groups.setdefault(entry, []).append(name)
+    values = graph.values()
+    free: set[str] = set()
+    for names in groups.values():
+        if any(len(values[n].shape) < 3 for n in names if n in values):
+            continue
+        makers = [producer[n] for n in names if n in producer and producer[n].name in nodes]
+        if all(_takes_channels(r, nodes, points) for n in names for r in readers.get(n, [])) \
+                and all(m.op == "Conv" for m in makers):
+            free.update(names)
+    return free
+
+
+def _takes_channels(reader: Node, nodes: Collection[str], points: Mapping[str, str]) -> bool:
+    """Whether ``reader`` can read a per-channel int8 tensor as it is: an int8 depthwise Conv,
+    or an op that runs in float on the dequantized tensor. An op whose output is quantized
+    too (a fused Relu, an Add or activation ``fold_qdq`` turns into an integer QAdd or Lut)
+    needs one scale."""
+    if reader.name in nodes:
+        return depthwise(reader)
+    return not any(v.name in points for v in reader.outputs)
+
+
+def point_params(graph: Graph, table: CalibrationTable, points: Mapping[str, str], nodes: Collection[str],
+                 asymmetric: bool = False, per_channel: bool = True) -> dict[str, ActParams]:
+    """The quantization of every point of ``points`` (the int8 nodes ``nodes``): per channel
+    (:func:`channel_params`) at the :func:`channel_points` when ``per_channel`` and the table
+    has their channel ranges, else :func:`activation_params` of the point's table entry."""
+    free = channel_points(graph, points, nodes) if per_channel else set()
+    out: dict[str, ActParams] = {}
+    for name, entry in points.items():
+        p = channel_params(table[entry]) if name in free else None
+        out[name] = p if p is not None else activation_params(table[entry], asymmetric)
+    return out
+
+
+def input_scale(scale: float | np.ndarray, outputs: int) -> np.ndarray:
+    """An int8 node's input scale as its accumulator sees it: the one scale, or, for a
+    per-channel input (a depthwise Conv's), each input channel's scale repeated for the
+    ``outputs // channels`` output channels that read it."""
+    s = np.asarray(scale, np.float32)
+    return s if s.ndim == 0 else np.repeat(s, max(outputs // s.size, 1))
 
 
 def quantized_weight(node: Node, per_channel: bool) -> tuple[np.ndarray, np.ndarray]:

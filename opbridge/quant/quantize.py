@@ -34,7 +34,7 @@ from ..validate.progress import Stages
 from .calibrate import prepared
 from .correct import bias_corrections, fake_quant
 from .data import Preprocess, load_samples
-from .int8 import activation_params, quant_points, quantizable, quantized_weight, to_int8, weight_axis
+from .int8 import ActParams, point_params, quant_points, quantizable, quantized_weight, to_int8, weight_axis
 from .lowp import LOWP, to_half
 from .table import CalibrationTable, QuantError, as_table
 
@@ -235,11 +235,12 @@ def layer_errors(graph: Graph, table: CalibrationTable, acts: Sequence[Mapping[s
     names = {v.name: False for v in graph.outputs} if names is None else names
     chosen = [n for n in graph.nodes if quantizable(n)]
     points = quant_points(graph, {n.name for n in chosen})
+    params = point_params(graph, table, points, {n.name for n in chosen}, per_channel=per_channel)
     readers = {v.name: n for n in graph.nodes for v in n.inputs if v is not None}
     index = {n.name: i for i, n in enumerate(graph.nodes)}
     errors: dict[str, float] = {}
     for node in chosen:
-        layer = _Int8Layer(graph, table, node, points, readers, per_channel)
+        layer = _Int8Layer(graph, params, node, points, readers, per_channel)
         done = {node.name} | ({layer.act.name} if layer.act is not None else set())
         start = min(index[n.name] for n in graph.nodes if any(v is not None and v.name == layer.x for v in n.inputs))
         worst = 1.0
@@ -257,7 +258,7 @@ def layer_errors(graph: Graph, table: CalibrationTable, acts: Sequence[Mapping[s
 class _Int8Layer:
     """One int8-capable node run alone in int8 on cached float activations."""
 
-    def __init__(self, graph: Graph, table: CalibrationTable, node: Node, points: Mapping[str, str],
+    def __init__(self, graph: Graph, params: Mapping[str, ActParams], node: Node, points: Mapping[str, str],
                  readers: Mapping[str, Node], per_channel: bool) -> None:
         x, w = node.inputs[0], node.inputs[1]
         assert x is not None and w is not None and w.data is not None
@@ -266,10 +267,10 @@ class _Int8Layer:
         shaped = ws if ws.ndim == 0 else ws.reshape([-1 if i == axis else 1 for i in range(w.rank)])
         self.w = (wq * shaped).astype(np.float32)
         self.graph, self.node, self.x = graph, node, x.name
-        self.x_params = activation_params(table[points[x.name]])
+        self.x_params = params[x.name]
         self.out = node.outputs[0].name
         self.entry = points[self.out]
-        self.y_params = activation_params(table[self.entry])
+        self.y_params = params[self.entry]
         self.act = readers.get(self.out) if self.entry != self.out else None
 
     def output(self, a: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

@@ -34,6 +34,9 @@ class TensorRange:
     min: float
     max: float
     threshold: float
+    #: The largest |x| of each channel (axis 1) of a tensor of rank 3 or more, or None: the
+    #: per-channel activation scales of :func:`opbridge.quant.int8.channel_points` come from it.
+    channels: tuple[float, ...] | None = None
 
     @property
     def scale(self) -> float:
@@ -71,8 +74,7 @@ class CalibrationTable:
         }
         if self.equalized:
             data["equalized"] = True
-        data["tensors"] = {k: {"min": r.min, "max": r.max, "threshold": r.threshold}
-                           for k, r in self.tensors.items()}
+        data["tensors"] = {k: _record(r) for k, r in self.tensors.items()}
         return data
 
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -121,6 +123,13 @@ class CalibrationTable:
         return cls.from_dict(data, p)
 
 
+def _record(r: TensorRange) -> dict[str, Any]:
+    rec: dict[str, Any] = {"min": r.min, "max": r.max, "threshold": r.threshold}
+    if r.channels is not None:
+        rec["channel_max"] = list(r.channels)
+    return rec
+
+
 def _range(rec: Any, name: str, source: str) -> TensorRange:
     try:
         lo, hi, th = (float(rec[k]) for k in ("min", "max", "threshold"))
@@ -129,7 +138,17 @@ def _range(rec: Any, name: str, source: str) -> TensorRange:
     if not all(math.isfinite(v) for v in (lo, hi, th)) or th < 0 or lo > hi:
         raise QuantError(f"'{source}': tensor '{name}' has min {lo}, max {hi}, threshold {th}; "
                          "want finite numbers, min <= max, threshold >= 0")
-    return TensorRange(lo, hi, th)
+    channels = rec.get("channel_max")
+    if channels is None:
+        return TensorRange(lo, hi, th)
+    try:
+        per = tuple(float(c) for c in channels)
+    except (TypeError, ValueError):
+        per = ()
+    if not per or not all(math.isfinite(c) and c >= 0 for c in per):
+        raise QuantError(f"'{source}': tensor '{name}' has channel_max {channels!r}; want a list of "
+                         "finite numbers >= 0, one per channel")
+    return TensorRange(lo, hi, th, per)
 
 
 def as_table(table: CalibrationTable | str | os.PathLike[str] | Mapping[str, Any]) -> CalibrationTable:

@@ -156,26 +156,45 @@ def _bias(e: _Edit, p: Node, acc_scale: np.ndarray, m: int) -> np.ndarray | None
 def _linear(e: _Edit, qn: _Q) -> bool:
     """Rewrite DQ -> Conv/MatMul/Gemm (+bias) -> Q; True when done."""
     p = qn.node.inputs[0].producer if qn.node.inputs[0] is not None else None
-    if p is None or p.op not in ("Conv", "MatMul", "Gemm") or qn.axis is not None:
+    if p is None or p.op not in ("Conv", "MatMul", "Gemm") or not _channel_axis_ok(qn, p, out=True):
         return False
     if len(p.outputs[0].users) != 1 or p.outputs[0] in e.graph.outputs or qn.q.dtype not in _INT8:
         return False
     if p.op == "Gemm" and (p.attrs["transA"] or p.attrs["alpha"] != 1.0 or p.attrs["beta"] != 1.0):
         return False
     a, wdq = _dq_of(p.inputs[0]), _dq_of(p.inputs[1])
-    if a is None or a.axis is not None or wdq is None or wdq.q.data is None:
+    if a is None or not _channel_axis_ok(a, p, out=False) or wdq is None or wdq.q.data is None:
         return False
     got = _weight(p, wdq, p.op == "Gemm" and bool(p.attrs["transB"]))
     if got is None:
         return False
     w, ws, wz = got
     m = int(w.shape[0] if p.op == "Conv" else w.shape[-1])
-    acc_scale = np.broadcast_to(a.scale * ws, (m,)) if ws.ndim else a.scale * ws
+    # a per-channel input (a depthwise Conv's): output channel o reads input channel o // (m / C)
+    a_scale = a.scale if a.axis is None else np.repeat(a.scale, max(m // a.scale.size, 1))
+    acc_scale = np.broadcast_to(a_scale * ws, (m,))
+    if a.axis is not None:
+        a = _Q(a.node, a.q, a_scale, np.zeros((), np.int64), None)
     bias = _bias(e, p, np.asarray(acc_scale), m)
     if bias is None or (p.op == "MatMul" and len(p.inputs) > 2):
         return False
     _emit_linear(e, qn, p, a, w, ws, wz, bias)
     return True
+
+
+def _channel_axis_ok(q: _Q, p: Node, out: bool) -> bool:
+    """Whether ``_linear`` takes the activation ``q`` of Conv/MatMul/Gemm ``p``: per tensor,
+    or per channel (axis 1, zero points 0) as the output of a Conv (its requantization is per
+    channel) or the input of a depthwise Conv (its channels meet only their own weights)."""
+    if q.axis is None:
+        return True
+    if p.op != "Conv" or q.axis != 1 or np.any(q.zp):
+        return False
+    if out:
+        return True
+    x = p.inputs[0]
+    group = int(p.attrs.get("group") or 1)
+    return x is not None and group > 1 and len(x.shape) > 1 and x.shape[1] == group == q.scale.size
 
 
 def _emit_linear(e: _Edit, qn: _Q, p: Node, a: _Q, w: np.ndarray, ws: np.ndarray, wz: np.ndarray,
@@ -197,8 +216,10 @@ def _emit_linear(e: _Edit, qn: _Q, p: Node, a: _Q, w: np.ndarray, ws: np.ndarray
     if np.any(bias):
         n2, acc = e.node(p, "Add", [acc, e.constant(f"{p.name}/B_int", bias.reshape(bshape))], {})
         nodes.append(n2)
-    mult, shift = quantize_multiplier(a.scale * ws / qn.scale)
-    y_zp = e.constant(f"{qn.node.name}/y_zero_point", qn.zp.astype(_np(qn.q.dtype)))
+    mult, shift = quantize_multiplier(np.broadcast_to(a.scale * ws / qn.scale, (bias.size,))
+                                      if qn.axis is not None or a.scale.ndim else a.scale * ws / qn.scale)
+    y_zp = e.constant(f"{qn.node.name}/y_zero_point",
+                      (qn.zp if qn.axis is None else qn.zp.reshape(-1)[:1].reshape(())).astype(_np(qn.q.dtype)))
     n3, _ = e.node(qn.node, "Requantize", [acc, e.constant(f"{qn.node.name}/multiplier", mult),
                                            e.constant(f"{qn.node.name}/shift", shift), y_zp],
                    {"axis": axis, "output_dtype": qn.q.dtype}, out=qn.q)
