@@ -16,7 +16,8 @@ calibrated on some and scored on others it never saw: the recogniser on lines of
 ``page.png`` (a photographed book page: half the lines calibrate, the other half score) and
 photos; the detectors on photos and ``text.png``, scored on ``page.png`` whole and in halves.
 ``--crops N`` adds N crops of each calibration image to the calibration set (never of an
-evaluation one); ``--equalize`` runs opbridge with cross-layer equalisation. A model with several outputs scores its worst output.
+evaluation one); ``--equalize`` runs opbridge with cross-layer equalisation,
+``--channel-activations`` with per-channel activation scales where the chip takes them free. A model with several outputs scores its worst output.
 
 For each model and calibration method: opbridge's calibration and quantization time, and the
 cosine of the int8 output against the float output per evaluation image (both in opbridge's
@@ -153,14 +154,16 @@ def worst_output(a: dict[str, np.ndarray], b: dict[str, np.ndarray], names: list
 
 
 def run_opbridge(model: Path, case: Case, method: str, cal: Path, ev: list[dict],
-                 target_cos: float | None = None, equalize: bool = False,
+                 target_cos: float | None = None, equalize: bool = False, channels: bool = False,
                  **options: Any) -> tuple[float, list[float], str]:
     """Time of calibrate + quantize, cosine per evaluation feed, the layers kept float;
-    ``equalize`` calibrates (and so quantizes) after cross-layer equalisation; ``options`` go
-    to ``ob.quantize`` (with the calibration images as its samples)."""
+    ``equalize`` calibrates (and so quantizes) after cross-layer equalisation, ``channels``
+    with channel ranges (per-channel activations where free); ``options`` go to
+    ``ob.quantize`` (with the calibration images as its samples)."""
     g = ob.convert(str(model), input_shapes={case.input: case.shape})
     t0 = time.perf_counter()
-    table = ob.calibrate(g, str(cal), method, preprocess=case.preprocess, equalize=equalize)
+    table = ob.calibrate(g, str(cal), method, preprocess=case.preprocess, equalize=equalize,
+                         channel_activations=channels)
     if target_cos is None and not options:
         q = ob.quantize(g, table)
     elif target_cos is None:
@@ -242,9 +245,12 @@ def main() -> None:
                     help="also opbridge with bias correction (on the calibration images) for each method")
     ap.add_argument("--equalize", action="store_true",
                     help="opbridge's runs with cross-layer equalisation (calibrate/quantize equalize=True)")
+    ap.add_argument("--channel-activations", action="store_true",
+                    help="opbridge's runs calibrated with channel ranges (calibrate channel_activations=True)")
     args = ap.parse_args()
     rows = []
-    eq = ", equalized" if args.equalize else ""
+    eq = (", equalized" if args.equalize else "") + (", channel acts" if args.channel_activations else "")
+    ch = args.channel_activations
     with tempfile.TemporaryDirectory() as tmp:
         for key in args.case:
             case = CASES[key]
@@ -263,12 +269,13 @@ def main() -> None:
                          noise_floor(args.models / case.file, case, ev), len(cal_feeds)))
             print(_row(rows[-1]), flush=True)
             for method in args.methods:
-                t, cos, note = run_opbridge(args.models / case.file, case, method, cal, ev, equalize=args.equalize)
+                t, cos, note = run_opbridge(args.models / case.file, case, method, cal, ev, equalize=args.equalize,
+                                            channels=ch)
                 rows.append((case.name, method + eq, f"opbridge ({note})", t, cos, len(cal_feeds)))
                 print(_row(rows[-1]), flush=True)
                 if args.bias_correction:
                     t, cos, note = run_opbridge(args.models / case.file, case, method, cal, ev,
-                                                equalize=args.equalize, bias_correction=True)
+                                                equalize=args.equalize, channels=ch, bias_correction=True)
                     rows.append((case.name, f"{method}{eq}, bias correction", f"opbridge ({note})", t, cos,
                                  len(cal_feeds)))
                     print(_row(rows[-1]), flush=True)
@@ -278,7 +285,7 @@ def main() -> None:
                     print(_row(rows[-1]), flush=True)
             if args.mixed is not None:
                 t, cos, note = run_opbridge(args.models / case.file, case, args.mixed_method, cal, ev, args.mixed,
-                                            equalize=args.equalize)
+                                            equalize=args.equalize, channels=ch)
                 rows.append((case.name, f"{args.mixed_method}{eq}, mixed auto {args.mixed}", f"opbridge ({note})", t, cos,
                              len(cal_feeds)))
                 print(_row(rows[-1]), flush=True)

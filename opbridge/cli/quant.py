@@ -75,6 +75,11 @@ def add_calibrate_parser(sub: Any) -> None:
                    help="calibrate the model after cross-layer equalisation (Conv -> ReLU/identity -> "
                    "Conv pairs rescaled so their per-channel weight ranges match; the function is "
                    "unchanged); the table records it and 'quantize' equalises too")
+    p.add_argument("--channel-activations", action="store_true",
+                   help="also record each channel's largest |x|, so that 'quantize' scales per channel the "
+                   "activations the chip takes per channel for free (a Conv's output read by float ops, a "
+                   "depthwise Conv's input); it needs calibration data like the deployment data: a channel "
+                   "quiet on the samples clips on inputs that excite it")
     p.add_argument("-o", "--output", required=True, metavar="TABLE.json", help="where to write the table")
     p.set_defaults(func=with_threads(run_calibrate))
 
@@ -86,7 +91,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     graph = _graph(args)
     table = calibrate(graph, args.data, args.method, num_samples=args.samples,
                       preprocess=_preprocess(args), percentile=args.percentile, equalize=args.equalize,
-                      progress=True)
+                      channel_activations=args.channel_activations, progress=True)
     table.save(args.output)
     eq = ", equalized" if table.equalized else ""
     sys.stdout.write(f"wrote {args.output}: {len(table.tensors)} tensors, {table.samples} samples, "
@@ -100,7 +105,9 @@ def add_quantize_parser(sub: Any) -> None:
         help="quantize a float model to int8 (with a calibration table), f16 or bf16",
         description="Write MODEL quantized as an .obir graph. int8: symmetric per-channel int8 "
         "weights, per-tensor activations from the --table thresholds (int8, or uint8 for tensors "
-        "never negative) and int32 biases for "
+        "never negative; per channel where the chip takes that for free, a Conv's output read by "
+        "float ops or a depthwise Conv's input, when the table has channel ranges: 'calibrate "
+        "--channel-activations') and int32 biases for "
         "Conv/MatMul/Gemm, as QuantizeLinear/DequantizeLinear pairs (other ops stay float "
         "between them). f16/bf16: every op that has such a kernel runs in it, the others in f32 "
         "with Casts at the boundary. --mixed-precision auto keeps the int8 layers that hurt the "
@@ -110,7 +117,7 @@ def add_quantize_parser(sub: Any) -> None:
     _model_options(p)
     p.add_argument("--table", metavar="TABLE.json", help="calibration table (needed for int8)")
     p.add_argument("--dtype", choices=("int8", "f16", "bf16"), default="int8", help="default int8")
-    p.add_argument("--per-tensor", action="store_true", help="int8 weights per tensor, not per channel")
+    p.add_argument("--per-tensor", action="store_true", help="int8 weights and activations per tensor, never per channel")
     p.add_argument("--mixed-precision", choices=("auto",), default=None,
                    help="keep the layers that lose most in float until --target-cos is reached")
     p.add_argument("--target-cos", type=float, default=0.999, metavar="C",

@@ -58,6 +58,7 @@ def calibrate(
     percentile: float = 99.99,
     bins: int = KL_BINS,
     equalize: bool = False,
+    channel_activations: bool = False,
     progress: bool = False,
 ) -> CalibrationTable:
     """The calibration table of ``graph`` over ``samples`` (a list of feed dicts, or a folder
@@ -66,7 +67,11 @@ def calibrate(
     ``method`` is "minmax", "percentile" or "kl"; ``num_samples`` caps how many are used;
     ``preprocess`` turns images into inputs; ``equalize`` calibrates the graph after
     cross-layer equalisation (:mod:`opbridge.quant.equalize`; the table says so, and
-    quantizing with it equalises too); ``progress`` shows a bar on a terminal.
+    quantizing with it equalises too); ``channel_activations`` records each channel's largest
+    |x| too, which makes :func:`opbridge.quant.quantize` scale per channel the activations the
+    chip takes per channel for free (:func:`opbridge.quant.int8.channel_points`): they fit the
+    samples channel by channel, so the samples must be like the deployment data (a channel
+    quiet on them clips where it fires); ``progress`` shows a bar on a terminal.
     """
     if method not in METHODS:
         raise QuantError(f"calibration method {method!r} is not one of {', '.join(METHODS)}",
@@ -87,7 +92,8 @@ def calibrate(
             hists = _histograms(g, feeds, {k: max(abs(lo[k]), abs(hi[k])) for k in lo}, bins, step)
             thresholds = {k: _choose(method, h, max(abs(lo[k]), abs(hi[k])), lo[k] >= 0, percentile)
                           for k, h in hists.items()}
-    tensors = {k: TensorRange(lo[k], hi[k], float(thresholds[k]), channels.get(k)) for k in lo}
+    tensors = {k: TensorRange(lo[k], hi[k], float(thresholds[k]), channels.get(k) if channel_activations else None)
+               for k in lo}
     table = CalibrationTable(g.name, method, len(feeds), tensors, equalize)
     table.reference = reference
     return table

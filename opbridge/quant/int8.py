@@ -7,6 +7,10 @@ The scheme (TPU-MLIR's symmetric int8, the one the BM1684 runs):
 - activations feeding or leaving those ops: per tensor, zero point 0, from the calibration
   table: symmetric int8, ``scale = threshold / 127``, or, for a tensor never negative (after
   Relu, Clip, HardSigmoid), uint8 at ``threshold / 255`` (see :func:`activation_params`);
+  with ``per_channel`` and a table with channel ranges (``calibrate(...,
+  channel_activations=True)``), one scale per channel where the chip takes it at no cost: a
+  Conv's output read only by ops that run in float, a depthwise Conv's input (see
+  :func:`channel_points`, :func:`channel_params`);
 - biases: int32 with ``scale = scale_x * scale_w`` (per channel), so the int32 accumulator
   takes them as they are.
 
@@ -105,8 +109,11 @@ def to_int8(graph: Graph, table: CalibrationTable, *, per_channel: bool = True,
             keep_float: Collection[str] = (), fold_integer: bool = True,
             asymmetric: bool = False, biases: Mapping[str, np.ndarray] | None = None) -> Graph:
     """``graph`` in QDQ int8 (see the module); nodes named in ``keep_float`` stay float;
-    ``fold_integer=False`` leaves the QDQ form as it is (no ``fold_qdq``); ``asymmetric``
-    quantizes signed activations as asymmetric u8 (see :func:`activation_params`); ``biases``
+    ``fold_integer=False`` leaves the QDQ form as it is (no ``fold_qdq``); ``per_channel``
+    quantizes weights per output channel and the :func:`channel_points` per channel (when
+    the table has their channel ranges);
+    ``asymmetric`` quantizes the other signed activations as asymmetric u8 (see
+    :func:`activation_params`; the per-channel ones stay symmetric); ``biases``
     replaces the float bias of the int8 nodes it names (one value per output channel: the
     corrected biases of :func:`opbridge.quant.correct.bias_corrections`), adding one to a
     node that has none."""

@@ -60,7 +60,10 @@ def quantize(
     progress: bool = False,
 ) -> Graph:
     """``graph`` quantized to ``dtype`` ("int8" with a calibration ``table``; "f16"/"bf16"
-    need none). ``mixed_precision="auto"`` keeps layers in float until the int8 outputs reach
+    need none). ``per_channel``: int8 weights per output channel, and, when the table has
+    channel ranges (``calibrate(..., channel_activations=True)``), the activations the chip
+    takes per channel for free (:func:`opbridge.quant.int8.channel_points`) per channel;
+    False: one scale per tensor for both. ``mixed_precision="auto"`` keeps layers in float until the int8 outputs reach
     ``target_cos`` against the float ones on ``samples`` (feed dicts or a folder; default:
     random inputs in the table's input ranges); ``bias_correction`` removes each int8 layer's
     mean output error per channel, measured on ``samples`` (calibration data, needed then),

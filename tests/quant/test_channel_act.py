@@ -121,7 +121,7 @@ def block():
     model = block_model()
     g = ob.convert(model)
     calib = block_feeds(6, seed=1)
-    return model, g, calib, ob.calibrate(g, calib, method="minmax")
+    return model, g, calib, ob.calibrate(g, calib, method="minmax", channel_activations=True)
 
 
 def test_channel_points_follow_the_rule(block):
@@ -230,7 +230,8 @@ def test_calibration_records_channel_ranges(block, tmp_path):
 
 
 def test_table_without_channel_ranges_quantizes_per_tensor(block):
-    _, g, _, table = block
+    _, g, calib, table = block
+    assert all(r.channels is None for r in ob.calibrate(g, calib).tensors.values())  # the default
     q = to_int8(prepared(g), _without_channels(table), fold_integer=False)
     assert all(n.inputs[1].data.size == 1 for n in q.nodes if n.op == "QuantizeLinear")
 

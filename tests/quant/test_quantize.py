@@ -19,10 +19,6 @@ from tests.quant.helpers import cnn_model, cos, feeds, ort_outputs
 CNN_POINTS = ["image", "conv1_out", "pool1_out", "conv2a_out", "relu2a_out", "conv2b_out", "flat_out",
               "logits"]
 SCALE_OF = {"conv2a_out": "relu2a_out"}
-#: The points read only by ops that run in float (conv1's output by a LeakyRelu, conv2b's by
-#: the residual Add, neither quantized after): one scale per channel (their Conv's
-#: requantization is per channel), symmetric, capped at the tensor's threshold.
-PER_CHANNEL_POINTS = {"conv1_out", "conv2b_out"}
 CNN_WEIGHTS = {"conv1": ("conv1.w", "conv1.b", 0), "conv2a": ("conv2a.w", "conv2a.b", 0),
                "conv2b": ("conv2b.w", "conv2b.b", 0), "fc": ("fc.w", "fc.b", 0)}
 
@@ -39,8 +35,7 @@ def _qdq_reference(model: onnx.ModelProto, table: CalibrationTable, asymmetric: 
     definition (symmetric int8 at threshold/127, or uint8 with zero point 0 at threshold/255
     for a tensor whose calibrated minimum is >= 0; with ``asymmetric`` the signed ones uint8
     over [max(min, -threshold), min(max, threshold)] with the zero point round(-lo / scale);
-    the PER_CHANNEL_POINTS symmetric per channel at min(channel max, threshold) / 127 whatever
-    ``asymmetric`` says; per-channel weights max|W|/127, int32 bias at s_x*s_w)."""
+    per-channel weights max|W|/127, int32 bias at s_x*s_w)."""
     m = onnx.ModelProto()
     m.CopyFrom(model)
     g = m.graph
@@ -48,11 +43,8 @@ def _qdq_reference(model: onnx.ModelProto, table: CalibrationTable, asymmetric: 
     new_inits, nodes = [], []
     rename = {p: f"{p}__dq" for p in CNN_POINTS}
 
-    def act_params(name: str) -> tuple[np.ndarray, np.ndarray]:
+    def act_params(name: str) -> tuple[np.float32, np.generic]:
         r = table[SCALE_OF.get(name, name)]
-        if name in PER_CHANNEL_POINTS:
-            t = np.minimum(np.asarray(r.channels), r.threshold)
-            return (t / (255 if r.min >= 0 else 127)).astype(np.float32), np.zeros(t.size, np.uint8 if r.min >= 0 else np.int8)
         if r.min >= 0:
             return np.float32(r.threshold / 255), np.uint8(0)
         lo, hi = max(r.min, -r.threshold), min(r.max, r.threshold)
@@ -60,15 +52,15 @@ def _qdq_reference(model: onnx.ModelProto, table: CalibrationTable, asymmetric: 
             return np.float32((hi - lo) / 255), np.uint8(round(-lo / ((hi - lo) / 255)))
         return np.float32(r.threshold / 127), np.int8(0)
 
-    def act_scale(name: str) -> np.ndarray:
+    def act_scale(name: str) -> np.float32:
         return act_params(name)[0]
 
     def qdq(name: str) -> list[onnx.NodeProto]:
         zero = act_params(name)[1]
         new_inits.extend([numpy_helper.from_array(act_scale(name), f"{name}__s"),
                           numpy_helper.from_array(zero, f"{name}__z")])
-        return [helper.make_node("QuantizeLinear", [name, f"{name}__s", f"{name}__z"], [f"{name}__q"], axis=1),
-                helper.make_node("DequantizeLinear", [f"{name}__q", f"{name}__s", f"{name}__z"], [rename[name]], axis=1)]
+        return [helper.make_node("QuantizeLinear", [name, f"{name}__s", f"{name}__z"], [f"{name}__q"]),
+                helper.make_node("DequantizeLinear", [f"{name}__q", f"{name}__s", f"{name}__z"], [rename[name]])]
 
     nodes += qdq("image")
     for node in g.node:
