@@ -245,3 +245,23 @@ def test_bad_channel_ranges_are_refused(block, tmp_path, bad):
     path.write_text(json.dumps(data))
     with pytest.raises(QuantError, match="channel_max"):
         CalibrationTable.load(path)
+
+
+def test_cli_calibrate_channel_activations(block, tmp_path):
+    from opbridge.cli import main
+
+    model, _, calib, _ = block
+    onnx.save(model, tmp_path / "block.onnx")
+    (tmp_path / "data").mkdir()
+    for i, f in enumerate(calib):
+        np.save(tmp_path / "data" / f"s{i}.npy", f["x"])
+    for flag, per_channel in (([], False), (["--channel-activations"], True)):
+        table, out = tmp_path / f"t{per_channel}.json", tmp_path / f"q{per_channel}.obir"
+        assert main(["calibrate", str(tmp_path / "block.onnx"), "--data", str(tmp_path / "data"), *flag,
+                     "-o", str(table)]) == 0
+        assert ("channel_max" in json.loads(table.read_text())["tensors"]["h1"]) == per_channel
+        assert main(["quantize", str(tmp_path / "block.onnx"), "--table", str(table), "-o", str(out)]) == 0
+        q = ob.load(out)
+        scales = {v.quant.scale.size for n in q.nodes for v in n.outputs if v.quant is not None and v.dtype in ("i8", "u8")
+                  and n.op in ("QuantizeLinear", "Requantize")}
+        assert (C in scales) == per_channel
