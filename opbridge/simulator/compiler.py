@@ -629,8 +629,12 @@ def unit_estimator(graph: Graph, target: Target) -> Any:
     """What a run of planned units of ``graph`` takes on ``target``, in ms, as the cost model
     estimates it: the units compiled on their own, in order, with a DDR of their own, and
     scheduled by :func:`~.cost.profile` (launch and the syncs between units included). The
-    partition compares a layer group with other ways to run its layers through it."""
-    from .cost import profile
+    partition compares a layer group with other ways to run its layers through it. What the
+    scheduler needs of the whole graph is found once, here, so an estimate costs what its
+    units do."""
+    from .cost import graph_facts, profile
+
+    facts = graph_facts(graph)
 
     def estimate(units: list[PlannedUnit]) -> float:
         ddr = _unit_ddr(units, target)
@@ -638,7 +642,7 @@ def unit_estimator(graph: Graph, target: Target) -> Any:
         out: list[Unit] = []
         for u in units:
             out.append(_emit_unit(u, sum(isinstance(x, GroupUnit) for x in out), target, instrs, ddr))
-        return float(profile(Program(graph, target, out, instrs, ddr)).est_latency_ms)
+        return float(profile(Program(graph, target, out, instrs, ddr), facts).est_latency_ms)
 
     return estimate
 

@@ -47,7 +47,7 @@ from .schema import (
 )
 
 if TYPE_CHECKING:
-    from ..ir.graph import Node
+    from ..ir.graph import Graph, Node, Value
     from .program import Program
     from .target import Target
 
@@ -103,6 +103,30 @@ def fused_epilogues(nodes: list[Node], outputs: set[str]) -> dict[str, str]:
         if ok:
             fused[n.name] = host[n.outputs[0].name] = host[x.name]
     return fused
+
+
+@dataclass(frozen=True)
+class GraphFacts:
+    """What the cost scheduler needs to know of the whole graph, whichever of its units a
+    program holds: its nodes by name, and the fused epilogues (telling one needs every reader
+    of a value and the graph's outputs, not only the nodes of the units scheduled). The
+    compile's estimates schedule many small programs of one graph; they share one of these,
+    so an estimate costs what its units do (:func:`graph_facts`)."""
+
+    graph: Graph
+    nodes: dict[str, Node]
+    #: epilogue op -> the integer op whose instruction runs it (see fused_epilogues)
+    fused: dict[str, str]
+    #: integer op -> the value its fused epilogue ends in (what its instruction writes)
+    epilogue_out: dict[str, Value]
+
+
+def graph_facts(graph: Graph) -> GraphFacts:
+    """The :class:`GraphFacts` of ``graph``: one pass over its nodes."""
+    nodes = {n.name: n for n in graph.nodes}
+    fused = fused_epilogues(graph.nodes, {v.name for v in graph.outputs})
+    return GraphFacts(graph=graph, nodes=nodes, fused=fused,
+                      epilogue_out={fused[n]: nodes[n].outputs[0] for n in fused})
 
 
 def op_family(node: Node) -> str:
@@ -314,7 +338,7 @@ class _Step:
 class _Scheduler:
     """Issues instructions in program order on their engines (see the module doc)."""
 
-    def __init__(self, prog: Program) -> None:
+    def __init__(self, prog: Program, facts: GraphFacts) -> None:
         t = prog.target
         self.target = t
         self.bw = t.ddr_bandwidth_gbps * 1e9
@@ -326,11 +350,9 @@ class _Scheduler:
         self.lm = _Tracker(t.lmem_bytes_per_lane, t.lmem_align_bytes)
         ddr_chunk = math.gcd(prog.ddr.total_bytes, *(d.addr for d in prog.ddr.tensors.values()))
         self.dd = _Tracker(prog.ddr.total_bytes, max(ddr_chunk, t.ddr_align_bytes))
-        self.nodes = {n.name: n for n in prog.graph.nodes}
-        #: epilogue op -> the integer op whose instruction runs it (see fused_epilogues)
-        self.fused = fused_epilogues(prog.graph.nodes, {v.name for v in prog.graph.outputs})
-        #: integer op -> the value its fused epilogue ends in (what its instruction writes)
-        self.epilogue_out = {self.fused[n]: self.nodes[n].outputs[0] for n in self.fused}
+        self.nodes = facts.nodes
+        self.fused = facts.fused
+        self.epilogue_out = facts.epilogue_out
         self.events: list[dict[str, Any]] = []
         self.tid = {e: i + 1 for i, e in enumerate(ENGINES)}
         #: no instruction of the current unit starts before this (the unit's launch)
@@ -529,9 +551,16 @@ def issue_order(instrs: list[Instruction]) -> list[Instruction]:
     return order + list(pending.values())
 
 
-def profile(prog: Program) -> Profile:
-    """Schedule the program's instructions on the target's engines; see the module doc."""
-    sched = _Scheduler(prog)
+def profile(prog: Program, facts: GraphFacts | None = None) -> Profile:
+    """Schedule the program's instructions on the target's engines; see the module doc.
+    ``facts``: :func:`graph_facts` of the program's graph, when the caller schedules several
+    programs of one graph (computed here without)."""
+    if facts is None:
+        facts = graph_facts(prog.graph)
+    elif facts.graph is not prog.graph:
+        raise ValueError(f"profile: the graph facts are of graph '{facts.graph.name}', "
+                         f"not of the program's graph '{prog.graph.name}'")
+    sched = _Scheduler(prog, facts)
     units = [sched.unit(prog, ui, u) for ui, u in enumerate(prog.units)]
     groups = [x for x in units if x.kind == "group"]
     return Profile(

@@ -146,3 +146,78 @@ def test_int8_elementwise_group_is_gdma_bound_and_pinned(chip):
     assert g.est_ms == pytest.approx((gdma_us + compute_us) * 1e-3, rel=1e-9)
     start = t.launch_us + t.sync_us
     assert p.est_latency_ms == pytest.approx((start + gdma_us + compute_us) * 1e-3, rel=1e-9)
+
+
+def _epilogue_graph(extra_output: str | None) -> ob.Graph:
+    """The convolution of :func:`_qconv_graph` with its epilogue, and optionally one of its
+    values a graph output too (a second reader the fused instruction would have to write)."""
+    rng = np.random.default_rng(1)
+    b = ob.GraphBuilder("qconv")
+    x = b.input("x", "i8", (1, 16, 6, 6))
+    acc = b.op("ConvInteger", [x, b.constant("w", rng.integers(-127, 128, (8, 16, 3, 3)).astype(np.int8))],
+               pads=(1, 1, 1, 1), strides=(1, 1))
+    biased = b.op("Add", [acc, b.constant("bias", np.zeros((1, 8, 1, 1), np.int32))])
+    q = b.op("Requantize", [biased, b.constant("mult", np.full(8, 1 << 30, np.int32)),
+                            b.constant("shift", np.full(8, 8, np.int32))], axis=1, output_dtype="i8")
+    b.output(b.op("Relu", [q]))
+    if extra_output is not None:
+        b.output({"acc": acc, "q": q}[extra_output])
+    return b.build()
+
+
+@pytest.mark.parametrize("extra_output,fused_ops", [
+    (None, ["Add", "Requantize", "Relu"]),   # the whole chain rides on the convolution
+    ("q", ["Add", "Requantize"]),            # the 8-bit result is read twice: the Relu runs alone
+    ("acc", []),                             # the i32 accumulator leaves the lanes: nothing fuses
+], ids=["chain", "q-is-output", "acc-is-output"])
+def test_graph_facts_name_the_fused_epilogue(extra_output, fused_ops):
+    """``graph_facts`` finds, once per graph, the epilogue ops each integer convolution's
+    instruction runs (bias Add, Requantize, ReLU, each the only reader of the value before it,
+    which is no graph output) and the value that instruction then writes."""
+    from opbridge.simulator.cost import graph_facts
+
+    g = _epilogue_graph(extra_output)
+    facts = graph_facts(g)
+    assert facts.graph is g
+    assert facts.nodes == {n.name: n for n in g.nodes}
+    conv = next(n for n in g.nodes if n.op == "ConvInteger")
+    assert sorted(g.node(n).op for n in facts.fused) == sorted(fused_ops)
+    assert set(facts.fused.values()) <= {conv.name}
+    if fused_ops:
+        last = next(n for n in reversed(g.nodes) if n.op == fused_ops[-1])
+        assert facts.epilogue_out == {conv.name: last.outputs[0]}
+    else:
+        assert facts.epilogue_out == {}
+
+
+def test_profile_refuses_the_facts_of_another_graph():
+    from opbridge.simulator.cost import graph_facts, profile
+
+    prog = ob.compile(_qconv_graph(1), "bm1684x")
+    with pytest.raises(ValueError, match="graph facts are of graph"):
+        profile(prog, graph_facts(_qconv_graph(1)))
+
+
+def test_int8_layers_run_global_estimated_with_their_epilogue_fused():
+    """The compile's estimate of the integer convolution and its epilogue as four global layers
+    (the graph's facts found once, before any estimate): the convolution reads x and w and
+    writes the epilogue's 8-bit result, not its i32 accumulator, in one transfer set-up, the
+    longer of that traffic and its compute; the Add, Requantize and Relu move and compute
+    nothing, each only a unit launched a sync after the one before."""
+    import dataclasses
+
+    from opbridge.simulator.compiler import unit_estimator
+    from opbridge.simulator.lower import lower
+
+    t = ob.Target.preset("bm1684x")
+    g = _qconv_graph(1)
+    alone = [dataclasses.replace(ln, local=False) for ln in lower(g)]
+    assert [ln.node.op for ln in alone] == ["ConvInteger", "Add", "Requantize", "Relu"]
+    nbytes = 128 * 900 + 64 * 128 * 9 + 64 * 900  # x, w and the i8 output, one byte each
+    conv_us = _bm1684x_conv_us(1) - t.tiu_issue_us  # a global layer pays no per-instruction issue
+    traffic_us = nbytes / (t.ddr_bandwidth_gbps * 1e3)
+    assert traffic_us < conv_us < traffic_us + 64 * 900 * 3 / (t.ddr_bandwidth_gbps * 1e3)  # i32: slower
+    want_us = t.launch_us + 4 * t.sync_us + t.gdma_latency_us + max(traffic_us, conv_us)
+    estimate = unit_estimator(g, t)
+    assert estimate(alone) == pytest.approx(want_us * 1e-3, rel=1e-9)
+    assert estimate(alone[:1]) == pytest.approx((want_us - 3 * t.sync_us) * 1e-3, rel=1e-9)
