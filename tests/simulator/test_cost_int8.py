@@ -199,11 +199,12 @@ def test_profile_refuses_the_facts_of_another_graph():
 
 
 def test_int8_layers_run_global_estimated_with_their_epilogue_fused():
-    """The compile's estimate of the integer convolution and its epilogue as four global layers
-    (the graph's facts found once, before any estimate): the convolution reads x and w and
-    writes the epilogue's 8-bit result, not its i32 accumulator, in one transfer set-up, the
-    longer of that traffic and its compute; the Add, Requantize and Relu move and compute
-    nothing, each only a unit launched a sync after the one before."""
+    """The unit estimator (the graph's facts found once, when it is made, and shared by its
+    estimates) on the integer convolution and its epilogue as four global layers, and on the
+    convolution alone: it reads x and w and writes the epilogue's 8-bit result, not its i32
+    accumulator, in one transfer set-up, the longer of that traffic and its compute, also
+    when the epilogue is in no unit of the estimate; the Add, Requantize and Relu move and
+    compute nothing, each only a unit launched a sync after the one before."""
     import dataclasses
 
     from opbridge.simulator.compiler import unit_estimator
