@@ -600,14 +600,25 @@ def _emit_unit(u: PlannedUnit, gi: int, target: Target, instrs: list[Instruction
     return GlobalUnit(nodes=(node.name,), op=node.op, fits_no_tile=bool(u.local), instrs=span)
 
 
+def _emit(planned: list[PlannedUnit], target: Target, ddr: DdrPlan) -> tuple[list[Unit], list[Instruction]]:
+    """The units and instruction stream of planned units, layer groups numbered in order."""
+    instrs: list[Instruction] = []
+    units: list[Unit] = []
+    groups = 0
+    for u in planned:
+        unit = _emit_unit(u, groups, target, instrs, ddr)
+        groups += isinstance(unit, GroupUnit)
+        units.append(unit)
+    return units, instrs
+
+
 def _unit_ddr(units: list[PlannedUnit], target: Target) -> DdrPlan:
     """A DDR of their own for a few planned units: every tensor they read or write (and every
     global layer's scratch) at its own aligned place, weights first, no reuse."""
     consts: dict[str, Value] = {}
     acts: dict[str, Value] = {}
     for u in units:
-        nodes = u.nodes if isinstance(u, GroupPlan) else [u.ln] if isinstance(u, StreamPlan) else [u]
-        for ln in nodes:
+        for ln in (u.nodes if isinstance(u, (GroupPlan, StreamPlan)) else [u]):
             for v in (*ln.node.inputs, *ln.node.outputs):
                 if v is not None and is_static(v.shape):
                     (consts if v.is_constant else acts)[v.name] = v
@@ -638,10 +649,7 @@ def unit_estimator(graph: Graph, target: Target) -> Any:
 
     def estimate(units: list[PlannedUnit]) -> float:
         ddr = _unit_ddr(units, target)
-        instrs: list[Instruction] = []
-        out: list[Unit] = []
-        for u in units:
-            out.append(_emit_unit(u, sum(isinstance(x, GroupUnit) for x in out), target, instrs, ddr))
+        out, instrs = _emit(units, target, ddr)
         return float(profile(Program(graph, target, out, instrs, ddr), facts).est_latency_ms)
 
     return estimate
@@ -705,13 +713,7 @@ def compile(  # noqa: A001 - the public name DESIGN.md gives it
         every = {v.name for n in graph.nodes for v in n.outputs}
         planned = [_store_every_layer(u, tgt, every) for u in planned]
     ddr = _ddr_plan(graph, planned, tgt)
-    instrs: list[Instruction] = []
-    units: list[Unit] = []
-    groups = 0  # layer groups are numbered in program order
-    for u in planned:
-        unit = _emit_unit(u, groups, tgt, instrs, ddr)
-        groups += isinstance(unit, GroupUnit)
-        units.append(unit)
+    units, instrs = _emit(planned, tgt, ddr)
     prog = Program(graph, tgt, units, instrs, ddr)
     prog.kernels = kernels
     return prog
