@@ -80,10 +80,12 @@ class Conversion:
 
     # -- names ------------------------------------------------------------------------------
     def fresh(self, base: str, *, nodes: bool = False) -> str:
+        """An unused value (or node) name from ``base``. A value name is also refused while the
+        builder holds it: a value renamed to its origin name frees its old name here, not there."""
         taken = self.node_names if nodes else self.used
         blocked = set() if nodes else self.reserved
         name, i = base, 0
-        while name in taken or name in blocked:
+        while name in taken or name in blocked or (not nodes and self.builder.unique_name(name) != name):
             i += 1
             name = f"{base}_{i}"
         taken.add(name)
@@ -756,7 +758,6 @@ def _add_outputs(conv: Conversion, origin: OriginGraph) -> None:
             )
         if id(v) in taken:
             name = t.name if t.name not in conv.used else conv.fresh(t.name)
-            conv.used.add(name)
             v = conv.builder.op("Identity", [v], name=conv.fresh(name, nodes=True), outputs=[name])
         taken.add(id(v))
         conv.builder.output(v)
