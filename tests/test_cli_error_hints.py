@@ -239,6 +239,29 @@ def test_a_mapping_that_breaks_the_graph_is_blamed_with_a_hint(tmp_path, capsys)
     assert "a mapping (a plugin's, if one is loaded) emitted IR" in hint and "--debug" in hint
 
 
+@pytest.mark.usefixtures("isolated_registries")  # its plugin overrides Relu for the process
+def test_a_mapping_that_gives_an_op_the_wrong_number_of_inputs_is_blamed(tmp_path, capsys):
+    """The number of inputs an IR op gets is the mapping's choice: the hint names the mapping's
+    definition, not the model's input shapes; --debug shows the traceback through it."""
+    plugin = tmp_path / "two_relu.py"
+    plugin.write_text(
+        "from opbridge.mappers import mapping\n"
+        "from opbridge.parsers.origin import Framework\n\n\n"
+        "@mapping(Framework.ONNX, 'Relu', since_opset=1, override=True)\n"
+        "def two_relu(node, g):\n"
+        "    a = g.input(0)\n"
+        "    return g.op('Relu', [a, a])\n")
+    model = _relu_model(tmp_path / "r.onnx", TensorProto.FLOAT, [2, 3])
+    argv = ["convert", model, "--plugin", str(plugin), "-o", str(tmp_path / "r.obir")]
+    error, hint = _cli_error(capsys, argv)
+    assert error == "error: [onnx] node 'Relu_0' (Relu): takes 1 inputs, got 2"
+    assert hint == (f"hint: the mapping at {plugin}:5 (a plugin's, if one is loaded) passes Relu the wrong "
+                    "number of inputs: correct it; rerun with --debug for the traceback")
+    with pytest.raises(ob.ShapeError) as err:  # --debug lets the error through, with its traceback
+        main(["--debug", *argv])
+    assert any(entry.name == "two_relu" for entry in err.traceback)
+
+
 def test_a_caffe_param_the_layer_refuses_points_at_the_prototxt(tmp_path, capsys):
     proto = tmp_path / "net.prototxt"
     proto.write_text('name: "net"\ninput: "data"\ninput_shape { dim: 1 dim: 3 dim: 4 dim: 4 }\n'

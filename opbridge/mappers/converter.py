@@ -77,6 +77,9 @@ class Conversion:
         #: innermost last; ``builder`` is the innermost one's, ``root`` the model's.
         self.root = self.builder
         self.frames: list[_Frame] = []
+        #: Where the mappings running now are defined, innermost last (a body's node is mapped
+        #: while its enclosing node's mapping runs): an error of what they emit names the site.
+        self.mapping_sites: list[str] = []
 
     # -- names ------------------------------------------------------------------------------
     def fresh(self, base: str, *, nodes: bool = False) -> str:
@@ -246,7 +249,13 @@ class Conversion:
                       placement: str | None) -> list[Value]:
         op_type = opdef.name
         where = node_ctx(name, op_type)
-        opdef.check_input_count(len(ins), where)
+        try:
+            opdef.check_input_count(len(ins), where)
+        except ShapeError as err:  # how many inputs an op gets is the mapping's choice, not the model's
+            site = f"at {self.mapping_sites[-1]} " if self.mapping_sites else ""
+            err.hint = (f"the mapping {site}(a plugin's, if one is loaded) passes {op_type} the wrong "
+                        "number of inputs: correct it; rerun with --debug for the traceback")
+            raise
         norm = opdef.normalize_attrs(attrs, where)
         n_out = num_outputs if num_outputs is not None else opdef.num_outputs_for(norm)
         if n_out is None:  # the shape function decides (optional or uncounted outputs)
@@ -280,7 +289,11 @@ class Conversion:
 
                 node = with_schema_defaults(node, opset)
             ctx = MapContext(self, node, opset, origin_of)
-            result = entry.fn(node, ctx)
+            self.mapping_sites.append(entry.defined_at)
+            try:
+                result = entry.fn(node, ctx)
+            finally:
+                self.mapping_sites.pop()
         except OpbridgeError as err:
             err.add_context(**where)  # fills only what the raiser did not know
             if err.hint is None:
