@@ -262,6 +262,50 @@ def test_a_mapping_that_gives_an_op_the_wrong_number_of_inputs_is_blamed(tmp_pat
     assert any(entry.name == "two_relu" for entry in err.traceback)
 
 
+_REFUSE_RELU = (
+    "from opbridge.mappers import mapping\n"
+    "from opbridge.parsers.origin import Framework\n\n\n"
+    "@mapping(Framework.ONNX, 'Relu', since_opset=1, override=True)\n"
+    "def refuse(node, g):\n"
+    "    raise g.unsupported('this form of Relu is refused')\n")
+_REFUSED_HINT = ("opbridge does not convert this form of the op: change the model to a form it does, or "
+                 "opbridge plugin new Relu --framework onnx --override writes a plugin that maps it your "
+                 "way, --plugin FILE loads it")
+
+
+def _if_of_relus():
+    def branch(n):
+        return helper.make_graph([helper.make_node("Relu", ["x"], [f"{n}o"], name=f"{n}relu")], n, [],
+                                 [helper.make_tensor_value_info(f"{n}o", TensorProto.FLOAT, [2, 3])])
+    return [helper.make_node("If", ["c"], ["y"], name="if", then_branch=branch("t"), else_branch=branch("e"))]
+
+
+@pytest.mark.usefixtures("isolated_registries")  # its plugin overrides Relu for the process
+@pytest.mark.parametrize("nodes,inputs,cases", [
+    ([helper.make_node("Relu", ["x"], ["y"], name="r1")], [_x()], ["node 'r1' (Relu)"]),
+    (_if_of_relus(), [helper.make_tensor_value_info("c", TensorProto.BOOL, []), _x()],
+     ["node 'if/then_branch/trelu' (Relu)"]),
+    ([helper.make_node("Relu", ["x"], ["a"], name="r1"), helper.make_node("Relu", ["x"], ["b"], name="r2"),
+      helper.make_node("Add", ["a", "b"], ["y"], name="add")], [_x()], ["node 'r1' (Relu)", "node 'r2' (Relu)"]),
+], ids=["one-case", "one-case-in-a-subgraph", "two-cases"])
+def test_a_refused_case_without_a_hint_says_how_to_map_it_once(tmp_path, capsys, nodes, inputs, cases):
+    """A case a mapping refuses without a hint gets the converter's: on its own error, or once
+    for the report that lists several (not again on every line); it names the refused op, also
+    inside a subgraph."""
+    plugin = tmp_path / "refuse.py"
+    plugin.write_text(_REFUSE_RELU)
+    model = _onnx(tmp_path / "m.onnx", nodes, inputs)
+    assert main(["convert", model, "--plugin", str(plugin), "-o", str(tmp_path / "m.obir")]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    if len(cases) == 1:
+        assert lines == [f"error: [onnx] {cases[0]}: this form of Relu is refused", f"hint: {_REFUSED_HINT}"]
+        return
+    assert lines[0] == f"error: [onnx] 2 unsupported cases of mapped op types in '{model}':"
+    assert lines[1:3] == [f"  - [onnx] {c}: this form of Relu is refused" for c in cases]
+    assert lines[-1] == f"hint: for a case listed without a hint: {_REFUSED_HINT}"
+    assert len(lines) == 5 and lines[3] == "  (1 node(s) that read their outputs were not checked)"
+
+
 def test_a_caffe_param_the_layer_refuses_points_at_the_prototxt(tmp_path, capsys):
     proto = tmp_path / "net.prototxt"
     proto.write_text('name: "net"\ninput: "data"\ninput_shape { dim: 1 dim: 3 dim: 4 dim: 4 }\n'

@@ -296,8 +296,10 @@ class Conversion:
                 self.mapping_sites.pop()
         except OpbridgeError as err:
             err.add_context(**where)  # fills only what the raiser did not know
-            if err.hint is None:
-                err.hint = node_error_hint(err, node)
+            # a refused case may be one of several, listed in one report with a hint of its own:
+            # _map_all gives one the fallback only when it is raised alone
+            if err.hint is None and not isinstance(err, UnsupportedOpError):
+                err.hint = node_error_hint(err, node.framework, node.op_type)
             raise
         except Exception as err:
             raise MappingError(
@@ -601,10 +603,13 @@ def unsupported_report(origin: OriginGraph, type_lines: list[str],
     if unchecked:
         parts.append(f"({unchecked} node(s) that read their outputs were not checked)")
     undefined = [line.split("'")[1] for line in type_lines if _NO_IR in line]
-    return UnsupportedOpError(
-        "\n".join(parts),
-        hint=_preflight_hint(len(undefined) < len(type_lines) or bool(cases), undefined),
-    )
+    hint = _preflight_hint(len(undefined) < len(type_lines), undefined)
+    bare = list(dict.fromkeys(e.op_type or "OP" for e in cases if not e.hint))
+    if bare:  # the fallback of a refused case, said once for every case listed without a hint
+        more = f" (and likewise {', '.join(bare[1:4])})" if len(bare) > 1 else ""
+        hint = "; ".join(x for x in (hint, "for a case listed without a hint: "
+                                     + node_error_hint(cases[0], fw, bare[0]) + more) if x)
+    return UnsupportedOpError("\n".join(parts), hint=hint)
 
 
 def preflight(origin: OriginGraph, registry: MappingRegistry, ops: OpRegistry) -> dict[int, MappingEntry]:
@@ -615,12 +620,13 @@ def preflight(origin: OriginGraph, registry: MappingRegistry, ops: OpRegistry) -
     return found
 
 
-def node_error_hint(err: OpbridgeError, node: OriginNode) -> str:
-    """What to do about an error a node's mapping (or the IR op it emits) raised without a hint
-    of its own: the node is in the model, so the model is where to look first."""
-    fw = str(node.framework)
-    model, kind = ("prototxt", "layer") if node.framework == Framework.CAFFE else ("model", "node")
-    plugin = (f"opbridge plugin new {node.op_type} --framework {fw} --override writes a plugin "
+def node_error_hint(err: OpbridgeError, framework: Framework, op_type: str) -> str:
+    """What to do about an error the mapping of an ``op_type`` node (or the IR op it emits)
+    raised without a hint of its own: the node is in the model, so the model is where to look
+    first."""
+    fw = str(framework)
+    model, kind = ("prototxt", "layer") if framework == Framework.CAFFE else ("model", "node")
+    plugin = (f"opbridge plugin new {op_type} --framework {fw} --override writes a plugin "
               "that maps it your way, --plugin FILE loads it")
     if isinstance(err, UnsupportedOpError):
         return (f"opbridge does not convert this form of the op: change the {model} to a form it "
@@ -632,7 +638,7 @@ def node_error_hint(err: OpbridgeError, node: OriginNode) -> str:
         return ("the shapes reaching this node do not fit the op: check the model's input shapes "
                 "(give symbolic or wrong ones with --input-shape NAME=DIMS); a wrong input shape "
                 "first shows at the first op that cannot take it")
-    return (f"the {kind} is not what {fw}'s {node.op_type} takes here: correct the {model} or "
+    return (f"the {kind} is not what {fw}'s {op_type} takes here: correct the {model} or "
             f"export it again; or {plugin}")
 
 
@@ -665,7 +671,10 @@ def _map_all(conv: Conversion, origin: OriginGraph, entries: dict[int, MappingEn
     if type_lines or len(cases) > 1:
         raise unsupported_report(origin, type_lines, cases, unchecked)
     if cases:
-        raise cases[0]
+        case = cases[0]
+        if case.hint is None:  # the op it names: a node of a subgraph, or the node itself
+            case.hint = node_error_hint(case, Framework(origin.framework), case.op_type or "OP")
+        raise case
     if first is not None:
         raise first
 
