@@ -306,6 +306,26 @@ def test_a_refused_case_without_a_hint_says_how_to_map_it_once(tmp_path, capsys,
     assert len(lines) == 5 and lines[3] == "  (1 node(s) that read their outputs were not checked)"
 
 
+@pytest.mark.usefixtures("isolated_registries")  # its plugin overrides Relu for the process
+def test_a_mapping_that_names_two_values_alike_is_blamed_not_the_user(tmp_path, capsys):
+    """The graph's own check finds the clash after mapping: its hint for hand-built graphs
+    ("give every value a unique name") would blame the user, so the mapping is blamed."""
+    plugin = tmp_path / "rename.py"
+    plugin.write_text(
+        "from opbridge.mappers import mapping\n"
+        "from opbridge.parsers.origin import Framework\n\n\n"
+        "@mapping(Framework.ONNX, 'Relu', since_opset=1, override=True)\n"
+        "def rename(node, g):\n"
+        "    y = g.op('Relu', [g.input(0)])\n"
+        "    y.name = node.inputs[0]\n"
+        "    return y\n")
+    model = _relu_model(tmp_path / "r.onnx", TensorProto.FLOAT, [2, 3])
+    error, hint = _cli_error(capsys, ["convert", model, "--plugin", str(plugin), "-o", str(tmp_path / "r.obir")])
+    assert error == "error: value name 'x' is used twice (graph input 'x' and output of node 'Relu_0' (Relu))"
+    assert hint == ("hint: a mapping (a plugin's, if one is loaded) emitted IR that does not fit together: "
+                    "rerun with --debug for the traceback, and please report it")
+
+
 def test_a_caffe_param_the_layer_refuses_points_at_the_prototxt(tmp_path, capsys):
     proto = tmp_path / "net.prototxt"
     proto.write_text('name: "net"\ninput: "data"\ninput_shape { dim: 1 dim: 3 dim: 4 dim: 4 }\n'

@@ -756,8 +756,9 @@ def convert_origin_graph(
     try:
         return conv.builder.build(require_static=False)
     except OpbridgeError as err:
-        # every node mapped and checked itself: a graph that does not verify is the mappings' fault
-        if err.hint is None:
+        # every node mapped and checked itself: a graph that does not verify is the mappings'
+        # fault, and a GraphError's own hint speaks to whoever builds a graph by hand
+        if err.hint is None or isinstance(err, GraphError):
             err.hint = ("a mapping (a plugin's, if one is loaded) emitted IR that does not fit "
                         "together: rerun with --debug for the traceback, and please report it")
         raise
