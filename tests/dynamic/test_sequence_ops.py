@@ -264,6 +264,34 @@ def test_a_declared_sequence_of_scalars_is_read_as_it_is():
     np.testing.assert_array_equal(ob.interpret(ob.convert(m), feeds)["y"], want)
 
 
+def test_concat_of_declared_scalars_along_an_axis_says_only_stacking_joins_them(tmp_path, capsys):
+    """0-d tensors have no axis to join along (onnxruntime refuses the model too): the error says
+    they are declared 0-d and that new_axis=1 stacks them, not to give a shape the input cannot
+    take; with new_axis=1 the result is onnxruntime's."""
+    import onnx
+
+    from opbridge.cli import main
+
+    def model(new_axis):
+        node = helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0, new_axis=new_axis, name="cat")
+        return _model([node], [_seq_vi("s", [])], [_vi("y", None)])
+
+    with pytest.raises(Exception, match=r"Invalid value of attribute 'axis'"):  # onnxruntime's own type
+        ort.InferenceSession(model(0).SerializeToString())
+    path = tmp_path / "cat.onnx"
+    onnx.save(model(0), str(path))
+    assert main(["convert", str(path), "-o", str(tmp_path / "cat.obir")]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == [
+        "error: [onnx] node 'cat' (ConcatFromSequence): axis 0 joins the tensors along one of their dims, "
+        "but the tensors of sequence 's' (a graph input) are declared 0-d",
+        "hint: 0-d tensors have no dim to join along: only new_axis=1 stacks them (into a 1-d tensor); or "
+        "declare the tensors' real shape in the model"]
+    feeds = {"s": [np.array(1.5, np.float32), np.array(-2.0, np.float32)]}
+    want = ort.InferenceSession(model(1).SerializeToString()).run(None, feeds)[0]
+    np.testing.assert_array_equal(ob.interpret(ob.convert(model(1)), feeds)["y"], want)
+
+
 def test_concatenating_an_empty_sequence_at_run_time_says_what_to_check():
     """onnxruntime refuses an empty sequence too; the interpreter names the node and says where to
     look."""

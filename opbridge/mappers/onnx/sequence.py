@@ -81,6 +81,13 @@ def _undeclared_input(g: MapContext, seq: Value) -> bool:
         t.name == seq.name and t.kind != "tensor" and t.shape is None for t in g.origin_graph.inputs)
 
 
+def _declared_input(g: MapContext, seq: Value) -> bool:
+    """Whether ``seq`` is a graph input whose tensors' shape the model declares: its shape is
+    then theirs, () included."""
+    return seq.producer is None and any(t.name == seq.name and t.kind != "tensor" and t.shape is not None
+                                        for t in g.origin_graph.inputs)
+
+
 def _element_shape_unknown(g: MapContext, seq: Value, what: str) -> OpbridgeError:
     """The error for a sequence whose tensors' shape the graph does not know (its shape is ()),
     with what would give it one: the input's shape, or a tensor inserted first."""
@@ -104,6 +111,11 @@ def concat_from_sequence(node: OriginNode, g: MapContext) -> Any:
     seq = _required(g, 0, "input_sequence")
     axis, new_axis = int(node.get_attr("axis")), bool(node.get_attr("new_axis"))
     if seq.shape == () and not new_axis:
+        if _declared_input(g, seq):  # known to be 0-d: no shape given would help
+            raise g.error(f"axis {axis} joins the tensors along one of their dims, but the tensors of "
+                          f"sequence '{seq.name}' (a graph input) are declared 0-d",
+                          hint="0-d tensors have no dim to join along: only new_axis=1 stacks them "
+                               "(into a 1-d tensor); or declare the tensors' real shape in the model")
         raise _element_shape_unknown(g, seq, f"axis {axis} joins the tensors along one of their dims")
     if _undeclared_input(g, seq):
         raise _element_shape_unknown(g, seq, "the result is typed by the sequence's tensors")
