@@ -169,12 +169,13 @@ class SimulatorError(OpbridgeError, RuntimeError):
     """Compiling or running a program for the simulated target failed."""
 
 
-def first_line(err: BaseException, *, named: bool = False) -> str:
+def first_line(err: BaseException, *, named: bool = False, limit: int | None = None) -> str:
     """The first line of ``err``'s message, for an error that wraps it: torch's messages run on
     with the TorchScript source and a C++ trace. ``named`` puts the exception's class in front
-    (``RuntimeError: ...``); an empty message gives the class name alone."""
+    (``RuntimeError: ...``); an empty message gives the class name alone. ``limit`` cuts the line
+    to that many characters (a runtime's one line may list a whole graph)."""
     text = str(err).strip()
-    line = text.splitlines()[0] if text else ""
+    line = text.splitlines()[0][:limit] if text else ""
     if not line:
         return type(err).__name__
     return f"{type(err).__name__}: {line}" if named else line

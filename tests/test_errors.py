@@ -305,13 +305,17 @@ def test_every_error_the_cli_layer_raises_has_a_hint():
     assert not missing, missing
 
 
-@pytest.mark.parametrize("err,named,want", [
-    (RuntimeError("\n  Expected a Tensor\n  File <code>, line 3\n  ~~~ <--- HERE\n"), False, "Expected a Tensor"),
-    (RuntimeError("Expected a Tensor\nframe #0"), True, "RuntimeError: Expected a Tensor"),
-    (ValueError(""), False, "ValueError"),
-    (ValueError("   "), True, "ValueError"),
-], ids=["multi-line", "named", "empty", "blank-named"])
-def test_first_line_of_a_wrapped_error(err: BaseException, named: bool, want: str) -> None:
+@pytest.mark.parametrize("err,named,limit,want", [
+    (RuntimeError("\n  Expected a Tensor\n  File <code>, line 3\n  ~~~ <--- HERE\n"), False, None,
+     "Expected a Tensor"),
+    (RuntimeError("Expected a Tensor\nframe #0"), True, None, "RuntimeError: Expected a Tensor"),
+    (ValueError(""), False, None, "ValueError"),
+    (ValueError("   "), True, None, "ValueError"),
+    (RuntimeError("x" * 500 + "\nmore"), False, 300, "x" * 300),
+    (RuntimeError("Expected a Tensor\nframe #0"), True, 8, "RuntimeError: Expected"),
+    (RuntimeError("short"), False, 300, "short"),
+], ids=["multi-line", "named", "empty", "blank-named", "limit", "limit-named", "limit-not-reached"])
+def test_first_line_of_a_wrapped_error(err: BaseException, named: bool, limit: int | None, want: str) -> None:
     from opbridge.errors import first_line
 
-    assert first_line(err, named=named) == want
+    assert first_line(err, named=named, limit=limit) == want

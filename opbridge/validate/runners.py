@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import OpbridgeError
+from ..errors import OpbridgeError, first_line
 from ..ir.graph import Graph
 
 #: The highest ONNX IR version the onnxruntime releases we support accept; newer models are
@@ -24,6 +24,8 @@ from ..ir.graph import Graph
 ORT_MAX_IR_VERSION = 10
 #: A serialized protobuf message must stay under 2 GiB.
 PROTOBUF_LIMIT = (1 << 31) - 1
+#: How much of a reference runtime's error line a message quotes (onnxruntime's may run on).
+_ERROR_CHARS = 300
 
 
 class OriginRunError(OpbridgeError, RuntimeError):
@@ -81,14 +83,15 @@ def run_onnxruntime(path: str | Path, feeds: Mapping[str, np.ndarray], *, interm
     try:
         out = _ort_session_run(model, feeds, intermediates)
     except Exception as err:
+        why = first_line(err, limit=_ERROR_CHARS)
         if not intermediates:
-            raise OriginRunError(f"[onnx] '{path}': onnxruntime cannot run it: {_first_line(err)}") from err
+            raise OriginRunError(f"[onnx] '{path}': onnxruntime cannot run it: {why}") from err
         model, feeds, notes = _ort_model(path, feeds, custom_values)  # the copy was changed
         try:
             out = _ort_session_run(model, feeds, False)
         except Exception:
-            raise OriginRunError(f"[onnx] '{path}': onnxruntime cannot run it: {_first_line(err)}") from err
-        notes.append(f"onnxruntime: intermediate tensors unavailable ({_first_line(err)}); outputs only")
+            raise OriginRunError(f"[onnx] '{path}': onnxruntime cannot run it: {why}") from err
+        notes.append(f"onnxruntime: intermediate tensors unavailable ({why}); outputs only")
     out.notes[:0] = notes
     return out
 
@@ -179,7 +182,7 @@ def run_opencv_caffe(
                 layers = [n for n in origin.nodes if n.op_type == kind]
                 if custom_values is None or not layers or kind in standins:
                     raise OriginRunError(f"[caffe] '{prototxt}': OpenCV cannot run it: "
-                                         f"{_first_line(err)}") from err
+                                         f"{first_line(err, limit=_ERROR_CHARS)}") from err
                 cv2.dnn_registerLayer(kind, standin_layer(layers, custom_values))
                 standins.append(str(kind))
     finally:
@@ -209,11 +212,6 @@ def _opencv_forward(prototxt: str | Path, weights: str | Path, feeds: Mapping[st
     for name, arr in feeds.items():
         net.setInput(np.ascontiguousarray(arr), name)
     return nodes, net.forward([label[id(n)] for n in nodes])
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return text[0][:300] if text else type(err).__name__
 
 
 def run_interpreter(

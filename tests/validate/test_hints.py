@@ -77,3 +77,31 @@ def test_mapping_for_another_framework_or_spelling_is_named(tmp_path: Path, op: 
     line = next(x for x in lines if x.startswith(f"  - com.example::{op} "))
     assert f"a mapping exists, but not for this node: {near} ({tmp_path / 'p.py'}:" in line
     assert "if you passed one, it registers none of these" in lines[-1]
+
+
+@pytest.mark.parametrize("intermediates", [False, True], ids=["outputs", "intermediates"])
+def test_onnxruntime_refusing_a_model_is_quoted_by_its_first_line_cut_short(tmp_path: Path,
+                                                                             intermediates: bool) -> None:
+    """onnxruntime's error (here: a feed of the wrong shape, naming a 400-character input) is
+    quoted by its first line, cut to 300 characters, after the model's path."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from opbridge.validate.runners import OriginRunError, run_onnxruntime
+
+    name = "x" * 400
+    graph = helper.make_graph([helper.make_node("Relu", [name], ["y"])], "g",
+                              [helper.make_tensor_value_info(name, TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    feeds = {name: np.zeros(3, np.float32)}
+    with pytest.raises(Exception) as ref:  # noqa: B017 - onnxruntime's own type; its text is the reference
+        ort.InferenceSession(str(path)).run(None, feeds)
+    want = str(ref.value).strip().splitlines()[0]
+    assert "invalid dimensions" in want and len(want) > 300
+    with pytest.raises(OriginRunError) as err:
+        run_onnxruntime(path, feeds, intermediates=intermediates)
+    assert err.value.message == f"[onnx] '{path}': onnxruntime cannot run it: {want[:300]}"
