@@ -27,6 +27,12 @@ _REEXPORT = ("the JSON was edited, truncated or written by another tool: export 
              "(opbridge export-torchscript, or opbridge.export_torchscript); docs/torchscript-json.md "
              "describes the format")
 
+
+class _DamagedJsonError(ModelFormatError):
+    """A file whose structure is wrong: it was not written (whole) by the exporter."""
+
+    default_hint = _REEXPORT
+
 _DTYPES: dict[str, Any] = {
     "float32": np.float32, "float16": np.float16, "float64": np.float64, "int8": np.int8,
     "uint8": np.uint8, "int16": np.int16, "int32": np.int32, "int64": np.int64, "bool": np.bool_,
@@ -90,7 +96,7 @@ class _Weights:
         try:
             arr = self._file.get_tensor(key)
         except Exception as err:
-            raise ModelFormatError(f"{where}: tensor '{key}' cannot be read: {err}", hint=_REEXPORT) from None
+            raise _DamagedJsonError(f"{where}: tensor '{key}' cannot be read: {err}") from None
         if self._meta.get(f"{key}.dtype") == "bfloat16":
             arr = arr.view(_np_dtype("bfloat16", where))
         return arr
@@ -114,25 +120,23 @@ def _decode(v: Any, where: str, weights: _Weights, tensors: dict[str, np.ndarray
             return tuple(_decode(e, where, weights, tensors) for e in x)
         if tag == "device" and isinstance(x, str):
             return x
-    raise ModelFormatError(f"{where}: constant {json.dumps(v)[:80]} is not a TorchScript-json value",
-                           hint=_REEXPORT)
+    raise _DamagedJsonError(f"{where}: constant {json.dumps(v)[:80]} is not a TorchScript-json value")
 
 
 def _tensor_infos(doc: dict[str, Any], key: str, src: str) -> list[TensorInfo]:
     items = doc.get(key, [])
     if not isinstance(items, list):
-        raise ModelFormatError(f"{src}: '{key}' must be a list", hint=_REEXPORT)
+        raise _DamagedJsonError(f"{src}: '{key}' must be a list")
     out = []
     for i, it in enumerate(items):
         what = f"{src}: graph {key[:-1]} {i}"
         if not isinstance(it, dict) or not isinstance(it.get("name"), str):
-            raise ModelFormatError(f"{what}: needs a 'name'", hint=_REEXPORT)
+            raise _DamagedJsonError(f"{what}: needs a 'name'")
         shape = it.get("shape")
         if shape is not None and (
             not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape)
         ):
-            raise ModelFormatError(f"{what} '{it['name']}': shape {shape!r} is not a list of sizes",
-                                   hint=_REEXPORT)
+            raise _DamagedJsonError(f"{what} '{it['name']}': shape {shape!r} is not a list of sizes")
         dtype = _np_dtype(it["dtype"], f"{what} '{it['name']}'") if "dtype" in it else None
         out.append(TensorInfo(it["name"], dtype, tuple(shape) if shape is not None else None))
     return out
@@ -282,8 +286,7 @@ def _weights_beside(doc: dict[str, Any], p: Path, src: str) -> _Weights:
     """The weights file the document names (a bare file name beside the JSON), not yet opened."""
     wname = doc.get("weights")
     if wname is not None and (not isinstance(wname, str) or os.path.basename(wname) != wname):
-        raise ModelFormatError(f"{src}: 'weights' must be a file name beside the JSON, got {wname!r}",
-                               hint=_REEXPORT)
+        raise _DamagedJsonError(f"{src}: 'weights' must be a file name beside the JSON, got {wname!r}")
     return _Weights(p.with_name(wname) if wname else None)
 
 
@@ -303,18 +306,18 @@ class _NodeReader:
 
     def read_all(self, raw_nodes: Any) -> list[OriginNode]:
         if not isinstance(raw_nodes, list):
-            raise ModelFormatError(f"{self.src}: 'nodes' must be a list", hint=_REEXPORT)
+            raise _DamagedJsonError(f"{self.src}: 'nodes' must be a list")
         return [self.read(i, rn) for i, rn in enumerate(raw_nodes)]
 
     def read(self, i: int, rn: Any) -> OriginNode:
         """Node ``i`` of the document as an OriginNode (framework torchscript)."""
         if not isinstance(rn, dict) or not isinstance(rn.get("kind"), str):
-            raise ModelFormatError(f"{self.src}: node {i} needs a 'kind'", hint=_REEXPORT)
+            raise _DamagedJsonError(f"{self.src}: node {i} needs a 'kind'")
         kind = rn["kind"]
         name = rn.get("name", f"node{i}")
         where = f"[torchscript] node '{name}' ({kind})"
         if not isinstance(name, str) or name in self.names:
-            raise ModelFormatError(f"{where}: node name is not a unique string (node {i})", hint=_REEXPORT)
+            raise _DamagedJsonError(f"{where}: node name is not a unique string (node {i})")
         self.names.add(name)
         blocks = self._blocks(rn, name, where)
         if blocks and kind not in ("prim::If", "prim::Loop"):
@@ -337,22 +340,22 @@ class _NodeReader:
         its own."""
         raw = rn.get("blocks", [])
         if not isinstance(raw, list):
-            raise ModelFormatError(f"{where}: 'blocks' must be a list", hint=_REEXPORT)
+            raise _DamagedJsonError(f"{where}: 'blocks' must be a list")
         out = []
         for k, rb in enumerate(raw):
             bwhere = f"{where} block {k}"
             if not isinstance(rb, dict):
-                raise ModelFormatError(f"{bwhere}: must be an object", hint=_REEXPORT)
+                raise _DamagedJsonError(f"{bwhere}: must be an object")
             ins, outs = rb.get("inputs", []), rb.get("outputs", [])
             types = rb.get("input_types", ["Tensor"] * len(ins))
             if not (isinstance(ins, list) and isinstance(outs, list) and isinstance(types, list)
                     and len(types) == len(ins) and all(isinstance(x, str) for x in ins + outs + types)):
-                raise ModelFormatError(f"{bwhere}: 'inputs', 'input_types' and 'outputs' must be "
-                                       "lists of names (one type per input)", hint=_REEXPORT)
+                raise _DamagedJsonError(f"{bwhere}: 'inputs', 'input_types' and 'outputs' must be "
+                                        "lists of names (one type per input)")
             saved = set(self.defined)
             for x in ins:
                 if x in self.defined:
-                    raise ModelFormatError(f"{bwhere}: input '{x}' is already defined", hint=_REEXPORT)
+                    raise _DamagedJsonError(f"{bwhere}: input '{x}' is already defined")
                 self.defined.add(x)
             nodes = self.read_all(rb.get("nodes", []))
             for x in outs:
@@ -372,8 +375,7 @@ class _NodeReader:
         if not isinstance(ins, list) or not isinstance(outs, list) or not all(
             isinstance(x, str) for x in ins + outs
         ):
-            raise ModelFormatError(f"{where}: 'inputs' and 'outputs' must be lists of value names",
-                                   hint=_REEXPORT)
+            raise _DamagedJsonError(f"{where}: 'inputs' and 'outputs' must be lists of value names")
         for x in ins:
             if x not in self.defined:
                 raise ModelFormatError(
@@ -383,7 +385,7 @@ class _NodeReader:
                 )
         for x in outs:
             if x in self.defined:
-                raise ModelFormatError(f"{where}: output '{x}' is already defined", hint=_REEXPORT)
+                raise _DamagedJsonError(f"{where}: output '{x}' is already defined")
             self.defined.add(x)
         return ins, outs
 
@@ -391,9 +393,9 @@ class _NodeReader:
         """The node's ``attrs`` plus ``types``, ``scope`` and its decoded constant ``value``."""
         types = rn.get("types", [])
         if not isinstance(types, list) or (types and len(types) != n_outputs):
-            raise ModelFormatError(f"{where}: 'types' must give one type per output", hint=_REEXPORT)
+            raise _DamagedJsonError(f"{where}: 'types' must give one type per output")
         if not isinstance(rn.get("attrs", {}), dict):
-            raise ModelFormatError(f"{where}: 'attrs' must be an object", hint=_REEXPORT)
+            raise _DamagedJsonError(f"{where}: 'attrs' must be an object")
         attrs: dict[str, Any] = dict(rn.get("attrs") or {})
         attrs["types"] = list(types)
         attrs["scope"] = rn.get("scope", "")
@@ -401,8 +403,7 @@ class _NodeReader:
             try:
                 attrs["value"] = _decode(rn["value"], where, self.weights, self.tensors)
             except RecursionError:
-                raise ModelFormatError(f"{where}: the constant is nested too deeply",
-                                       hint=_REEXPORT) from None
+                raise _DamagedJsonError(f"{where}: the constant is nested too deeply") from None
             if len(types) == 1 and not _matches(attrs["value"], types[0]):
                 raise ModelFormatError(
                     f"{where}: value {json.dumps(rn['value'])[:60]} is not of its declared type "
@@ -441,7 +442,7 @@ def _input_names(inputs: list[TensorInfo], src: str) -> set[str]:
     defined: set[str] = set()
     for t in inputs:
         if t.name in defined:
-            raise ModelFormatError(f"{src}: graph input '{t.name}' is declared twice", hint=_REEXPORT)
+            raise _DamagedJsonError(f"{src}: graph input '{t.name}' is declared twice")
         defined.add(t.name)
     return defined
 
@@ -460,9 +461,9 @@ def _input_types(doc: dict[str, Any], inputs: list[TensorInfo], src: str) -> dic
             want = INPUT_TYPES.get(ts_type)
             shape_ok = want is not None and t.shape is not None and len(t.shape) == want[1]
             if want is None or not shape_ok or t.dtype != _np_dtype(want[0], src):
-                raise ModelFormatError(
+                raise _DamagedJsonError(
                     f"{src}: graph input '{t.name}' of type {ts_type!r} must be one of "
-                    f"{', '.join(INPUT_TYPES)}, given as a 0-d or 1-d tensor of its dtype", hint=_REEXPORT)
+                    f"{', '.join(INPUT_TYPES)}, given as a 0-d or 1-d tensor of its dtype")
         out[t.name] = ts_type
     return out
 

@@ -126,6 +126,34 @@ def test_parser_refuses(export: Any, mutation: Any, pattern: str) -> None:
         parse_torchscript_json(path)
 
 
+_REEXPORT_HINT = ("the JSON was edited, truncated or written by another tool: export the model again "
+                  "(opbridge export-torchscript, or opbridge.export_torchscript); docs/torchscript-json.md "
+                  "describes the format")
+
+
+@pytest.mark.parametrize(
+    ("mutation", "pattern"),
+    [
+        (lambda d: d.update(nodes={}), r"'nodes' must be a list"),
+        (lambda d: d["nodes"][0].pop("kind"), r"node 0 needs a 'kind'"),
+        (lambda d: d["nodes"][0].update(attrs=[]), r"'attrs' must be an object"),
+        (lambda d: d["nodes"][0].update(inputs="x"), r"'inputs' and 'outputs' must be lists of value names"),
+        (lambda d: d.update(inputs=d["inputs"] * 2), r"graph input '[^']+' is declared twice"),
+        (lambda d: d.update(weights="../w.bin"), r"'weights' must be a file name beside the JSON"),
+        (lambda d: d.update(inputs={}), r"'inputs' must be a list"),
+    ],
+    ids=["nodes=object", "kind=absent", "attrs=list", "inputs=string", "input-twice", "weights=path",
+         "graph-inputs=object"],
+)
+def test_a_damaged_structure_says_to_export_again(export: Any, mutation: Any, pattern: str) -> None:
+    """Every refusal of a structure the exporter never writes carries the same hint."""
+    model, x = _tiny()
+    path = _mutate(export(model, (x,)), mutation)
+    with pytest.raises(ModelFormatError, match=pattern) as err:
+        parse_torchscript_json(path)
+    assert err.value.hint == _REEXPORT_HINT
+
+
 def test_parser_refuses_missing_weights_file(export: Any) -> None:
     model, x = _tiny()
     path = export(model, (x,))
