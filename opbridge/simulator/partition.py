@@ -6,11 +6,11 @@ channels where its kernel allows (``stream``), else it runs as a global layer on
 as do layers that cannot be tiled; host-CPU layers stay single. This step sits above both
 planners, which know nothing of each other.
 
-A volume (a rank-5 node: a 3-D convolution or pool) that would make a group of its own runs
-as a global layer instead, as TPU-MLIR runs every one-op group (``GroupMethod::
-group_one_layer_proc`` in ``lib/Dialect/Tpu/Transforms/LayerGroup/GroupMethod.cpp``: "group
-with only one layer is always valid", costed as a global layer): a group of one layer loads
-its weights before its first tile computes, where a global layer streams them alongside.
+A layer that would make a group of its own, of any rank, runs as a global layer instead, as
+TPU-MLIR runs every one-op group (``GroupMethod::group_one_layer_proc`` in
+``lib/Dialect/Tpu/Transforms/LayerGroup/GroupMethod.cpp``: a group of one op is valid and
+costed as a global layer, ``getGlobalLayerCycle``): a group of one layer loads its weights
+before its first tile computes, where a global layer streams them alongside.
 
 A group is kept only when the cost model estimates it faster than its layers run another
 way: all of them as global layers, or its first layer global and the rest a group (TPU-MLIR's
@@ -51,7 +51,7 @@ def partition(lowered: list[Lowered], target: Target, graph_outputs: set[str],
 
     def close() -> None:
         nonlocal cur, cur_plan
-        if cur and cur_plan is not None and _lone_volume(cur):
+        if cur and cur_plan is not None and len(cur) == 1:
             units.append(dataclasses.replace(cur[0], local=False))  # it fits, but runs global
         elif cur and cur_plan is not None:
             final = GroupCandidate(cur, graph_outputs).best(target, double=True)
@@ -84,24 +84,18 @@ def partition(lowered: list[Lowered], target: Target, graph_outputs: set[str],
     return units
 
 
-def _lone_volume(nodes: list[Lowered]) -> bool:
-    """Whether a group would hold one rank-5 node alone (it runs as a global layer)."""
-    return len(nodes) == 1 and len(nodes[0].node.outputs[0].shape) == 5
-
-
 def cheapest(plan: GroupPlan, target: Target, graph_outputs: set[str],
              estimate: Estimate | None, fused: dict[str, str] | None = None) -> list[PlannedUnit]:
     """The fastest of: the group, its layers as global layers, and its first layer global with
-    the rest a group (of more than one layer, or of one that is not a volume), by ``estimate``;
-    the group on a tie, and without an estimate.
+    the rest a group (of more than one layer: one alone runs global), by ``estimate``; the
+    group on a tie, and without an estimate.
 
     Only a group of several layers in one tile, with no streamed weights, is weighed: its
     layers' whole tensors fit local memory together, so each runs global in one pass, as the
     cost model times a global layer (one transfer set-up, traffic under compute). A group cut
     into tiles or chunks is kept: a global layer too big for local memory would be cut as
-    well, which that model does not count. A group of one layer is not weighed either: the
-    model would send every lone element-wise layer global (one transfer set-up instead of
-    two), as TPU-MLIR runs one-op groups, taking every single-layer tiling away with it.
+    well, which that model does not count. A group of one layer never reaches here: it runs
+    as a global layer (:func:`partition`).
 
     An integer convolution or matrix product and the epilogue the chip runs inside its
     instruction (``fused``: :func:`cost.fused_epilogues`) stay in one unit: an option that
@@ -116,7 +110,7 @@ def cheapest(plan: GroupPlan, target: Target, graph_outputs: set[str],
         options.append(list(alone))
     rest = plan.nodes[1:]
     head = plan.nodes[0].node.name
-    if rest and not _lone_volume(rest) and not any(fused.get(ln.node.name) == head for ln in rest):
+    if len(rest) > 1 and not any(fused.get(ln.node.name) == head for ln in rest):
         tail = GroupCandidate(rest, graph_outputs).best(target, double=True)
         if tail is not None:
             options.append([alone[0], tail])

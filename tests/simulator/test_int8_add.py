@@ -32,12 +32,15 @@ RANGES = {"i8": (-128, 127), "u8": (0, 255)}
 
 # -- the op against the float formula ---------------------------------------------------------
 def _qadd_graph(shape: tuple[int, ...], sa: float, za: int, sb: float, zb: int, sy: float, zy: int,
-                relu: bool, dtype: str = "i8") -> ob.Graph:
+                relu: bool, dtype: str = "i8", then_identity: bool = False) -> ob.Graph:
+    """a, b -> QAdd [-> Identity]: with ``then_identity`` the QAdd shares its layer group with
+    a layer that keeps its bytes (alone it would be a one-op group, run as a global layer)."""
     mult, shift = qadd_params(sa, sb, sy)
     b = ob.GraphBuilder("qadd")
     a, c = b.input("a", dtype, shape), b.input("b", dtype, shape)
-    b.output(b.op("QAdd", [a, c], a_zero_point=za, b_zero_point=zb, y_zero_point=zy,
-                  multipliers=mult, shifts=shift, relu=int(relu), output_dtype=dtype))
+    y = b.op("QAdd", [a, c], a_zero_point=za, b_zero_point=zb, y_zero_point=zy,
+             multipliers=mult, shifts=shift, relu=int(relu), output_dtype=dtype)
+    b.output(b.op("Identity", [y]) if then_identity else y)
     return b.build()
 
 
@@ -92,7 +95,7 @@ def test_qadd_on_the_simulator_equals_the_interpreter(case: str, n: int, lmem: i
     lo, hi = (-128, 127) if dtype == "i8" else (0, 255)
     npdt = np.int8 if dtype == "i8" else np.uint8
     shape: tuple[int, ...] = (n, 80, HW, HW) if rank == 4 else (n, 128, 512)
-    g = _qadd_graph(shape, sa, za, sb, zb, sy, zy, relu, dtype)
+    g = _qadd_graph(shape, sa, za, sb, zb, sy, zy, relu, dtype, then_identity=True)
     rng = np.random.default_rng(n)
     feeds = {k: rng.integers(lo, hi + 1, shape).astype(npdt) for k in ("a", "b")}
     prog = ob.compile(g, target=ob.Target.preset("bm1684", **({"lmem_bytes_per_lane": lmem} if lmem else {})))

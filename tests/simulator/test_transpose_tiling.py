@@ -29,13 +29,16 @@ LMEM = 2048
 
 def _transpose_model(shape: tuple[int, ...], perm: tuple[int, ...], dtype: str,
                      relu_first: bool = False) -> onnx.ModelProto:
-    """x -> [Relu ->] Transpose(perm) -> y; with ``relu_first`` the Transpose reads a tensor
-    computed inside its layer group, else the graph input (loaded from DDR)."""
+    """x -> [Relu ->] Transpose(perm) -> Identity -> y; with ``relu_first`` the Transpose reads
+    a tensor computed inside its layer group, else the graph input (loaded from DDR). The
+    Identity keeps the Transpose out of a group of its own, which would run as a global layer
+    (a one-op group, as TPU-MLIR runs it)."""
     nodes, src = [], "x"
     if relu_first:
         nodes.append(helper.make_node("Relu", ["x"], ["r"], name="/relu"))
         src = "r"
-    nodes.append(helper.make_node("Transpose", [src], ["y"], name="/transpose", perm=list(perm)))
+    nodes.append(helper.make_node("Transpose", [src], ["t"], name="/transpose", perm=list(perm)))
+    nodes.append(helper.make_node("Identity", ["t"], ["y"], name="/identity"))
     out_shape = [shape[p] for p in perm]
     graph = helper.make_graph(nodes, "transpose",
                               [helper.make_tensor_value_info("x", ONNX_DTYPE[dtype], list(shape))],
