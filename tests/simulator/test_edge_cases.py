@@ -79,23 +79,26 @@ def test_unused_result_is_not_stored():
 @pytest.mark.parametrize("const_shape", [(1, 1, 12, 7), (2, 1, 12, 7), (2, 5, 1, 7)],
                          ids=["const=1x1xHxW", "const=NxHxW", "const=NxCx1xW"])
 def test_constant_operand_shaped_like_activations_is_tiled(const_shape):
-    """A broadcast constant with the activations' H (or N) is read at each tile's rows."""
+    """A broadcast constant with the activations' H (or N) is read at each tile's rows. At 768
+    bytes a lane the Relu and the Mul share a group (at 256 each would be a group of its own,
+    and a layer alone runs as a global layer)."""
     rng = np.random.default_rng(4)
     b = ob.GraphBuilder("const_mul")
     x = b.input("x", "f32", (2, 5, 12, 7))
     c = b.constant("c", rng.standard_normal(const_shape).astype(np.float32))
     b.output(b.op("Mul", [b.op("Relu", [x]), c]))
     g = b.build()
-    prog = ob.compile(g, ob.Target.preset("bm1684", lmem_bytes_per_lane=256))
-    assert prog.num_tiles > 2
-    _run_both(g, {"x": rng.standard_normal((2, 5, 12, 7)).astype(np.float32)}, lmem=256)
+    prog = ob.compile(g, ob.Target.preset("bm1684", lmem_bytes_per_lane=768))
+    assert prog.num_tiles > 2 and prog.profile().num_global_layers == 0
+    _run_both(g, {"x": rng.standard_normal((2, 5, 12, 7)).astype(np.float32)}, lmem=768)
 
 
 @pytest.mark.parametrize("const_shape", [(12, 7), (5, 12, 7), (1, 7), (7,)],
                          ids=["const=HxW", "const=CxHxW", "const=1xW", "const=W"])
 def test_lower_rank_constant_broadcast_along_rows(const_shape):
     """A rank-2/3 constant that varies along H (an attention mask) is added whole: the tiles
-    must not cut rows it would have to be sliced at (only rank-4 constants are sliced)."""
+    must not cut rows it would have to be sliced at (only rank-4 constants are sliced). At
+    1536 bytes a lane the Relu and the Add share a group of several tiles."""
     rng = np.random.default_rng(5)
     b = ob.GraphBuilder("mask_add")
     x = b.input("x", "f32", (2, 5, 12, 7))
@@ -103,8 +106,8 @@ def test_lower_rank_constant_broadcast_along_rows(const_shape):
     b.output(b.op("Add", [b.op("Relu", [x]), b.constant("mask", c)]))
     g = b.build()
     feeds = {"x": rng.standard_normal((2, 5, 12, 7)).astype(np.float32)}
-    prog = ob.compile(g, ob.Target.preset("bm1684", lmem_bytes_per_lane=1024))
-    assert prog.num_tiles > 1
+    prog = ob.compile(g, ob.Target.preset("bm1684", lmem_bytes_per_lane=1536))
+    assert prog.num_tiles > 1 and prog.profile().num_global_layers == 0
     out = prog.run(feeds)[g.outputs[0].name]
     np.testing.assert_allclose(out, np.maximum(feeds["x"], 0) + c, rtol=1e-6)  # numpy broadcasting
     audit_local_memory(prog)
