@@ -127,12 +127,14 @@ def test_conv_pool_chain_two_dimensional_tiles(tmp_path):
 
 @requires_ort
 def test_elementwise_with_constant_cut_along_w(tmp_path):
-    """An Add of a (1, C, 1, W) constant reads the constant at the tile's columns."""
+    """An Add of a (1, C, 1, W) constant reads the constant at the tile's columns. At 16 KiB a
+    lane the Add and the Sigmoid share a group cut along W (at 4 KiB each would be a group of
+    its own, which runs as a global layer)."""
     b = np.random.default_rng(5).standard_normal((1, 8, 1, ROW[3])).astype(np.float32)
     nodes = [helper.make_node("Add", ["x", "b"], ["a"], name="add"),
              helper.make_node("Sigmoid", ["a"], ["y"], name="sig")]
     init = helper.make_tensor("b", TensorProto.FLOAT, b.shape, b.ravel().tolist())
-    _check(_model(nodes, ROW, [init]), ROW, tmp_path)
+    _check(_model(nodes, ROW, [init]), ROW, tmp_path, lmem=16384)
 
 
 @requires_ort
