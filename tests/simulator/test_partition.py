@@ -33,15 +33,18 @@ def test_partition_imports_both_planners():
 
 
 def test_partition_picks_group_stream_and_global():
-    """At 2 KiB a lane a conv with 256 x 3x3x32 weights fits no tile and streams, the Relu
-    after it forms a layer group, and a Flatten (no tiling hints) runs as a global layer."""
+    """At 2 KiB a lane a conv with 256 x 3x3x32 weights fits no tile and streams, the Relu and
+    the Sigmoid after it form a layer group, and a Flatten (no tiling hints) runs as a global
+    layer, as does a Relu alone between two units (a one-op group runs global)."""
     rng = np.random.default_rng(5)
     b = ob.GraphBuilder("mixed")
     x = b.input("x", "f32", (1, 32, 10, 12))
     y = b.op("Conv", [x, b.constant("w", (rng.standard_normal((256, 32, 3, 3)) * 0.05).astype(np.float32))],
              pads=(1, 1, 1, 1))
-    y = b.op("Relu", [y])
+    y = b.op("Sigmoid", [b.op("Relu", [y])])
+    y = b.op("Relu", [b.op("Flatten", [y], axis=1)])
     b.output(b.op("Flatten", [y], axis=1))
     prog = ob.compile(b.build(), ob.Target.preset("bm1684", lmem_bytes_per_lane=2 * 1024))
-    kinds = {prog.graph.node(u.nodes[0]).op: type(u) for u in prog.units}
-    assert kinds == {"Conv": StreamUnit, "Relu": GroupUnit, "Flatten": GlobalUnit}
+    kinds = [(type(u), [prog.graph.node(n).op for n in u.nodes]) for u in prog.units]
+    assert kinds == [(StreamUnit, ["Conv"]), (GroupUnit, ["Relu", "Sigmoid"]), (GlobalUnit, ["Flatten"]),
+                     (GlobalUnit, ["Relu"]), (GlobalUnit, ["Flatten"])]
