@@ -114,8 +114,9 @@ def test_fused_graph_matches_onnxruntime(case):
 
 @requires_ort
 def test_rank4_is_tiled_in_a_layer_group():
-    # 64 token rows and a small local memory: the kernel's split("N", "H") + input_slice are used
-    model = ffn_model(shape=(2, 1, 64, 16), hidden=64)
+    # 64 token rows and a small local memory: the kernel's split("N", "H") + input_slice are
+    # used; two blocks, as one alone would be a one-op group, which runs as a global layer
+    model = ffn_model(shape=(2, 1, 64, 16), hidden=64, blocks=2)
     g = ob.convert(model, passes=with_passes(["fuse_ffn"]))
     prog = ob.compile(g, target=ob.Target.preset("bm1684", lmem_bytes_per_lane=8192))
     groups = [u for u in prog.groups if "add2_0" in u.nodes]
@@ -229,7 +230,8 @@ def test_cli_compile_runs_the_pass_on_a_saved_graph(tmp_path, capsys):
                  "--check-passes", "-o", str(prog_path)]) == 0
     assert "check: pass fuse_ffn: 1 match" in capsys.readouterr().out
     prog = ob.load_program(prog_path)
-    assert [u.nodes for u in prog.groups] == [("add2_0",)]
+    # the fused block alone is a one-op group: a global layer
+    assert [(u.CATEGORY, u.nodes) for u in prog.units] == [("global", ("add2_0",))]
     x = np.random.default_rng(3).standard_normal((2, 1, 8, 16)).astype(np.float32)
     np.testing.assert_allclose(prog.run({"x": x})["y"], ort_run(model, x), rtol=1e-5, atol=1e-5)
 

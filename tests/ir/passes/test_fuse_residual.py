@@ -73,8 +73,11 @@ def test_conv_output_read_elsewhere_keeps_the_add() -> None:
 
 def test_fused_z_in_simulator_row_tiles() -> None:
     """In a small local memory the FusedConv is cut into row tiles; each tile must read Z at
-    its own output rows (not the input's halo rows)."""
+    its own output rows (not the input's halo rows). A Neg after it keeps it in a group (alone
+    it would be a one-op group, which runs as a global layer)."""
     model = _residual_model()
+    model.graph.node.append(helper.make_node("Neg", ["y"], ["yn"]))
+    model.graph.output[0].name = "yn"
     feeds = _feeds()
     fused = ob.convert(model, passes=DEFAULT_PASSES + ("fuse_conv_activation",))
     prog = ob.compile(fused, ob.Target.preset("bm1684", lmem_bytes_per_lane=1024))
