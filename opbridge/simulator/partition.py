@@ -32,6 +32,10 @@ from .rows import gshape
 from .stream import StreamPlan, plan_stream
 from .target import Target
 
+#: A layer that would make a group of its own runs as a global layer (TPU-MLIR's one-op groups).
+#: Tests that check the tile kernels on one-op graphs turn it off, as they shrink local memory.
+LONE_LAYERS_RUN_GLOBAL = True
+
 #: One unit of the compiled program, before instructions are emitted.
 PlannedUnit = GroupPlan | StreamPlan | Lowered
 #: the estimated time (ms) of a run of planned units, launch and syncs included
@@ -51,7 +55,7 @@ def partition(lowered: list[Lowered], target: Target, graph_outputs: set[str],
 
     def close() -> None:
         nonlocal cur, cur_plan
-        if cur and cur_plan is not None and len(cur) == 1:
+        if cur and cur_plan is not None and len(cur) == 1 and LONE_LAYERS_RUN_GLOBAL:
             units.append(dataclasses.replace(cur[0], local=False))  # it fits, but runs global
         elif cur and cur_plan is not None:
             final = GroupCandidate(cur, graph_outputs).best(target, double=True)
