@@ -130,7 +130,8 @@ def det_images(work: Path) -> tuple[Path, Path]:
 
 
 #: The row where page.png is cut for the layout detector: the gap between its fourth and fifth
-#: text lines (``PAGE_LINES``), near the middle, so that no line is split between the halves.
+#: text lines (``PAGE_LINES``: the heading and three lines above it), near the middle, so that
+#: no line is split between the top and the bottom.
 PAGE_SPLIT = 101
 
 
