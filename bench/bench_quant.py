@@ -110,18 +110,24 @@ def rec_images(work: Path) -> tuple[Path, Path]:
     return cal, ev
 
 
-def det_images(work: Path) -> tuple[Path, Path]:
-    """Calibration: photos and skimage's text.png; evaluation: page.png, whole and in halves.
-    Photos without text are no evaluation for a text detector: its output is then near zero
-    everywhere and the cosine measures noise (onnxruntime's int8 output is exactly zero there)."""
+def _detector_dirs(work: Path, stem: str) -> tuple[Path, Path, np.ndarray]:
+    """The calibration and evaluation folders of a detector case, the calibration photos and
+    skimage's text.png in the first; and skimage's page.png, for the case to split."""
     import skimage.data
 
-    cal, ev = work / "det_cal", work / "det_eval"
+    cal, ev = work / f"{stem}_cal", work / f"{stem}_eval"
     cal.mkdir()
     ev.mkdir()
     _copy_photos(PHOTOS_CAL, cal)
     _save(skimage.data.text(), cal / "text.png")
-    page = skimage.data.page()
+    return cal, ev, skimage.data.page()
+
+
+def det_images(work: Path) -> tuple[Path, Path]:
+    """Calibration: photos and skimage's text.png; evaluation: page.png, whole and in halves.
+    Photos without text are no evaluation for a text detector: its output is then near zero
+    everywhere and the cosine measures noise (onnxruntime's int8 output is exactly zero there)."""
+    cal, ev, page = _detector_dirs(work, "det")
     _save(page, ev / "page.png")
     _save(page[:, : page.shape[1] // 2], ev / "page_left.png")
     _save(page[:, page.shape[1] // 2:], ev / "page_right.png")
@@ -141,14 +147,7 @@ def layout_images(work: Path) -> tuple[Path, Path]:
     (rows above ``PAGE_SPLIT``); evaluation: the bottom of page.png whole and its left and right
     quarters. No evaluation pixel is in the calibration set (``--crops`` cuts calibration images
     only)."""
-    import skimage.data
-
-    cal, ev = work / "layout_cal", work / "layout_eval"
-    cal.mkdir()
-    ev.mkdir()
-    _copy_photos(PHOTOS_CAL, cal)
-    _save(skimage.data.text(), cal / "text.png")
-    page = skimage.data.page()
+    cal, ev, page = _detector_dirs(work, "layout")
     _save(page[:PAGE_SPLIT], cal / "page_top.png")
     bottom = page[PAGE_SPLIT:]
     half = bottom.shape[1] // 2

@@ -129,3 +129,15 @@ def audit_local_memory(prog: Program) -> int:
                 assert addr + derived <= budget
                 checked += 1
     return checked
+
+
+def check_run_against_onnxruntime(model, prog: Program) -> None:
+    """Run ``prog`` on a seeded normal input ``x`` and compare its output ``y`` with onnxruntime
+    running ``model`` (an ``onnx.ModelProto`` of one input ``x``, one output ``y``)."""
+    import onnxruntime as ort
+
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+    assert_close(prog.run({"x": x})["y"], want, "simulator vs onnxruntime")

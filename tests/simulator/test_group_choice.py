@@ -29,7 +29,7 @@ import opbridge.simulator.compiler as compiler
 from opbridge.simulator import GlobalUnit, GroupUnit
 
 from ..conftest import requires_ort
-from .helpers import assert_close
+from .helpers import check_run_against_onnxruntime
 
 T = ob.Target.preset("bm1684")
 SEC = 1e-6
@@ -84,16 +84,6 @@ def _compile(model: onnx.ModelProto, weigh: bool = True) -> ob.Program:
         compiler.unit_estimator = saved
 
 
-def _check_run(model: onnx.ModelProto, prog: ob.Program) -> None:
-    import onnxruntime as ort
-
-    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
-    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
-        None, {"x": x})[0]
-    assert_close(prog.run({"x": x})["y"], want, "simulator vs onnxruntime")
-
-
 def _ops(prog: ob.Program, u) -> list[str]:
     return [prog.graph.node(n).op for n in u.nodes]
 
@@ -119,7 +109,7 @@ def test_one_tile_group_with_large_weights_runs_global():
     prog = _compile(model)
     assert [type(u) for u in prog.units] == [GlobalUnit, GlobalUnit]
     assert prog.profile().est_latency_ms == pytest.approx((start + alone) * 1e3, rel=1e-9)
-    _check_run(model, prog)
+    check_run_against_onnxruntime(model, prog)
 
     grown = _compile(model, weigh=False)
     assert [type(u) for u in grown.units] == [GroupUnit] and grown.num_tiles == 1
@@ -143,7 +133,7 @@ def test_group_with_small_weights_is_kept():
     assert [type(u) for u in prog.units] == [GroupUnit] and prog.num_tiles == 1
     start = (T.launch_us + T.sync_us) * SEC
     assert prog.profile().est_latency_ms == pytest.approx((start + group) * 1e3, rel=1e-9)
-    _check_run(model, prog)
+    check_run_against_onnxruntime(model, prog)
 
 
 @requires_ort
@@ -157,7 +147,7 @@ def test_first_layer_global_and_the_rest_a_group():
     prog = _compile(model)
     kinds = [(type(u), _ops(prog, u)) for u in prog.units]
     assert kinds == [(GlobalUnit, ["Conv"]), (GroupUnit, ["Conv", "Relu"])]
-    _check_run(model, prog)
+    check_run_against_onnxruntime(model, prog)
 
     x, w0, c0 = 1024 * 64 * 4, 2048 * 1024 * 4, 2048 * 64 * 4
     head = T.gdma_latency_us * SEC + max((x + w0 + c0) / BW, _conv1x1(1024, 2048, 64))

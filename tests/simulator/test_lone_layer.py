@@ -21,7 +21,7 @@ import opbridge as ob
 from opbridge.simulator import GlobalUnit, GroupUnit
 
 from ..conftest import requires_ort
-from .helpers import assert_close
+from .helpers import check_run_against_onnxruntime
 
 T = ob.Target.preset("bm1684")
 SEC = 1e-6
@@ -44,16 +44,6 @@ def _model(x_shape: list[int], middle: list[onnx.NodeProto], inits: list[onnx.Te
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=12)
 
 
-def _check_run(model: onnx.ModelProto, prog: ob.Program) -> None:
-    import onnxruntime as ort
-
-    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
-    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
-        None, {"x": x})[0]
-    assert_close(prog.run({"x": x})["y"], want, "simulator vs onnxruntime")
-
-
 def _units(prog: ob.Program) -> list[tuple[type, list[str]]]:
     return [(type(u), [prog.graph.node(n).op for n in u.nodes]) for u in prog.units]
 
@@ -73,7 +63,7 @@ def test_lone_conv_between_global_layers_runs_global():
     prog = ob.compile(ob.convert(model), T)
     assert _units(prog) == [(GlobalUnit, ["ReduceMean"]), (GlobalUnit, ["Conv"]), (GlobalUnit, ["ReduceMean"])]
     assert not prog.units[1].fits_no_tile
-    _check_run(model, prog)
+    check_run_against_onnxruntime(model, prog)
 
     traffic = (cin * pixels + cout * cin + cout * pixels) * 4
     compute = 2.0 * cout * pixels * cin / (T.peak_tflops_f32 * 1e12 * T.efficiency["conv1x1"]
@@ -101,4 +91,4 @@ def test_lone_elementwise_layer_runs_global_at_every_rank(shape):
     prog = ob.compile(ob.convert(model), T)
     assert _units(prog) == [(GlobalUnit, ["ReduceMean"]), (GlobalUnit, ["Relu"]), (GlobalUnit, ["ReduceMean"])]
     assert not prog.units[1].fits_no_tile
-    _check_run(model, prog)
+    check_run_against_onnxruntime(model, prog)
