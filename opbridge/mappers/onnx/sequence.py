@@ -41,18 +41,13 @@ def sequence_construct(node: OriginNode, g: MapContext) -> Any:
 
 @mapping(ONNX, "SequenceInsert", since_opset=11)
 def sequence_insert(node: OriginNode, g: MapContext) -> Any:
-    seq = _required(g, 0, "input_sequence")
-    if _undeclared_input(g, seq):  # the tensor inserted would type the tensors already there
-        raise _element_shape_unknown(g, seq, "the sequence it makes is typed by the tensors it holds")
-    return g.op("SequenceInsert", [seq, _required(g, 1, "tensor"), g.input(2)])
+    return g.op("SequenceInsert", [_required(g, 0, "input_sequence"), _required(g, 1, "tensor"),
+                                   g.input(2)])
 
 
 @mapping(ONNX, "SequenceErase", since_opset=11)
 def sequence_erase(node: OriginNode, g: MapContext) -> Any:
-    seq = _required(g, 0, "input_sequence")
-    if _undeclared_input(g, seq):  # what it makes would pass the unknown shape on as 0-d
-        raise _element_shape_unknown(g, seq, "the sequence it makes is typed by the tensors it holds")
-    return g.op("SequenceErase", [seq, g.input(1)])
+    return g.op("SequenceErase", [_required(g, 0, "input_sequence"), g.input(1)])
 
 
 @mapping(ONNX, "SequenceAt", since_opset=11)
