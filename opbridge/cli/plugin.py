@@ -179,7 +179,10 @@ def render(name: str, framework: str, filename: str, *, kind: str = "tiled",
         math="import math\n\n" if kernels else "", override_doc=override_doc,
         test_path=test_path or f"tests/test_{filename}", **fields)
     origin_test = Template(ORIGIN_TESTS[framework]).substitute(fields)
-    where_check = {"tiled": "p.num_layer_groups == 1", "global": "p.num_global_layers == 1",
+    # a tiled op alone in a graph runs as a global layer, as the chip runs a one-op group:
+    # on the TPU either way, in a layer group once it has a neighbour
+    where_check = {"tiled": "p.num_cpu_layers == 0 and p.num_layer_groups + p.num_global_layers == 1",
+                   "global": "p.num_global_layers == 1",
                    "cpu": "p.num_cpu_layers == 1"}[kind if _have_kernels() else "global"]
     test = Template(TEST).substitute(origin_test=origin_test, where_check=where_check, **fields)
     return plugin, test

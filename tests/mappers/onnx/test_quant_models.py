@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
+from onnx import numpy_helper
 
 import opbridge as ob
 from tests.conftest import requires_ort
@@ -100,9 +101,18 @@ def test_torch_resnet_quantized_by_onnxruntime(tmp_path: Path) -> None:
                       output_names=["y"])
     path = quantize_with_ort(onnx.load(src), tmp_path, "QDQ", name="net", calibration=4)
     g = ob.convert(path, passes=("default", "fold_qdq"))
-    for feeds in samples(onnx.load(path), 2, seed=9):
+    # the output is the DequantizeLinear of an 8-bit tensor: where onnxruntime's float
+    # arithmetic lands on a rounding boundary (its order depends on its threads), a value may
+    # be one step of that tensor away; never more
+    model = onnx.load(path)
+    (dq,) = [n for n in model.graph.node if "y" in n.output]
+    assert dq.op_type == "DequantizeLinear"
+    step = float(numpy_helper.to_array(next(i for i in model.graph.initializer if i.name == dq.input[1])))
+    for feeds in samples(model, 2, seed=9):
         ref = run_ort(path, feeds)["y"]
-        assert cosine(ob.interpret(g, feeds)["y"], ref) >= 0.9999
+        got = ob.interpret(g, feeds)["y"]
+        assert np.abs(got - ref).max() <= step * 1.0001
+        assert cosine(got, ref) >= 0.999
 
 
 def _torch_net(torch: Any) -> Any:
