@@ -85,15 +85,14 @@ def calibrate(
     passes = 1 if method == "minmax" else 2
     with _progress(progress, passes * len(feeds), g.name) as step:
         keep, reference = _reference_keeper(g, feeds)
-        lo, hi, channels = _ranges(g, feeds, step, keep)
+        lo, hi, channels = _ranges(g, feeds, step, keep, channels=channel_activations)
         if method == "minmax":
             thresholds = {k: max(abs(lo[k]), abs(hi[k])) for k in lo}
         else:
             hists = _histograms(g, feeds, {k: max(abs(lo[k]), abs(hi[k])) for k in lo}, bins, step)
             thresholds = {k: _choose(method, h, max(abs(lo[k]), abs(hi[k])), lo[k] >= 0, percentile)
                           for k, h in hists.items()}
-    tensors = {k: TensorRange(lo[k], hi[k], float(thresholds[k]), channels.get(k) if channel_activations else None)
-               for k in lo}
+    tensors = {k: TensorRange(lo[k], hi[k], float(thresholds[k]), channels.get(k)) for k in lo}
     table = CalibrationTable(g.name, method, len(feeds), tensors, equalize)
     table.reference = reference
     return table
@@ -167,10 +166,10 @@ def _runs(graph: Graph, feeds: Sequence[dict[str, np.ndarray]],
 
 
 def _ranges(graph: Graph, feeds: Sequence[dict[str, np.ndarray]], step: Callable[[], None],
-            keep: Callable[[int, dict[str, np.ndarray]], None] | None = None,
+            keep: Callable[[int, dict[str, np.ndarray]], None] | None = None, channels: bool = False,
             ) -> tuple[dict[str, float], dict[str, float], dict[str, tuple[float, ...]]]:
-    """Per tensor the smallest and largest finite value over the samples, and, for a tensor of
-    rank 3 or more, the largest finite |x| of each channel (axis 1)."""
+    """Per tensor the smallest and largest finite value over the samples, and, with
+    ``channels``, for a tensor of rank 3 or more the largest finite |x| of each channel (axis 1)."""
     lo: dict[str, float] = {}
     hi: dict[str, float] = {}
     per: dict[str, np.ndarray] = {}
@@ -178,13 +177,14 @@ def _ranges(graph: Graph, feeds: Sequence[dict[str, np.ndarray]], step: Callable
         if keep is not None:
             keep(i, tensors)
         for k, a in tensors.items():
-            finite = a[np.isfinite(a)]
+            mask = np.isfinite(a)
+            finite = a[mask]
             if finite.size == 0:
                 continue
             lo[k] = min(lo.get(k, np.inf), float(finite.min()))
             hi[k] = max(hi.get(k, -np.inf), float(finite.max()))
-            if a.ndim >= 3:
-                m = np.abs(np.where(np.isfinite(a), a, 0)).max(axis=(0, *range(2, a.ndim)))
+            if channels and a.ndim >= 3:
+                m = np.abs(np.where(mask, a, 0)).max(axis=(0, *range(2, a.ndim)))
                 per[k] = m if k not in per or per[k].shape != m.shape else np.maximum(per[k], m)
     return lo, hi, {k: tuple(float(c) for c in m) for k, m in per.items()}
 

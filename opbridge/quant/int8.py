@@ -350,8 +350,15 @@ def point_params(graph: Graph, table: CalibrationTable, points: Mapping[str, str
     (:func:`channel_params`) at the :func:`channel_points` when ``per_channel`` and the table
     has their channel ranges, else :func:`activation_params` of the point's table entry."""
     free = channel_points(graph, points, nodes) if per_channel else set()
+    values = graph.values()
     out: dict[str, ActParams] = {}
     for name, entry in points.items():
+        per = table[entry].channels
+        if name in free and per is not None and len(per) != values[name].shape[1]:
+            raise QuantError(
+                f"calibration table: tensor '{entry}' has {len(per)} channel ranges, the graph's "
+                f"'{name}' {values[name].shape[1]} channels",
+                hint="calibrate this model (same --input-shape and passes) and use that table")
         p = channel_params(table[entry]) if name in free else None
         out[name] = p if p is not None else activation_params(table[entry], asymmetric)
     return out

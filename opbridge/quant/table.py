@@ -142,7 +142,7 @@ def _range(rec: Any, name: str, source: str) -> TensorRange:
     if channels is None:
         return TensorRange(lo, hi, th)
     try:
-        per = tuple(float(c) for c in channels)
+        per = tuple(float(c) for c in channels) if isinstance(channels, list) else ()
     except (TypeError, ValueError):
         per = ()
     if not per or not all(math.isfinite(c) and c >= 0 for c in per):

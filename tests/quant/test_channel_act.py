@@ -236,7 +236,7 @@ def test_table_without_channel_ranges_quantizes_per_tensor(block):
     assert all(n.inputs[1].data.size == 1 for n in q.nodes if n.op == "QuantizeLinear")
 
 
-@pytest.mark.parametrize("bad", [[], ["a"], [1.0, -2.0], [float("nan")]])
+@pytest.mark.parametrize("bad", [[], ["a"], [1.0, -2.0], [float("nan")], "123"])
 def test_bad_channel_ranges_are_refused(block, tmp_path, bad):
     _, _, _, table = block
     data = table.to_dict()
@@ -245,6 +245,17 @@ def test_bad_channel_ranges_are_refused(block, tmp_path, bad):
     path.write_text(json.dumps(data))
     with pytest.raises(QuantError, match="channel_max"):
         CalibrationTable.load(path)
+
+
+def test_channel_ranges_of_another_width_are_refused(block):
+    """A table whose channel ranges do not match the graph's channels (another model, another
+    --input-shape, a hand edit) is refused naming the tensor, with the hint to recalibrate."""
+    _, g, _, table = block
+    data = table.to_dict()
+    data["tensors"]["h1"]["channel_max"] = [1.0, 2.0, 3.0]
+    with pytest.raises(QuantError, match="'h1' has 3 channel ranges") as err:
+        to_int8(prepared(g), CalibrationTable.from_dict(data), fold_integer=False)
+    assert "calibrate this model" in err.value.hint
 
 
 def test_cli_calibrate_channel_activations(block, tmp_path):
