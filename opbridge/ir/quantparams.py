@@ -8,11 +8,14 @@ they need); passes, the printer, the ``.obir`` file and calibration tools do.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import GraphError
+
+if TYPE_CHECKING:
+    from .graph import Node
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,3 +91,20 @@ class QuantParams:
         s, z = self.scale, self.zero_point
         zs = f"{int(z[0])}" if np.all(z == z[0]) else f"[{int(z.min())}..{int(z.max())}]"
         return f"axis={self.axis} x{s.size} scale=[{float(s.min()):.4g}..{float(s.max()):.4g}] zp={zs}"
+
+
+def depthwise(node: Node) -> bool:
+    """A Conv whose every output channel reads one input channel (``group`` = input channels):
+    a per-channel scale of its input folds into its per-channel requantization."""
+    x = node.inputs[0]
+    group = int(node.attrs.get("group") or 1)
+    return (node.op == "Conv" and group > 1 and x is not None and len(x.shape) > 1
+            and isinstance(x.shape[1], int) and group == x.shape[1])
+
+
+def input_scale(scale: float | np.ndarray, outputs: int) -> np.ndarray:
+    """An int8 node's input scale as its accumulator sees it: the one scale, or, for a
+    per-channel input (a depthwise Conv's), each input channel's scale repeated for the
+    ``outputs // channels`` output channels that read it."""
+    s = np.asarray(scale, np.float32)
+    return s if s.ndim == 0 else np.repeat(s, max(outputs // s.size, 1))

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir.graph import Graph, GraphBuilder, Node, Value
-from ..ir.quantparams import QuantParams
+from ..ir.quantparams import QuantParams, depthwise, input_scale
 from .table import CalibrationTable, QuantError, TensorRange
 
 #: Ops the target runs as int8 x int8 -> int32.
@@ -294,15 +294,6 @@ def channel_params(r: TensorRange) -> ActParams | None:
     return ActParams((t / levels).astype(np.float32), 0, "u8" if r.min >= 0 else "i8")
 
 
-def depthwise(node: Node) -> bool:
-    """A Conv whose every output channel reads one input channel (``group`` = input channels):
-    a per-channel scale of its input folds into its per-channel requantization."""
-    x = node.inputs[0]
-    group = int(node.attrs.get("group") or 1)
-    return (node.op == "Conv" and group > 1 and x is not None and len(x.shape) > 1
-            and isinstance(x.shape[1], int) and group == x.shape[1])
-
-
 def channel_points(graph: Graph, points: Mapping[str, str], nodes: Collection[str]) -> set[str]:
     """The quantization points (of :func:`quant_points` for the int8 nodes ``nodes``) the chip
     can quantize with one scale per channel at no cost: a tensor made by a Conv (whose
@@ -362,14 +353,6 @@ def point_params(graph: Graph, table: CalibrationTable, points: Mapping[str, str
         p = channel_params(table[entry]) if name in free else None
         out[name] = p if p is not None else activation_params(table[entry], asymmetric)
     return out
-
-
-def input_scale(scale: float | np.ndarray, outputs: int) -> np.ndarray:
-    """An int8 node's input scale as its accumulator sees it: the one scale, or, for a
-    per-channel input (a depthwise Conv's), each input channel's scale repeated for the
-    ``outputs // channels`` output channels that read it."""
-    s = np.asarray(scale, np.float32)
-    return s if s.ndim == 0 else np.repeat(s, max(outputs // s.size, 1))
 
 
 def quantized_weight(node: Node, per_channel: bool) -> tuple[np.ndarray, np.ndarray]:

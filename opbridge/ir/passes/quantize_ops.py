@@ -34,7 +34,7 @@ import numpy as np
 
 from ..graph import Graph, Node, Value
 from ..ops.quant import qadd_params, quantize_multiplier
-from ..quantparams import QuantParams
+from ..quantparams import QuantParams, depthwise, input_scale
 from .base import PassResult
 from .dce import EliminateDeadCode
 
@@ -171,7 +171,7 @@ def _linear(e: _Edit, qn: _Q) -> bool:
     w, ws, wz = got
     m = int(w.shape[0] if p.op == "Conv" else w.shape[-1])
     # a per-channel input (a depthwise Conv's): output channel o reads input channel o // (m / C)
-    a_scale = a.scale if a.axis is None else np.repeat(a.scale, max(m // a.scale.size, 1))
+    a_scale = a.scale if a.axis is None else input_scale(a.scale, m)
     acc_scale = np.broadcast_to(a_scale * ws, (m,))
     if a.axis is not None:
         a = _Q(a.node, a.q, a_scale, np.zeros((), np.int64), None)
@@ -193,8 +193,7 @@ def _channel_axis_ok(q: _Q, p: Node, out: bool) -> bool:
     if out:
         return True
     x = p.inputs[0]
-    group = int(p.attrs.get("group") or 1)
-    return x is not None and group > 1 and len(x.shape) > 1 and x.shape[1] == group == q.scale.size
+    return depthwise(p) and x is not None and x.shape[1] == q.scale.size
 
 
 def _emit_linear(e: _Edit, qn: _Q, p: Node, a: _Q, w: np.ndarray, ws: np.ndarray, wz: np.ndarray,
