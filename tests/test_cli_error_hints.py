@@ -220,19 +220,21 @@ def test_a_damaged_obir_graph_says_to_convert_again(tmp_path, capsys):
     assert "convert the model again (opbridge convert MODEL -o OUT.obir)" in hint
 
 
+def _relu_plugin(path, name: str, *body: str):
+    """A plugin file overriding ONNX Relu with ``name`` (decorated on line 5) running ``body``."""
+    path.write_text("from opbridge.mappers import mapping\n"
+                    "from opbridge.parsers.origin import Framework\n\n\n"
+                    "@mapping(Framework.ONNX, 'Relu', since_opset=1, override=True)\n"
+                    f"def {name}(node, g):\n" + "".join(f"    {line}\n" for line in body))
+    return path
+
+
 @pytest.mark.usefixtures("isolated_registries")
 def test_a_mapping_that_breaks_the_graph_is_blamed_with_a_hint(tmp_path, capsys):
     """A plugin mapping that edits its output behind the builder's back: the graph does not
     verify after every node mapped, and the hint says whose fault it is."""
-    plugin = tmp_path / "bad_relu.py"
-    plugin.write_text(
-        "from opbridge.mappers import mapping\n"
-        "from opbridge.parsers.origin import Framework\n\n\n"
-        "@mapping(Framework.ONNX, 'Relu', since_opset=1, override=True)\n"
-        "def bad_relu(node, g):\n"
-        "    y = g.op('Relu', [g.input(0)])\n"
-        "    y.kind = 'sequence'\n"
-        "    return y\n")
+    plugin = _relu_plugin(tmp_path / "bad_relu.py", "bad_relu", "y = g.op('Relu', [g.input(0)])",
+                          "y.kind = 'sequence'", "return y")
     model = _relu_model(tmp_path / "r.onnx", TensorProto.FLOAT, [2, 3])
     error, hint = _cli_error(capsys, ["convert", model, "--plugin", str(plugin), "-o", str(tmp_path / "r.obir")])
     assert "output 'y' is declared a sequence; the op gives a tensor" in error
@@ -243,14 +245,7 @@ def test_a_mapping_that_breaks_the_graph_is_blamed_with_a_hint(tmp_path, capsys)
 def test_a_mapping_that_gives_an_op_the_wrong_number_of_inputs_is_blamed(tmp_path, capsys):
     """The number of inputs an IR op gets is the mapping's choice: the hint names the mapping's
     definition, not the model's input shapes; --debug shows the traceback through it."""
-    plugin = tmp_path / "two_relu.py"
-    plugin.write_text(
-        "from opbridge.mappers import mapping\n"
-        "from opbridge.parsers.origin import Framework\n\n\n"
-        "@mapping(Framework.ONNX, 'Relu', since_opset=1, override=True)\n"
-        "def two_relu(node, g):\n"
-        "    a = g.input(0)\n"
-        "    return g.op('Relu', [a, a])\n")
+    plugin = _relu_plugin(tmp_path / "two_relu.py", "two_relu", "a = g.input(0)", "return g.op('Relu', [a, a])")
     model = _relu_model(tmp_path / "r.onnx", TensorProto.FLOAT, [2, 3])
     argv = ["convert", model, "--plugin", str(plugin), "-o", str(tmp_path / "r.obir")]
     error, hint = _cli_error(capsys, argv)
@@ -262,12 +257,6 @@ def test_a_mapping_that_gives_an_op_the_wrong_number_of_inputs_is_blamed(tmp_pat
     assert any(entry.name == "two_relu" for entry in err.traceback)
 
 
-_REFUSE_RELU = (
-    "from opbridge.mappers import mapping\n"
-    "from opbridge.parsers.origin import Framework\n\n\n"
-    "@mapping(Framework.ONNX, 'Relu', since_opset=1, override=True)\n"
-    "def refuse(node, g):\n"
-    "    raise g.unsupported('this form of Relu is refused')\n")
 _REFUSED_HINT = ("opbridge does not convert this form of the op: change the model to a form it does, or "
                  "opbridge plugin new Relu --framework onnx --override writes a plugin that maps it your "
                  "way, --plugin FILE loads it")
@@ -292,8 +281,7 @@ def test_a_refused_case_without_a_hint_says_how_to_map_it_once(tmp_path, capsys,
     """A case a mapping refuses without a hint gets the converter's: on its own error, or once
     for the report that lists several (not again on every line); it names the refused op, also
     inside a subgraph."""
-    plugin = tmp_path / "refuse.py"
-    plugin.write_text(_REFUSE_RELU)
+    plugin = _relu_plugin(tmp_path / "refuse.py", "refuse", "raise g.unsupported('this form of Relu is refused')")
     model = _onnx(tmp_path / "m.onnx", nodes, inputs)
     assert main(["convert", model, "--plugin", str(plugin), "-o", str(tmp_path / "m.obir")]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
@@ -310,15 +298,8 @@ def test_a_refused_case_without_a_hint_says_how_to_map_it_once(tmp_path, capsys,
 def test_a_mapping_that_names_two_values_alike_is_blamed_not_the_user(tmp_path, capsys):
     """The graph's own check finds the clash after mapping: its hint for hand-built graphs
     ("give every value a unique name") would blame the user, so the mapping is blamed."""
-    plugin = tmp_path / "rename.py"
-    plugin.write_text(
-        "from opbridge.mappers import mapping\n"
-        "from opbridge.parsers.origin import Framework\n\n\n"
-        "@mapping(Framework.ONNX, 'Relu', since_opset=1, override=True)\n"
-        "def rename(node, g):\n"
-        "    y = g.op('Relu', [g.input(0)])\n"
-        "    y.name = node.inputs[0]\n"
-        "    return y\n")
+    plugin = _relu_plugin(tmp_path / "rename.py", "rename", "y = g.op('Relu', [g.input(0)])",
+                          "y.name = node.inputs[0]", "return y")
     model = _relu_model(tmp_path / "r.onnx", TensorProto.FLOAT, [2, 3])
     error, hint = _cli_error(capsys, ["convert", model, "--plugin", str(plugin), "-o", str(tmp_path / "r.obir")])
     assert error == "error: value name 'x' is used twice (graph input 'x' and output of node 'Relu_0' (Relu))"
