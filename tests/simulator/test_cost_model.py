@@ -168,9 +168,9 @@ def test_bm1684_int8_packs_four_images():
     one = compute_seconds(t, node1, (1, 64, 28, 28), flops1)
     four = compute_seconds(t, node4, (4, 64, 28, 28), 4 * flops1)
     assert one == pytest.approx(four, rel=1e-12)
-    # 17.6 TOPS x conv efficiency x 1/4 of the batch slots (64 channels; a 4N EU row holds
-    # 128 / 4 = 32 pixels, so 784 pixels take 25 rows, 800 slots)
-    assert one == pytest.approx(flops1 / (17.6e12 * t.efficiency["conv"] * 0.25 * 784 / 800), rel=1e-12)
+    # 17.6 TOPS x the int8 conv efficiency x 1/4 of the batch slots (64 channels; a 4N EU row
+    # holds 128 / 4 = 32 pixels, so 784 pixels take 25 rows, 800 slots)
+    assert one == pytest.approx(flops1 / (17.6e12 * t.efficiency["conv/i8"] * 0.25 * 784 / 800), rel=1e-12)
     x = ob.Target.preset("bm1684x")
     assert compute_seconds(x, node4, (4, 64, 28, 28), 4 * flops1) == pytest.approx(
         4 * compute_seconds(x, node1, (1, 64, 28, 28), flops1), rel=1e-12)
