@@ -3,7 +3,8 @@
 Every figure of the two presets is either a published one (cited) or a fit to named rows of
 ``../shared/targets/chip-latency.md`` (Sophgo's measured per-image times, ``bench/bench_fidelity.py``
 compares them; docs/simulator.md has the table and the residuals). The calibration rows are
-ResNet-50, YOLOv3 608, LPRNet and BERT (batch 1) of each chip and precision; the DeepSORT ReID
+ResNet-50, YOLOv3 608, LPRNet and BERT (batch 1) of each chip and precision, and ResNet-50's
+and YOLOv3's int8 batch 4 (with their batch 1, for the int8 efficiencies); the DeepSORT ReID
 net, C3D and the BERT batch-8 rows are held out as the check on networks not used to fit, but
 for the ReID net's two BM1684 int8 rows, which set BM1684's split of launch and sync costs.
 
