@@ -152,6 +152,33 @@ def test_every_chip_of_the_calibration_table_is_a_preset():
             assert "i8" in t.dtypes
 
 
+def test_fidelity_roles_follow_the_preset_docs():
+    """The bench's calibration / held-out split is the one target.py's docstring states (the
+    rows its fitted figures name), and a row is out of bound past 15% / 20% by role."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        from bench_fidelity import Row, role, within
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    doc = ob.Target.__module__
+    text = sys.modules[doc].__doc__ or ""
+    assert "ReID" in text and "held out" in text
+    cases = {("ResNet-50", "fp32", 1, "BM1684"): "calibration",
+             ("ResNet-50", "int8", 4, "BM1684"): "calibration",
+             ("YOLOv3", "int8", 4, "BM1684X"): "calibration",
+             ("LPRNet", "int8", 4, "BM1684X"): "held out",
+             ("BERT (bert4torch NER)", "fp16", 8, "BM1684X"): "held out",
+             ("DeepSORT ReID extractor", "int8", 4, "BM1684"): "calibration",
+             ("DeepSORT ReID extractor", "fp32", 1, "BM1684"): "held out",
+             ("C3D", "fp16", 1, "BM1684X"): "held out"}
+    for (model, prec, batch, chip), want in cases.items():
+        r = Row(model, "", prec, batch, chip, 1.0)
+        assert role(r) == want, (model, prec, batch, chip)
+    cal, held = Row("YOLOv3", "", "fp32", 1, "BM1684", 1.0), Row("C3D", "", "fp32", 4, "BM1684", 1.0)
+    assert within(cal, 1.15) and not within(cal, 1.16) and within(cal, 0.85) and not within(cal, 0.84)
+    assert within(held, 1.20) and not within(held, 1.21) and not within(held, 0.79)
+
+
 def _format_version(path) -> str:
     from safetensors import safe_open
 
