@@ -115,7 +115,7 @@ HALF_DTYPES = frozenset({"f16", "bf16"})
 #: Ops that move, select or convert elements without arithmetic in their dtype.
 MOVE_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Expand", "Slice",
                       "Gather", "GatherElements", "GatherND", "Concat", "Split", "Identity", "Cast", "CastLike",
-                      "Tile", "Shape", "Size", "DepthToSpace", "SpaceToDepth"})
+                      "Tile", "Shape", "Size", "DepthToSpace", "SpaceToDepth", "BitCast"})
 _BM1684_EFFICIENCY: dict[str, float] = {"conv": 0.70, "conv1x1": 0.90, "matmul": 0.13,
                                         "conv/i8": 0.62, "conv1x1/i8": 0.60,
                                         "depthwise": 1.0, "vector": 1.0}

@@ -10,6 +10,7 @@ from __future__ import annotations
 #: They load on first use (opbridge.families); the index is opbridge/registry_index.py.
 FAMILIES = (
     "activation",
+    "bits",
     "control",
     "conv",
     "detection",
