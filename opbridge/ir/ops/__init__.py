@@ -26,6 +26,7 @@ FAMILIES = (
     "rcnn",
     "reduce",
     "resize",
+    "scatter_ext",
     "sequence",
     "shape",
     "softmax",

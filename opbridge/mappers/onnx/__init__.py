@@ -26,6 +26,7 @@ FAMILIES = (
     "reduce",
     "resize",
     "rnn",
+    "scatter_ext",
     "sequence",
     "shape",
     "softmax",
