@@ -17,8 +17,6 @@ EXPECTED_UNSUPPORTED: dict[str, str] = {
     "test_col2im_strides": "Col2Im (opset 18): no mapping registered",
     "test_deform_conv_with_mask_bias": "DeformConv (opset 22): no mapping registered",
     "test_deform_conv_with_multiple_offset_groups": "DeformConv (opset 22): no mapping registered",
-    "test_det_2d": "Det (opset 22): no mapping registered",
-    "test_det_nd": "Det (opset 22): no mapping registered",
     "test_flexattention_causal_mask": "FlexAttention: the ONNX function body cannot be built: graph-valued attribute 'score_mod' cannot be passed back to onnx.defs",
     "test_flexattention_prob_mod": "FlexAttention: the ONNX function body cannot be built: graph-valued attribute 'prob_mod' cannot be passed back to onnx.defs",
     "test_flexattention_relative_positional": "FlexAttention: the ONNX function body cannot be built: graph-valued attribute 'score_mod' cannot be passed back to onnx.defs",

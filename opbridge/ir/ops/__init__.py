@@ -17,6 +17,7 @@ FAMILIES = (
     "elementwise",
     "fused",
     "generate",
+    "linalg",
     "logical",
     "matmul",
     "norm",

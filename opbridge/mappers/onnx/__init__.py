@@ -16,6 +16,7 @@ FAMILIES = (
     "dynamic",
     "elementwise",
     "functions",
+    "linalg",
     "logical",
     "matmul",
     "misc",

@@ -13,6 +13,7 @@ FAMILIES = (
     "conv",
     "elementwise",
     "inplace",
+    "linalg",
     "matmul",
     "misc",
     "norm",
