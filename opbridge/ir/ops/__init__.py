@@ -30,6 +30,7 @@ FAMILIES = (
     "scatter_ext",
     "sequence",
     "shape",
+    "signal",
     "softmax",
     "tensor",
     "yolo",
