@@ -21,5 +21,6 @@ FAMILIES = (
     "reduce",
     "rnn",
     "shape",
+    "signal",
     "tensor",
 )
