@@ -1,6 +1,6 @@
 """Linear algebra on batches of matrices: Det (ONNX Det-11/22, torch.linalg.det).
 
-Semantics: https://onnx.ai/onnx/operators/onnx__Det.html — X is [*, M, M], Y is [*] (a 2-D X
+Semantics: https://onnx.ai/onnx/operators/onnx__Det.html — x is [*, M, M], y is [*] (a 2-D x
 gives a scalar).
 """
 
@@ -30,7 +30,7 @@ def det(x: np.ndarray) -> np.ndarray:
 
 (
     define_op("Det")
-    .doc("The determinant of each square matrix in the last two axes of X: [*, M, M] -> [*].")
+    .doc("The determinant of each square matrix in the last two axes of x: [*, M, M] -> [*].")
     .input("x", "T").output("y", "T")
     .type_param("T", FLOATS)
     .shape_fn(_det_shape)

@@ -34,9 +34,10 @@ def _tensor_scatter_shape(ctx: ShapeContext) -> Any:
         raise ctx.error(f"update has shape {list(upd)}, past_cache {list(cache)}; they may differ "
                         f"only on axis {axis}", hint="the update must have the cache's shape "
                         "except for its sequence length")
-    if isinstance(upd[axis], int) and isinstance(cache[axis], int) and upd[axis] > cache[axis]:
-        raise ctx.error(f"the update's sequence length {upd[axis]} exceeds the cache's "
-                        f"{cache[axis]} (axis {axis})", hint="the cache must hold the whole update")
+    n, n_max = upd[axis], cache[axis]
+    if isinstance(n, int) and isinstance(n_max, int) and n > n_max:
+        raise ctx.error(f"the update's sequence length {n} exceeds the cache's {n_max} "
+                        f"(axis {axis})", hint="the cache must hold the whole update")
     if ctx.has_input(2) and (ctx.input_rank(2) != 1 or not ctx.dims_equal(ctx.input_shape(2)[0], cache[0])):
         raise ctx.error(f"write_indices have shape {list(ctx.input_shape(2))}; they need one index "
                         f"per batch row, [{cache[0]}]")
