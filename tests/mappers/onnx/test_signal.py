@@ -15,6 +15,7 @@ from onnx.reference import ReferenceEvaluator
 
 import opbridge as ob
 from opbridge.cli import main
+from tests.graph_equality import assert_roundtrip
 
 
 def _ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> np.ndarray:
@@ -176,7 +177,8 @@ def test_mel_weight_matrix_output_datatype(code: int | None, dtype: type) -> Non
     np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-3)
 
 
-def test_mel_weight_matrix_simulator_matches_interpreter() -> None:
+def test_mel_weight_matrix_simulator_matches_interpreter(tmp_path: Path) -> None:
+    """A node without inputs, in the program and in a .obir file."""
     b = ob.GraphBuilder("mel")
     x = b.input("spec", "f32", (5, 17))
     mel = b.op("MelWeightMatrix", [], num_mel_bins=6, dft_length=32, sample_rate=16000,
@@ -187,6 +189,7 @@ def test_mel_weight_matrix_simulator_matches_interpreter() -> None:
     want = np.asarray(ob.interpret(g, feeds)[g.outputs[0].name])
     np.testing.assert_allclose(ob.compile(g, target="bm1684").run(feeds)[g.outputs[0].name], want,
                                rtol=1e-6, atol=1e-6)
+    assert_roundtrip(g, tmp_path)
 
 
 @pytest.mark.parametrize(("args", "match"), [
