@@ -82,3 +82,21 @@ def test_complex_result_read_by_another_op_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ob.UnsupportedOpError, match=r"\(stft\): a complex STFT result read by anything but torch.view_as_real") as err:
         ob.convert(str(path))
     assert "view_as_real" in err.value.hint
+
+
+def test_stft_return_complex_false_matches_torch() -> None:
+    """The deprecated real form: [B, bins, frames, 2] straight from aten::stft."""
+    import warnings
+
+    import torch
+
+    window = torch.hann_window(8)
+
+    class RealStft(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.stft(x, 8, hop_length=3, window=window, center=False, return_complex=False)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        g = check(RealStft(), torch.randn(2, 30, generator=torch.Generator().manual_seed(3)))
+    assert any(n.op == "STFT" for n in g.nodes)
