@@ -27,6 +27,7 @@ FAMILIES = (
     "rcnn",
     "reduce",
     "resize",
+    "sample",
     "scatter_ext",
     "sequence",
     "shape",

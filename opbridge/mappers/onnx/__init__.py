@@ -27,6 +27,7 @@ FAMILIES = (
     "reduce",
     "resize",
     "rnn",
+    "sample",
     "scatter_ext",
     "sequence",
     "shape",

@@ -15,6 +15,7 @@ from . import (  # noqa: F401
     norm,
     pool,
     quant,
+    sample,
     softmax,
     tensor,
 )
@@ -31,7 +32,7 @@ from .registry import (
 )
 
 FAMILIES = ("activation", "conv", "elementwise", "fused", "matmul", "norm", "pool", "quant",
-            "softmax", "tensor")
+            "sample", "softmax", "tensor")
 
 __all__ = [
     "DEFAULT_KERNELS", "FAMILIES", "Kernel", "KernelRegistry", "register_kernel", "WeightMemo",

@@ -1,0 +1,182 @@
+"""Spatial sampling: GridSample, Col2Im and DeformConv (NC + spatial layout, any spatial rank).
+
+GridSample follows ONNX GridSample-20/22 (https://onnx.ai/onnx/operators/onnx__GridSample.html)
+as onnx.reference and onnxruntime compute it: a grid coordinate is denormalised (align_corners),
+rounded half to even for ``nearest``, moved back inside the image by ``border`` (clamp) or
+``reflection`` when it falls outside, and every tap of the kernel (1 nearest, 2 linear, 4 Keys
+cubic with a = -0.75, per axis) is then read with the padding mode (zeros outside, clamped, or
+reflected). Sampling is separable: each spatial axis gives tap indices and weights, combined
+into flat indices into the image, and the taps are gathered one kernel tap at a time over
+every channel and point at once.
+
+Col2Im (https://onnx.ai/onnx/operators/onnx__Col2Im.html) sums columns back into an image, one
+kernel tap at a time over strided views (as ConvTranspose scatters). ``image_shape`` and
+``block_shape`` (ONNX inputs) are attributes here.
+
+DeformConv (https://onnx.ai/onnx/operators/onnx__DeformConv.html, torchvision's deform_conv2d):
+each kernel tap reads X at its window position plus a learnt offset, bilinearly with zeros
+outside the image, times an optional mask; the sampled columns (one gather per offset group
+and corner) then meet the weights in one grouped matmul, as Conv's im2col does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..opdef import ShapeContext, define_op
+from .common import FLOATS
+
+Ints = tuple[int, ...]
+
+GRID_MODES = ("linear", "nearest", "cubic")
+PADDING_MODES = ("zeros", "border", "reflection")
+#: Keys' cubic convolution coefficient GridSample uses (onnx.reference, PyTorch).
+CUBIC_A = -0.75
+
+
+def _compute_dtype(dt: np.dtype) -> np.dtype:
+    return np.dtype(np.float64) if dt == np.float64 else np.dtype(np.float32)
+
+
+# -- GridSample -----------------------------------------------------------------------------
+def _grid_sample_shape(ctx: ShapeContext) -> Any:
+    xs, gs = ctx.input_shape(0), ctx.input_shape(1)
+    r = len(xs)
+    if r < 3:
+        raise ctx.error(f"input X has rank {r}; it needs N, C and at least one spatial axis",
+                        hint="X is (N, C, D1, ..., Dr), e.g. (N, C, H, W)")
+    if len(gs) != r:
+        raise ctx.error(f"grid has rank {len(gs)}, X has rank {r}; they must agree",
+                        hint=f"grid is (N, D1_out, ..., Dr_out, {r - 2}) for this X")
+    if isinstance(gs[-1], int) and gs[-1] != r - 2:
+        raise ctx.error(f"grid's last dim is {gs[-1]}; it must be {r - 2}, one coordinate per "
+                        f"spatial axis of X", hint="grid holds (x, y[, z]) per output point")
+    if isinstance(xs[0], int) and isinstance(gs[0], int) and xs[0] != gs[0]:
+        raise ctx.error(f"X has batch {xs[0]}, grid has batch {gs[0]}; they must agree")
+    return (xs[0], xs[1], *gs[1:-1]), ctx.input_dtype(0)
+
+
+def denormalize(g: np.ndarray, length: int, align_corners: bool) -> np.ndarray:
+    """Pixel coordinates of normalised ones in [-1, 1] (computed in the grid's float type, as
+    onnx.reference and onnxruntime do, so that nearest's ties round alike)."""
+    g = g.astype(np.float64 if g.dtype == np.float64 else np.float32, copy=False)
+    if align_corners:
+        return (g + 1) / 2 * (length - 1)
+    return ((g + 1) * length - 1) / 2
+
+
+def reflect(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """``x`` folded back into [lo, hi] by reflecting at the nearer border until inside."""
+    span = hi - lo
+    if span <= 0:
+        return np.full_like(x, lo)
+    below, above = x < lo, x > hi
+    dx = np.where(below, lo - x, x - hi)
+    n = np.trunc(dx / span)
+    r = dx - n * span
+    even = np.fmod(n, 2) == 0
+    folded = np.where(below == even, lo + r, hi - r)
+    return np.where(below | above, folded, x)
+
+
+def _cubic_weights(t: np.ndarray) -> np.ndarray:
+    """Keys' cubic weights of the taps at -1, 0, 1, 2 from fraction ``t`` (..., 4)."""
+    a = CUBIC_A
+    d = np.stack([t + 1, t, 1 - t, 2 - t], axis=-1)
+    near = ((a + 2) * d - (a + 3)) * d * d + 1
+    far = ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+    return np.where(d <= 1, near, far)
+
+
+def axis_taps(x: np.ndarray, length: int, mode: str, padding_mode: str,
+              align_corners: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Tap indices (..., T) into an axis of ``length`` and their weights, for pixel coordinates
+    ``x``; a tap that reads outside the axis in ``zeros`` padding has weight 0."""
+    lo, hi = (0.0, length - 1.0) if align_corners else (-0.5, length - 0.5)
+    x = x.astype(np.float64)
+    if mode == "nearest":
+        x = np.rint(x)  # half to even, as PyTorch and onnx.reference
+    if padding_mode == "border" and mode != "cubic":
+        # cubic reads its four taps clamped instead, as onnxruntime and PyTorch do (clamping
+        # the coordinate first, as onnx.reference does, gives another value near the edges)
+        x = np.where((x < lo) | (x > hi), np.clip(x, 0, length - 1), x)
+    elif padding_mode == "reflection":
+        x = reflect(x, lo, hi)
+    if mode == "nearest":
+        base, w = x, np.ones(x.shape + (1,))
+        offsets = np.zeros(1)
+    else:
+        base = np.floor(x)
+        t = x - base
+        if mode == "linear":
+            w, offsets = np.stack([1 - t, t], axis=-1), np.arange(2.0)
+        else:
+            w, offsets = _cubic_weights(t), np.arange(-1.0, 3.0)
+    idx = base[..., None] + offsets
+    if padding_mode == "zeros":
+        w = np.where((idx >= 0) & (idx <= length - 1), w, 0.0)
+    elif padding_mode == "reflection":
+        idx = np.trunc(reflect(idx, lo, hi))
+    return np.clip(idx, 0, length - 1).astype(np.intp), w
+
+
+def combine_taps(taps: Sequence[tuple[np.ndarray, np.ndarray]],
+                 lengths: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Per-axis (index, weight) taps (..., T_a), first axis outermost, as flat indices into the
+    row-major image and products of weights (..., prod T_a)."""
+    flat, w = taps[0]
+    for (idx, wa), length in zip(taps[1:], lengths[1:]):
+        flat = (flat[..., :, None] * length + idx[..., None, :]).reshape(*flat.shape[:-1], -1)
+        w = (w[..., :, None] * wa[..., None, :]).reshape(*w.shape[:-1], -1)
+    return flat, w
+
+
+def gather_taps(xf: np.ndarray, flat: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``sum_t xf[n, c, flat[n, p, t]] * w[n, p, t]`` as (N, C, P): one gather over every
+    channel and point per tap (a cubic volume has 64), so memory stays one output's worth."""
+    n, c = xf.shape[:2]
+    out = np.zeros((n, c, flat.shape[1]), xf.dtype)
+    wc = w.astype(xf.dtype)
+    for t in range(flat.shape[-1]):
+        if not wc[..., t].any():
+            continue
+        out += np.take_along_axis(xf, flat[:, None, :, t], axis=2) * wc[:, None, :, t]
+    return out
+
+
+def _grid_sample(x: np.ndarray, grid: np.ndarray, *, mode: str, padding_mode: str,
+                 align_corners: int) -> np.ndarray:
+    n, c, *in_sp = x.shape
+    out_sp = grid.shape[1:-1]
+    nsp = len(in_sp)
+    cdt = _compute_dtype(x.dtype)
+    if 0 in (n, c, *out_sp):
+        return np.zeros((n, c, *out_sp), x.dtype)
+    if 0 in in_sp:  # nothing to read: every tap is outside (zeros), there is no border
+        return np.zeros((n, c, *out_sp), x.dtype)
+    g = grid.reshape(n, -1, nsp)
+    # grid's coordinates run fastest axis first: (x, y[, z]) address (W, H[, D])
+    taps = [axis_taps(denormalize(g[..., nsp - 1 - a], in_sp[a], bool(align_corners)), in_sp[a],
+                      mode, padding_mode, bool(align_corners)) for a in range(nsp)]
+    flat, w = combine_taps(taps, in_sp)
+    y = gather_taps(x.astype(cdt, copy=False).reshape(n, c, -1), flat, w)
+    return y.reshape(n, c, *out_sp).astype(x.dtype, copy=False)
+
+
+(
+    define_op("GridSample")
+    .doc("Sample X (N, C, D1..Dr) at the normalised points of grid (N, D1_out..Dr_out, r): "
+         "nearest, N-linear or bicubic, zeros/border/reflection padding; ONNX GridSample-22")
+    .input("X", "T").input("grid", "T2").output("Y", "T")
+    .param("mode", "str", "linear", allowed=GRID_MODES, doc="linear, nearest or cubic")
+    .param("padding_mode", "str", "zeros", allowed=PADDING_MODES,
+           doc="what points outside the image read")
+    .param("align_corners", "int", 0, allowed=(0, 1),
+           doc="1: -1 and 1 are the corner pixels' centres; 0: their outer edges")
+    .type_param("T", FLOATS).type_param("T2", FLOATS)
+    .shape_fn(_grid_sample_shape)
+    .compute(_grid_sample)
+)

