@@ -20,6 +20,7 @@ FAMILIES = (
     "prim",
     "reduce",
     "rnn",
+    "sample",
     "shape",
     "signal",
     "tensor",
