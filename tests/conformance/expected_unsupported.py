@@ -10,11 +10,6 @@ from __future__ import annotations
 EXPECTED_UNSUPPORTED: dict[str, str] = {
     "test_basic_deform_conv_with_padding": "DeformConv (opset 22): no mapping registered",
     "test_basic_deform_conv_without_padding": "DeformConv (opset 22): no mapping registered",
-    "test_col2im": "Col2Im (opset 18): no mapping registered",
-    "test_col2im_5d": "Col2Im (opset 18): no mapping registered",
-    "test_col2im_dilations": "Col2Im (opset 18): no mapping registered",
-    "test_col2im_pads": "Col2Im (opset 18): no mapping registered",
-    "test_col2im_strides": "Col2Im (opset 18): no mapping registered",
     "test_deform_conv_with_mask_bias": "DeformConv (opset 22): no mapping registered",
     "test_deform_conv_with_multiple_offset_groups": "DeformConv (opset 22): no mapping registered",
     "test_flexattention_causal_mask": "FlexAttention: the ONNX function body cannot be built: graph-valued attribute 'score_mod' cannot be passed back to onnx.defs",

@@ -54,3 +54,20 @@ def test_grid_sample_defaults_and_affine_grid():
     theta = torch.tensor([[[0.9, -0.2, 0.1], [0.3, 1.1, -0.2]]])
     grid = F.affine_grid(theta, [1, 3, 6, 8], align_corners=False)
     check(lambda x, g: F.grid_sample(x, g), torch.randn(1, 3, 6, 8), grid)
+
+
+@pytest.mark.parametrize("kwargs, image", [
+    ({"kernel_size": 3}, (6, 7)),
+    ({"kernel_size": (2, 3), "stride": (2, 1), "padding": 1}, (7, 6)),
+    ({"kernel_size": 2, "dilation": (2, 1), "padding": (1, 0), "stride": 2}, (8, 9)),
+], ids=["kernel", "stride,padding", "dilation"])
+@pytest.mark.parametrize("batched", [True, False], ids=["batched", "unbatched"])
+def test_fold(kwargs, image, batched):
+    """F.fold (aten::col2im) of the columns F.unfold makes, overlaps summed."""
+    import torch
+    import torch.nn.functional as F  # noqa: N812
+
+    cols = F.unfold(torch.randn(2, 3, *image), **kwargs)
+    if not batched:
+        cols = cols[0]
+    check(lambda c: F.fold(c, image, **kwargs), cols)

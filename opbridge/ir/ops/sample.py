@@ -21,13 +21,15 @@ and corner) then meet the weights in one grouped matmul, as Conv's im2col does.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ..opdef import ShapeContext, define_op
-from .common import FLOATS
+from ..opdef import FillFn, ShapeContext, define_op
+from .common import FLOATS, NUMERIC
+from .conv import check_spatial, out_size
 
 Ints = tuple[int, ...]
 
@@ -179,4 +181,88 @@ def _grid_sample(x: np.ndarray, grid: np.ndarray, *, mode: str, padding_mode: st
     .type_param("T", FLOATS).type_param("T2", FLOATS)
     .shape_fn(_grid_sample_shape)
     .compute(_grid_sample)
+)
+
+
+# -- Col2Im ---------------------------------------------------------------------------------
+def per_image_axis(value: int, entries: int = 1) -> FillFn:
+    """A fill of ``entries`` values per axis of ``image_shape``, all ``value``."""
+
+    def fill(inputs: Sequence[Any], attrs: dict[str, Any]) -> tuple[int, ...] | None:
+        image = attrs.get("image_shape")
+        return None if not image else (value,) * (entries * len(image))
+
+    return fill
+
+
+def _col2im_blocks(image: Ints, k: Ints, s: Ints, d: Ints, p: Ints) -> list[int]:
+    """The number of sliding blocks along each image axis."""
+    nsp = len(image)
+    return [out_size(image[i], k[i], s[i], d[i], p[i], p[i + nsp]) for i in range(nsp)]
+
+
+def _col2im_shape(ctx: ShapeContext) -> Any:
+    xs = ctx.input_shape(0)
+    image, block = tuple(ctx.attr("image_shape")), tuple(ctx.attr("block_shape"))
+    if len(xs) != 3:
+        raise ctx.error(f"input has rank {len(xs)}; it must be 3, (N, C * prod(block_shape), L)",
+                        hint="give the columns as im2col (torch's unfold) makes them")
+    if not image or any(v < 1 for v in image):
+        raise ctx.error(f"= {list(image)}: give one size >= 1 per image axis", attr="image_shape")
+    if len(block) != len(image):
+        raise ctx.error(f"has {len(block)} entries, image_shape has {len(image)}",
+                        attr="block_shape", hint="one block size per image axis")
+    if any(v < 1 for v in block):
+        raise ctx.error(f"= {list(block)}: every entry must be >= 1", attr="block_shape")
+    k, s, d, p = check_spatial(ctx, len(image), kernel=block, strides=ctx.attr("strides"),
+                               dilations=ctx.attr("dilations"), pads=ctx.attr("pads"))
+    kprod = math.prod(k)
+    if isinstance(xs[1], int) and xs[1] % kprod:
+        raise ctx.error(f"input has {xs[1]} rows, not a multiple of prod(block_shape) = {kprod}",
+                        hint="rows are C * prod(block_shape)")
+    blocks = _col2im_blocks(image, k, s, d, p)
+    if any(b < 1 for b in blocks):
+        raise ctx.error(f"a block ({list(block)} with dilations {list(d)}) does not fit the padded "
+                        f"image {list(image)}", attr="block_shape")
+    if isinstance(xs[2], int) and xs[2] != math.prod(blocks):
+        raise ctx.error(f"input has {xs[2]} columns; image_shape, block_shape, pads, strides and "
+                        f"dilations give {' x '.join(map(str, blocks))} = {math.prod(blocks)} blocks",
+                        hint="check the attributes against the im2col that made the columns")
+    c = xs[1] // kprod if isinstance(xs[1], int) else ctx.dim_floordiv(xs[1], kprod)
+    return (xs[0], c, *image), ctx.input_dtype(0)
+
+
+def _col2im(x: np.ndarray, *, image_shape: Ints, block_shape: Ints, dilations: Ints, pads: Ints,
+            strides: Ints) -> np.ndarray:
+    k, s, d, p = block_shape, strides, dilations, pads
+    nsp = len(image_shape)
+    blocks = _col2im_blocks(image_shape, k, s, d, p)
+    n = x.shape[0]
+    kprod = math.prod(k)
+    c = x.shape[1] // kprod
+    cols = x.reshape(n, c, kprod, *blocks)
+    full = [image_shape[i] + p[i] + p[i + nsp] for i in range(nsp)]
+    acc = np.zeros((n, c, *full), x.dtype)
+    for t, pos in enumerate(np.ndindex(*k)):  # one strided view per kernel tap
+        sl = tuple(slice(pos[i] * d[i], pos[i] * d[i] + (blocks[i] - 1) * s[i] + 1, s[i])
+                   for i in range(nsp))
+        acc[(slice(None), slice(None)) + sl] += cols[:, :, t]
+    crop = tuple(slice(p[i], p[i] + image_shape[i]) for i in range(nsp))
+    return np.ascontiguousarray(acc[(slice(None), slice(None)) + crop])
+
+
+(
+    define_op("Col2Im")
+    .doc("Sum the columns (N, C * prod(block_shape), L) of sliding blocks back into images "
+         "(N, C, *image_shape), overlaps added (torch's fold); ONNX Col2Im-18")
+    .input("input", "T").output("output", "T")
+    .param("image_shape", "ints", doc="the image's spatial shape (ONNX input)")
+    .param("block_shape", "ints", doc="the block's (kernel's) spatial shape (ONNX input)")
+    .param("dilations", "ints", fill=per_image_axis(1), doc="one per image axis; absent = all 1")
+    .param("pads", "ints", fill=per_image_axis(0, 2),
+           doc="begins then ends, one pair per image axis; absent = no padding")
+    .param("strides", "ints", fill=per_image_axis(1), doc="one per image axis; absent = all 1")
+    .type_param("T", NUMERIC)
+    .shape_fn(_col2im_shape)
+    .compute(_col2im)
 )

@@ -57,3 +57,13 @@ def grid_sample_v16(node: OriginNode, g: MapContext) -> Any:
 @mapping(ONNX, "GridSample", since_opset=20)
 def grid_sample_v20(node: OriginNode, g: MapContext) -> Any:
     return _grid_sample(node, g, {m: m for m in MODES_20})
+
+
+@mapping(ONNX, "Col2Im", since_opset=18)
+def col2im(node: OriginNode, g: MapContext) -> Any:
+    a = checked_attrs(node, g, ("dilations", "pads", "strides"))
+    x = required_input(g, 0, "input")
+    image = tuple(int(v) for v in g.require_const(1, "image_shape").reshape(-1))
+    block = tuple(int(v) for v in g.require_const(2, "block_shape").reshape(-1))
+    attrs: dict[str, Any] = {k: tuple(int(v) for v in a[k]) for k in a}
+    return g.op("Col2Im", [x], image_shape=image, block_shape=block, **attrs)

@@ -34,3 +34,20 @@ def grid_sampler(node: OriginNode, g: MapContext) -> Any:
     padding = _enum(g, a.int(3, what="padding_mode"), PADDING, "padding_mode")
     align = int(bool(a.py(4, False, "align_corners")))
     return g.op("GridSample", [x, grid], mode=mode, padding_mode=padding, align_corners=align)
+
+
+@ts_mapping("col2im")
+def col2im(node: OriginNode, g: MapContext) -> Any:
+    # (input, output_size, kernel_size, dilation, padding, stride): F.fold; 2-D images only
+    a = Args(node, g)
+    x = a.tensor(0, "input")
+    per_axis = [a.ints(i, what=what) for i, what in
+                ((1, "output_size"), (2, "kernel_size"), (3, "dilation"), (4, "padding"), (5, "stride"))]
+    image, block, dilation, padding, stride = (
+        [int(v) for v in (vals * 2 if len(vals) == 1 else vals)] for vals in per_axis)
+    unbatched = len(x.shape) == 2  # (C * prod(kernel), L): fold of one image
+    if unbatched:
+        x = g.op("Unsqueeze", [x], axes=(0,))
+    y = g.op("Col2Im", [x], image_shape=tuple(image), block_shape=tuple(block),
+             dilations=tuple(dilation), pads=tuple(padding) * 2, strides=tuple(stride))
+    return g.op("Squeeze", [y], axes=(0,)) if unbatched else y

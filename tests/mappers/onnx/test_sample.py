@@ -207,3 +207,69 @@ def test_grid_sample_between_convolutions_compiles_and_runs():
     units = {u.op: u for u in prog.units if getattr(u, "op", None) == "GridSample"}
     assert units, "GridSample did not run as a layer of its own"
     assert prog.profile().flops > 0
+
+
+# -- Col2Im ---------------------------------------------------------------------------------
+def i64(v) -> np.ndarray:
+    return np.array(v, dtype=np.int64)
+
+
+def _blocks(image, block, strides, dilations, pads):
+    n = len(image)
+    return [(image[i] + pads[i] + pads[i + n] - dilations[i] * (block[i] - 1) - 1) // strides[i] + 1
+            for i in range(n)]
+
+
+@pytest.mark.parametrize("image, block, attrs", [
+    ((5, 5), (2, 3), {}),
+    ((6, 7), (3, 3), {"strides": [2, 1], "pads": [1, 0, 2, 1]}),
+    ((7, 6), (2, 2), {"dilations": [2, 3], "strides": [1, 2]}),
+    ((4, 5), (3, 2), {"pads": [1, 1, 1, 1], "dilations": [1, 2], "strides": [2, 2]}),
+    ((3, 4, 5), (2, 2, 3), {"strides": [1, 2, 1], "pads": [0, 1, 1, 1, 0, 1]}),
+    ((6,), (3,), {"strides": [2], "pads": [1, 2]}),
+], ids=["attrs=absent", "strides,pads", "dilations", "all", "3-D", "1-D"])
+def test_col2im_vs_reference(image, block, attrs):
+    """Batch 2 and 3 channels, random columns, against onnx.reference (and onnxruntime where
+    it runs the case: 2-D images)."""
+    n_default = len(image)
+    blocks = _blocks(image, block, attrs.get("strides", [1] * n_default),
+                     attrs.get("dilations", [1] * n_default), attrs.get("pads", [0] * 2 * n_default))
+    x = randn(2, 3 * int(np.prod(block)), int(np.prod(blocks)))
+    model, feeds = model_of("Col2Im", [x, i64(image), i64(block)], opset=18, consts=(1, 2), **attrs)
+    got = run_ours(model, feeds)
+    assert_close(got, run_ref(model, feeds), rtol=1e-5, atol=1e-5)
+    if len(image) == 2:
+        pytest.importorskip("onnxruntime", reason="onnxruntime is the second reference")
+        assert_close(got, run_ort(model, feeds), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("x_shape, image, block, attrs, match", [
+    ((1, 12, 8), (5, 5), (2, 3), {}, r"input has 8 columns; .* give 4 x 3 = 12 blocks"),
+    ((1, 10, 12), (5, 5), (2, 3), {}, r"input has 10 rows, not a multiple of prod\(block_shape\) = 6"),
+    ((12, 12), (5, 5), (2, 3), {}, r"input has rank 2; it must be 3"),
+    ((1, 6, 12), (5, 5), (2, 3, 1), {}, r"param 'block_shape': has 3 entries, image_shape has 2"),
+    ((1, 6, 12), (5, 5), (2, 3), {"strides": [0, 1]}, r"param 'strides': = \[0, 1\]"),
+    ((1, 6, 12), (5, 5), (2, 0), {}, r"param 'block_shape': = \[2, 0\]: every entry must be >= 1"),
+    ((1, 9, 12), (2, 2), (3, 3), {}, r"param 'block_shape': a block .* does not fit"),
+], ids=["columns", "rows", "rank-2", "block-length", "stride-0", "block-0", "block-too-big"])
+def test_col2im_bad_shapes_and_attributes_are_refused(x_shape, image, block, attrs, match):
+    model, _ = model_of("Col2Im", [randn(*x_shape), i64(image), i64(block)], opset=18,
+                        consts=(1, 2), **attrs)
+    with pytest.raises(OpbridgeError, match=r"node '.*' \(Col2Im\).*" + match):
+        ob.convert(model)
+
+
+def test_col2im_run_time_image_shape_is_refused_with_a_hint():
+    model, _ = model_of("Col2Im", [randn(1, 6, 12), i64([5, 5]), i64([2, 3])], opset=18,
+                        consts=(2,))
+    with pytest.raises(OpbridgeError, match=r"image_shape") as err:
+        ob.convert(model)
+    assert err.value.hint
+
+
+def test_col2im_cli_error_and_hint(tmp_path, capsys):
+    model, _ = model_of("Col2Im", [randn(1, 6, 8), i64([5, 5]), i64([2, 3])], opset=18,
+                        consts=(1, 2))
+    error, hint = _cli_error(capsys, model, tmp_path)
+    assert "(Col2Im)" in error and "input has 8 columns" in error
+    assert hint.startswith("hint: check the attributes")
