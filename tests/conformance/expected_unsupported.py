@@ -8,10 +8,6 @@ to say more, and remove an entry when its op gets a mapping.
 from __future__ import annotations
 
 EXPECTED_UNSUPPORTED: dict[str, str] = {
-    "test_basic_deform_conv_with_padding": "DeformConv (opset 22): no mapping registered",
-    "test_basic_deform_conv_without_padding": "DeformConv (opset 22): no mapping registered",
-    "test_deform_conv_with_mask_bias": "DeformConv (opset 22): no mapping registered",
-    "test_deform_conv_with_multiple_offset_groups": "DeformConv (opset 22): no mapping registered",
     "test_flexattention_causal_mask": "FlexAttention: the ONNX function body cannot be built: graph-valued attribute 'score_mod' cannot be passed back to onnx.defs",
     "test_flexattention_prob_mod": "FlexAttention: the ONNX function body cannot be built: graph-valued attribute 'prob_mod' cannot be passed back to onnx.defs",
     "test_flexattention_relative_positional": "FlexAttention: the ONNX function body cannot be built: graph-valued attribute 'score_mod' cannot be passed back to onnx.defs",

@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from ..opdef import FillFn, ShapeContext, define_op
+from ..opdef import FillFn, ShapeContext, define_op, per_spatial_axis, spatial_shape_of
 from .common import FLOATS, NUMERIC
-from .conv import check_spatial, out_size
+from .conv import _conv_shape, check_spatial, out_size
 
 Ints = tuple[int, ...]
 
@@ -265,4 +265,96 @@ def _col2im(x: np.ndarray, *, image_shape: Ints, block_shape: Ints, dilations: I
     .type_param("T", NUMERIC)
     .shape_fn(_col2im_shape)
     .compute(_col2im)
+)
+
+
+# -- DeformConv -----------------------------------------------------------------------------
+def _deform_conv_shape(ctx: ShapeContext) -> Any:
+    # X and W, the window attributes and group are a convolution's (bias is input 3 here)
+    (n, m, *out_sp), dtype = _conv_shape(ctx, with_bias=False)
+    xs, c = ctx.input_shape(0), ctx.input_shape(0)[1]
+    nsp = len(xs) - 2
+    og = ctx.attr("offset_group")
+    if isinstance(c, int) and c % og:
+        raise ctx.error(f"= {og} does not divide the {c} input channels", attr="offset_group")
+    kprod = math.prod(ctx.attr("kernel_shape"))
+    for i, name, per_tap in ((2, "offset", nsp), (4, "mask", 1)):
+        if not ctx.has_input(i):
+            continue
+        want = [n, og * kprod * per_tap, *out_sp]
+        got = list(ctx.input_shape(i))
+        if len(got) != len(want) or not all(ctx.dims_equal(a, b) for a, b in zip(got, want)):
+            what = f"{og} offset group(s) x {kprod} taps" + (f" x {nsp} axes" if per_tap > 1 else "")
+            raise ctx.error(f"{name} has shape {got}; it must be {want} ({what}, then the output's "
+                            f"spatial shape)", hint="check offset_group, the kernel and the window "
+                                                    "attributes against the model that made it")
+    if ctx.has_input(3) and tuple(ctx.input_shape(3)) != (m,):
+        raise ctx.error(f"bias B has shape {list(ctx.input_shape(3))}; it must be [{m}]")
+    return (n, m, *out_sp), dtype
+
+
+def _sample_columns(x: np.ndarray, offset: np.ndarray, *, offset_group: int, k: Ints, s: Ints,
+                    d: Ints, p: Ints, out_sp: Sequence[int], cdt: np.dtype) -> np.ndarray:
+    """The deformed im2col columns (N, C, prod(k), P): each tap of each output point read at its
+    window position plus its offset, N-linearly, zeros outside (torchvision, onnx.reference)."""
+    n, c, *in_sp = x.shape
+    nsp, kprod, npts = len(k), math.prod(k), math.prod(out_sp)
+    off = offset.reshape(n, offset_group, kprod, nsp, npts).astype(np.float64)
+    taps = np.array(list(np.ndindex(*k)), dtype=np.float64).reshape(kprod, nsp)
+    origin = [g.reshape(-1) for g in np.meshgrid(*[np.arange(o) for o in out_sp], indexing="ij")]
+    cog = c // offset_group
+    cols = np.empty((n, c, kprod, npts), cdt)
+    for og in range(offset_group):
+        per_axis = []
+        for a in range(nsp):
+            pos = (origin[a] * s[a] - p[a])[None, None, :] + (taps[:, a] * d[a])[None, :, None]
+            pos = pos + off[:, og, :, a, :]
+            per_axis.append(axis_taps(pos.reshape(n, -1), in_sp[a], "linear", "zeros", True))
+        flat, w = combine_taps(per_axis, in_sp)
+        xs = x[:, og * cog:(og + 1) * cog].astype(cdt, copy=False).reshape(n, cog, -1)
+        cols[:, og * cog:(og + 1) * cog] = gather_taps(xs, flat, w).reshape(n, cog, kprod, npts)
+    return cols
+
+
+def _deform_conv(x: np.ndarray, w: np.ndarray, offset: np.ndarray, b: np.ndarray | None = None,
+                 mask: np.ndarray | None = None, *, group: int, offset_group: int,
+                 kernel_shape: Ints, strides: Ints, dilations: Ints, pads: Ints) -> np.ndarray:
+    n, c = x.shape[:2]
+    m = w.shape[0]
+    out_sp = offset.shape[2:]
+    kprod, npts = math.prod(kernel_shape), math.prod(out_sp)
+    cdt = _compute_dtype(x.dtype)
+    cols = _sample_columns(x, offset, offset_group=offset_group, k=kernel_shape, s=strides,
+                           d=dilations, p=pads, out_sp=out_sp, cdt=cdt)
+    if mask is not None:
+        cols = cols.reshape(n, offset_group, c // offset_group, kprod, npts)
+        cols *= mask.astype(cdt, copy=False).reshape(n, offset_group, 1, kprod, npts)
+    cg, mg = c // group, m // group
+    y = np.matmul(w.astype(cdt, copy=False).reshape(1, group, mg, cg * kprod),
+                  cols.reshape(n, group, cg * kprod, npts))
+    y = y.reshape(n, m, *out_sp)
+    if b is not None:
+        y += b.astype(cdt, copy=False).reshape((1, m) + (1,) * len(out_sp))
+    return y.astype(x.dtype, copy=False)
+
+
+(
+    define_op("DeformConv")
+    .doc("Deformable convolution of X (N, C, D1..) with W (M, C/group, k1..): each kernel tap "
+         "reads X at its window position plus offset (N, offset_group*prod(k)*r, out..), "
+         "bilinearly, times the optional mask (N, offset_group*prod(k), out..); bias B (M)")
+    .input("X", "T").input("W", "T").input("offset", "T").input("B", "T", optional=True)
+    .input("mask", "T", optional=True)
+    .output("Y", "T")
+    .param("group", "int", default=1, minimum=1, doc="number of channel groups")
+    .param("offset_group", "int", default=1, minimum=1,
+           doc="number of channel groups that share one set of offsets (and mask)")
+    .param("kernel_shape", "ints", fill=spatial_shape_of(1), doc="absent = taken from W")
+    .param("strides", "ints", fill=per_spatial_axis(1), doc="one per spatial axis; absent = all 1")
+    .param("dilations", "ints", fill=per_spatial_axis(1), doc="one per spatial axis; absent = all 1")
+    .param("pads", "ints", fill=per_spatial_axis(0, entries=2),
+           doc="begins then ends, one pair per spatial axis; absent = no padding")
+    .type_param("T", FLOATS)
+    .shape_fn(_deform_conv_shape)
+    .compute(_deform_conv)
 )

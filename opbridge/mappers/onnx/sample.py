@@ -14,6 +14,7 @@ from typing import Any
 from ...parsers.origin import OriginNode
 from ..context import MapContext
 from ..registry import mapping
+from .conv import conv_attrs, ints_attr
 from .elementwise import ONNX, checked_attrs, required_input
 
 GRID_SAMPLE_ATTRS = ("align_corners", "mode", "padding_mode")
@@ -67,3 +68,15 @@ def col2im(node: OriginNode, g: MapContext) -> Any:
     block = tuple(int(v) for v in g.require_const(2, "block_shape").reshape(-1))
     attrs: dict[str, Any] = {k: tuple(int(v) for v in a[k]) for k in a}
     return g.op("Col2Im", [x], image_shape=image, block_shape=block, **attrs)
+
+
+@mapping(ONNX, "DeformConv", since_opset=19)
+def deform_conv(node: OriginNode, g: MapContext) -> Any:
+    checked_attrs(node, g, ("dilations", "group", "kernel_shape", "offset_group", "pads", "strides"))
+    x, w = required_input(g, 0, "X"), required_input(g, 1, "W")
+    offset = required_input(g, 2, "offset")
+    attrs = conv_attrs(node, g, x, w)
+    nsp = len(x.shape) - 2
+    attrs["pads"] = ints_attr(node, g, "pads", 2 * nsp) or (0,) * (2 * nsp)
+    attrs["offset_group"] = int(node.get_attr("offset_group", 1))
+    return g.op("DeformConv", [x, w, offset, g.input(3), g.input(4)], **attrs)

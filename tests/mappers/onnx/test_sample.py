@@ -13,7 +13,7 @@ from onnx.reference import ReferenceEvaluator
 import opbridge as ob
 from opbridge.cli import main
 from opbridge.errors import OpbridgeError
-from tests.conftest import requires_ort
+from tests.conftest import HAVE_ORT, requires_ort
 from tests.ir.ops.onnx_ref import onnx_node_model
 
 RNG = np.random.default_rng(18)
@@ -238,8 +238,7 @@ def test_col2im_vs_reference(image, block, attrs):
     model, feeds = model_of("Col2Im", [x, i64(image), i64(block)], opset=18, consts=(1, 2), **attrs)
     got = run_ours(model, feeds)
     assert_close(got, run_ref(model, feeds), rtol=1e-5, atol=1e-5)
-    if len(image) == 2:
-        pytest.importorskip("onnxruntime", reason="onnxruntime is the second reference")
+    if len(image) == 2 and HAVE_ORT:  # onnxruntime's Col2Im takes 2-D images
         assert_close(got, run_ort(model, feeds), rtol=1e-5, atol=1e-5)
 
 
@@ -273,3 +272,93 @@ def test_col2im_cli_error_and_hint(tmp_path, capsys):
     error, hint = _cli_error(capsys, model, tmp_path)
     assert "(Col2Im)" in error and "input has 8 columns" in error
     assert hint.startswith("hint: check the attributes")
+
+
+# -- DeformConv -----------------------------------------------------------------------------
+def _deform_inputs(n, c, m, hw, k, *, group=1, offset_group=1, strides=(1, 1), dilations=(1, 1),
+                   pads=(0, 0, 0, 0), bias=False, mask=False, spread=1.5):
+    out = [(hw[i] + pads[i] + pads[i + 2] - dilations[i] * (k[i] - 1) - 1) // strides[i] + 1
+           for i in range(2)]
+    kk = k[0] * k[1]
+    inputs = [randn(n, c, *hw), randn(m, c // group, *k),
+              RNG.uniform(-spread, spread, (n, offset_group * kk * 2, *out)).astype(np.float32),
+              randn(m) if bias else None,
+              RNG.uniform(0, 1, (n, offset_group * kk, *out)).astype(np.float32) if mask else None]
+    while inputs[-1] is None:
+        inputs.pop()
+    return inputs
+
+
+@pytest.mark.parametrize("opset", [19, 22])
+@pytest.mark.parametrize("kw, attrs", [
+    ({}, {}),
+    ({"bias": True, "mask": True, "pads": (1, 0, 1, 2)}, {"pads": [1, 0, 1, 2]}),
+    ({"strides": (2, 1), "dilations": (1, 2)}, {"strides": [2, 1], "dilations": [1, 2]}),
+    ({"group": 2, "bias": True}, {"group": 2}),
+    ({"group": 2, "offset_group": 2, "mask": True}, {"group": 2, "offset_group": 2}),
+    ({"offset_group": 4, "spread": 4.0}, {"offset_group": 4, "kernel_shape": [2, 3]}),
+], ids=["attrs=absent", "bias,mask,pads", "strides,dilations", "group", "offset_groups,mask",
+        "offset_group=4,far"])
+def test_deform_conv_vs_reference(opset, kw, attrs):
+    """Batch 2, random offsets (some reading outside the image), against onnx.reference and
+    (where installed) onnxruntime."""
+    k = tuple(attrs.get("kernel_shape", (3, 3)))
+    inputs = _deform_inputs(2, 4, 6, (6, 5), k, **kw)
+    model, feeds = model_of("DeformConv", inputs, opset=opset, consts=(1,), **attrs)
+    got = run_ours(model, feeds)
+    assert_close(got, run_ref(model, feeds), rtol=1e-4, atol=1e-4)
+    if HAVE_ORT:
+        assert_close(got, run_ort(model, feeds), rtol=1e-4, atol=1e-4)
+
+
+@requires_ort
+@pytest.mark.parametrize("shape, k, attrs", [
+    ((2, 3, 9), (3,), {"pads": [1, 2], "strides": [2]}),
+    ((1, 4, 4, 5, 6), (2, 3, 2), {"group": 2, "dilations": [1, 1, 2]}),
+], ids=["1-D", "3-D"])
+def test_deform_conv_without_offsets_is_conv(shape, k, attrs):
+    """1-D and 3-D (onnx.reference does 2-D only): zero offsets and no mask make the
+    convolution, which onnxruntime computes."""
+    nsp = len(k)
+    x, w = randn(*shape), randn(6, shape[1] // attrs.get("group", 1), *k)
+    conv, feeds = model_of("Conv", [x, w], opset=19, consts=(1,), **attrs)
+    want = run_ort(conv, feeds)
+    offset = np.zeros((shape[0], int(np.prod(k)) * nsp, *want.shape[2:]), np.float32)
+    model, feeds = model_of("DeformConv", [x, w, offset], opset=19, consts=(1,), **attrs)
+    assert_close(run_ours(model, feeds), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("change, attrs, match", [
+    ("offset-channels", {}, r"offset has shape \[1, 16, 3, 3\]; it must be \[1, 18, 3, 3\]"),
+    ("offset-spatial", {}, r"offset has shape \[1, 18, 2, 3\]; it must be \[1, 18, 3, 3\]"),
+    ("mask", {}, r"mask has shape \[1, 18, 3, 3\]; it must be \[1, 9, 3, 3\]"),
+    ("bias", {}, r"bias B has shape \[3\]; it must be \[4\]"),
+    ("none", {"offset_group": 3}, r"param 'offset_group': = 3 does not divide the 4 input channels"),
+    ("none", {"group": 3}, r"param 'group': = 3 does not divide the 4 input channels"),
+    ("none", {"pads": [1, 1]}, r"attribute 'pads'"),
+], ids=["offset-channels", "offset-spatial", "mask", "bias", "offset_group", "group", "pads-length"])
+def test_deform_conv_bad_shapes_and_attributes_are_refused(change, attrs, match):
+    x, w = randn(1, 4, 5, 5), randn(4, 4, 3, 3)
+    offset, mask, b = randn(1, 18, 3, 3), None, None
+    if change == "offset-channels":
+        offset = randn(1, 16, 3, 3)
+    elif change == "offset-spatial":
+        offset = randn(1, 18, 2, 3)
+    elif change == "mask":
+        b, mask = randn(4), randn(1, 18, 3, 3)
+    elif change == "bias":
+        b = randn(3)
+    inputs = [x, w, offset, b, mask]
+    while inputs[-1] is None:
+        inputs.pop()
+    model, _ = model_of("DeformConv", inputs, opset=19, consts=(1,), **attrs)
+    with pytest.raises(OpbridgeError, match=r"node '.*' \(DeformConv\).*" + match):
+        ob.convert(model)
+
+
+def test_deform_conv_cli_error_and_hint(tmp_path, capsys):
+    model, _ = model_of("DeformConv", [randn(1, 4, 5, 5), randn(4, 4, 3, 3), randn(1, 16, 3, 3)],
+                        opset=19, consts=(1,))
+    error, hint = _cli_error(capsys, model, tmp_path)
+    assert "(DeformConv)" in error and "offset has shape [1, 16, 3, 3]" in error
+    assert hint.startswith("hint: check offset_group")
