@@ -875,6 +875,7 @@ MAPPINGS: dict[tuple[str, str | None, str], tuple[str, ...]] = {
     ('torchscript', 'prim', 'device'): ('opbridge.mappers.torchscript.prim',),
     ('torchscript', 'prim', 'dtype'): ('opbridge.mappers.torchscript.prim',),
     ('torchscript', 'prim', 'unchecked_cast'): ('opbridge.mappers.torchscript.prim',),
+    ('torchscript', 'torchvision', 'deform_conv2d'): ('opbridge.mappers.torchscript.sample',),
 }
 
 FALLBACKS: dict[str, tuple[str, ...]] = {

@@ -51,3 +51,19 @@ def col2im(node: OriginNode, g: MapContext) -> Any:
     y = g.op("Col2Im", [x], image_shape=tuple(image), block_shape=tuple(block),
              dilations=tuple(dilation), pads=tuple(padding) * 2, strides=tuple(stride))
     return g.op("Squeeze", [y], axes=(0,)) if unbatched else y
+
+
+@ts_mapping("torchvision::deform_conv2d")
+def deform_conv2d(node: OriginNode, g: MapContext) -> Any:
+    # (input, weight, offset, mask, bias, stride_h, stride_w, pad_h, pad_w, dilation_h,
+    #  dilation_w, groups, offset_groups, use_mask): torchvision.ops.deform_conv2d, whose
+    # wrapper always passes a bias (zeros when absent) and a mask (read only with use_mask)
+    a = Args(node, g)
+    x, w, offset = a.tensor(0, "input"), a.tensor(1, "weight"), a.tensor(2, "offset")
+    mask = a.tensor(3, "mask") if bool(a.py(13, False, "use_mask")) else None
+    bias = a.optional_tensor(4)
+    sh, sw, ph, pw, dh, dw = (a.int(i, what=what) for i, what in enumerate(
+        ("stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w"), start=5))
+    return g.op("DeformConv", [x, w, offset, bias, mask], strides=(sh, sw), pads=(ph, pw, ph, pw),
+                dilations=(dh, dw), group=a.int(11, what="groups"),
+                offset_group=a.int(12, what="offset_groups"))
