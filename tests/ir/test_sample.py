@@ -1,0 +1,87 @@
+"""The IR ops GridSample, Col2Im and DeformConv built directly: symbolic dims, required
+attributes, empty outputs, and (onnx.reference) the IR's own attribute names."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import opbridge as ob
+from opbridge.errors import AttrError, ShapeError
+from tests.ir.ops.onnx_ref import onnx_node_model
+
+RNG = np.random.default_rng(7)
+
+
+def _node(op: str, inputs: list[tuple[str, tuple]], **attrs):
+    b = ob.GraphBuilder("g")
+    vals = [b.input(name, "f32", shape) for name, shape in inputs]
+    return b, b.op(op, vals, name="n", **attrs)
+
+
+def test_grid_sample_keeps_symbolic_dims():
+    _, y = _node("GridSample", [("x", ("N", 3, "H", "W")), ("g", ("N", "h", 7, 2))])
+    assert tuple(y.shape) == ("N", 3, "h", 7)
+
+
+def test_col2im_symbolic_batch_and_channels():
+    _, y = _node("Col2Im", [("c", ("N", 12, 8))], image_shape=(5, 5), block_shape=(2, 2),
+                 strides=(2, 1))
+    assert tuple(y.shape) == ("N", 3, 5, 5)
+
+
+def test_deform_conv_symbolic_batch():
+    b = ob.GraphBuilder("g")
+    x = b.input("x", "f32", ("N", 4, 6, 5))
+    off = b.input("off", "f32", ("N", 18, 4, 3))
+    w = b.constant("w", RNG.standard_normal((8, 4, 3, 3)).astype(np.float32))
+    y = b.op("DeformConv", [x, w, off], name="n")
+    assert tuple(y.shape) == ("N", 8, 4, 3)
+    # every per-axis attribute is explicit on the node (filled from W and the rank)
+    b.output(y)
+    node = b.build(require_static=False).nodes[0]
+    assert node.attrs["kernel_shape"] == (3, 3) and node.attrs["pads"] == (0, 0, 0, 0)
+
+
+def test_col2im_needs_image_and_block_shape():
+    with pytest.raises(AttrError, match=r"node 'n' \(Col2Im\) param 'image_shape': required but absent"):
+        _node("Col2Im", [("c", (1, 12, 12))], block_shape=(2, 2))
+
+
+def test_grid_sample_mode_names_are_onnx_20s():
+    with pytest.raises(AttrError, match=r"param 'mode'"):
+        _node("GridSample", [("x", (1, 3, 4, 4)), ("g", (1, 2, 2, 2))], mode="bilinear")
+
+
+def test_deform_conv_offset_of_the_wrong_shape():
+    with pytest.raises(ShapeError, match=r"node 'n' \(DeformConv\): offset has shape"):
+        b = ob.GraphBuilder("g")
+        x = b.input("x", "f32", (1, 4, 6, 5))
+        w = b.constant("w", np.zeros((8, 4, 3, 3), np.float32))
+        b.op("DeformConv", [x, w, b.input("off", "f32", (1, 18, 3, 3))], name="n")
+
+
+def test_grid_sample_empty_grid_gives_an_empty_output():
+    x = RNG.standard_normal((1, 2, 3, 3)).astype(np.float32)
+    g = np.zeros((1, 0, 4, 2), np.float32)
+    b, y = _node("GridSample", [("x", x.shape), ("g", g.shape)])
+    b.output(y)
+    out = ob.interpret(b.build(), {"x": x, "g": g})[y.name]
+    assert out.shape == (1, 2, 0, 4)
+
+
+@pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
+def test_grid_sample_ir_attributes_are_onnx_attributes(mode):
+    """The IR node's attributes, given to an ONNX node as they are, mean the same there."""
+    from onnx.reference import ReferenceEvaluator
+
+    x = RNG.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    g = RNG.uniform(-1.2, 1.2, (2, 3, 3, 2)).astype(np.float32)
+    b, y = _node("GridSample", [("x", x.shape), ("g", g.shape)], mode=mode,
+                 padding_mode="reflection", align_corners=1)
+    b.output(y)
+    graph = b.build()
+    got = ob.interpret(graph, {"x": x, "g": g})[y.name]
+    model, feeds = onnx_node_model("GridSample", [x, g], opset=22, **graph.nodes[0].attrs)
+    np.testing.assert_allclose(got, ReferenceEvaluator(model).run(None, feeds)[0], rtol=1e-4,
+                               atol=1e-5)
