@@ -85,3 +85,21 @@ def test_grid_sample_ir_attributes_are_onnx_attributes(mode):
     model, feeds = onnx_node_model("GridSample", [x, g], opset=22, **graph.nodes[0].attrs)
     np.testing.assert_allclose(got, ReferenceEvaluator(model).run(None, feeds)[0], rtol=1e-4,
                                atol=1e-5)
+
+
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+def test_grid_sample_non_finite_points_do_not_crash(padding):
+    """A NaN point reads 0 (no index to gather); an infinite one in zeros padding reads 0 too
+    (it is outside), while border clamps it to the edge (the spec's rule: onnxruntime casts
+    such a coordinate to an int, which C++ leaves undefined, so no reference says more)."""
+    x = np.arange(1, 10, dtype=np.float32).reshape(1, 1, 3, 3)
+    g = np.array([[[[np.nan, 0.0], [np.inf, 0.0]]]], np.float32)
+    b, y = _node("GridSample", [("x", x.shape), ("g", g.shape)], padding_mode=padding,
+                 mode="nearest", align_corners=1)
+    b.output(y)
+    out = ob.interpret(b.build(), {"x": x, "g": g})[y.name]
+    assert out.shape == (1, 1, 1, 2) and out[0, 0, 0, 0] == 0
+    if padding == "zeros":
+        assert out[0, 0, 0, 1] == 0
+    if padding == "border":
+        assert out[0, 0, 0, 1] == 6  # the middle row's last pixel

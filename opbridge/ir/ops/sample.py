@@ -77,9 +77,10 @@ def reflect(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
         return np.full_like(x, lo)
     below, above = x < lo, x > hi
     dx = np.where(below, lo - x, x - hi)
-    n = np.trunc(dx / span)
-    r = dx - n * span
-    even = np.fmod(n, 2) == 0
+    with np.errstate(invalid="ignore"):  # an infinite point folds to NaN, which reads nothing
+        n = np.trunc(dx / span)
+        r = dx - n * span
+        even = np.fmod(n, 2) == 0
     folded = np.where(below == even, lo + r, hi - r)
     return np.where(below | above, folded, x)
 
@@ -118,6 +119,9 @@ def axis_taps(x: np.ndarray, length: int, mode: str, padding_mode: str,
         else:
             w, offsets = _cubic_weights(t), np.arange(-1.0, 3.0)
     idx = base[..., None] + offsets
+    bad = np.isnan(idx)
+    if bad.any():  # a NaN point reads nothing (0), rather than an index no gather can take
+        w, idx = np.where(bad, 0.0, w), np.where(bad, 0.0, idx)
     if padding_mode == "zeros":
         w = np.where((idx >= 0) & (idx <= length - 1), w, 0.0)
     elif padding_mode == "reflection":
