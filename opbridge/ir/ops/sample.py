@@ -149,11 +149,14 @@ def gather_taps(xf: np.ndarray, flat: np.ndarray, w: np.ndarray) -> np.ndarray:
     xt = np.ascontiguousarray(xf.transpose(0, 2, 1)).reshape(n * size, c)
     base = (np.arange(n) * size)[:, None]
     out = np.zeros((n * flat.shape[1], c), xf.dtype)
+    buf = np.empty_like(out)  # one tap's values, reused: no temporary per tap
     wc = w.astype(xf.dtype)
     for t in range(flat.shape[-1]):
         wt = wc[..., t].reshape(-1, 1)
         if wt.any():
-            out += np.take(xt, (flat[..., t] + base).reshape(-1), axis=0) * wt
+            np.take(xt, (flat[..., t] + base).reshape(-1), axis=0, out=buf)
+            buf *= wt
+            out += buf
     return out.reshape(n, -1, c).transpose(0, 2, 1)
 
 
