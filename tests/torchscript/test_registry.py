@@ -44,9 +44,14 @@ def test_every_mapped_kind_is_a_torch_operator() -> None:
     import torch
 
     schemas = {s.name for s in torch._C._jit_get_all_schemas()}
-    # opbridge:: kinds are added by the parser's functionalisation, not by torch
+    # opbridge:: kinds are added by the parser's functionalisation, not by torch; torchvision::
+    # kinds by torchvision's C++ extension, which the CPU torch wheel may not load (then
+    # tests/torchscript/test_sample.py declares the schema it maps)
+    # (roi_align: an op of the extension that tests/torchscript/_torchvision.py does not declare)
+    vision = hasattr(torch.ops.torchvision, "roi_align")
     unknown = sorted(k for k in _kinds()
-                     if k not in schemas and k not in _PRIM_NODES and not k.startswith("opbridge::"))
+                     if k not in schemas and k not in _PRIM_NODES and not k.startswith("opbridge::")
+                     and (vision or not k.startswith("torchvision::")))
     assert not unknown, f"mapped kinds torch does not have: {unknown}"
 
 
