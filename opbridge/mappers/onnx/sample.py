@@ -29,17 +29,17 @@ def _str(v: Any) -> str:
 
 
 def _grid_sample(node: OriginNode, g: MapContext, modes: dict[str, str]) -> Any:
-    a = checked_attrs(node, g, GRID_SAMPLE_ATTRS)
+    checked_attrs(node, g, GRID_SAMPLE_ATTRS)  # absent ones hold the schema's defaults
     x, grid = required_input(g, 0, "X"), required_input(g, 1, "grid")
-    mode = _str(a.get("mode", "bilinear" if "bilinear" in modes else "linear"))
+    mode = _str(node.get_attr("mode"))
     if mode not in modes:
         raise g.error(f"= {mode!r}: must be one of {', '.join(modes)} at opset {g.opset}",
                       attr="mode", hint="GridSample-16 says bilinear/bicubic, -20 linear/cubic")
-    padding = _str(a.get("padding_mode", "zeros"))
+    padding = _str(node.get_attr("padding_mode"))
     if padding not in PADDING_MODES:
         raise g.error(f"= {padding!r}: must be one of {', '.join(PADDING_MODES)}",
                       attr="padding_mode")
-    align = int(a.get("align_corners", 0))
+    align = int(node.get_attr("align_corners"))
     if align not in (0, 1):
         raise g.error(f"= {align}: must be 0 or 1", attr="align_corners")
     return g.op("GridSample", [x, grid], mode=modes[mode], padding_mode=padding,
@@ -78,5 +78,5 @@ def deform_conv(node: OriginNode, g: MapContext) -> Any:
     attrs = conv_attrs(node, g, x, w)
     nsp = len(x.shape) - 2
     attrs["pads"] = ints_attr(node, g, "pads", 2 * nsp) or (0,) * (2 * nsp)
-    attrs["offset_group"] = int(node.get_attr("offset_group", 1))
+    attrs["offset_group"] = int(node.get_attr("offset_group"))
     return g.op("DeformConv", [x, w, offset, g.input(3), g.input(4)], **attrs)
