@@ -4,7 +4,9 @@ ONNX requires the two dtypes to have the same bit width, and the shape then stay
 also takes widths that differ, as torch's ``view(dtype)`` does: the last axis is multiplied (to
 a narrower type) or divided (to a wider one) by the ratio of the widths. Sub-byte types (int4,
 float4, int2, ...) sit one element per byte in memory (see ir/types.py), so they only bit-cast
-to types of their own width. The bytes are read little endian, as ONNX requires.
+to types of their own width. The bytes are read little endian, as ONNX requires. To bool,
+every non-zero byte is true (numpy holds a bool as 0 / 1), so a u8 2 cast to bool and back is 1,
+where ONNX's reference keeps the byte.
 """
 
 from __future__ import annotations

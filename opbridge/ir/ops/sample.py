@@ -29,7 +29,8 @@ import numpy as np
 
 from ..opdef import FillFn, ShapeContext, define_op, per_spatial_axis, spatial_shape_of
 from .common import FLOATS, NUMERIC
-from .conv import _conv_shape, check_spatial, out_size
+from .conv import _compute_dtype, _conv_shape, check_spatial, out_size, taps
+from .resize import _kernel
 
 Ints = tuple[int, ...]
 
@@ -37,10 +38,6 @@ GRID_MODES = ("linear", "nearest", "cubic")
 PADDING_MODES = ("zeros", "border", "reflection")
 #: Keys' cubic convolution coefficient GridSample uses (onnx.reference, PyTorch).
 CUBIC_A = -0.75
-
-
-def _compute_dtype(dt: np.dtype) -> np.dtype:
-    return np.dtype(np.float64) if dt == np.float64 else np.dtype(np.float32)
 
 
 # -- GridSample -----------------------------------------------------------------------------
@@ -86,12 +83,9 @@ def reflect(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
 
 
 def _cubic_weights(t: np.ndarray) -> np.ndarray:
-    """Keys' cubic weights of the taps at -1, 0, 1, 2 from fraction ``t`` (..., 4)."""
-    a = CUBIC_A
-    d = np.stack([t + 1, t, 1 - t, 2 - t], axis=-1)
-    near = ((a + 2) * d - (a + 3)) * d * d + 1
-    far = ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
-    return np.where(d <= 1, near, far)
+    """Keys' cubic weights of the taps at -1, 0, 1, 2 from fraction ``t`` (..., 4), Resize's
+    cubic kernel."""
+    return _kernel(np.arange(-1.0, 3.0) - t[..., None], "cubic", CUBIC_A)
 
 
 def axis_taps(x: np.ndarray, length: int, mode: str, padding_mode: str,
@@ -154,7 +148,7 @@ def gather_taps(xf: np.ndarray, flat: np.ndarray, w: np.ndarray) -> np.ndarray:
     for t in range(flat.shape[-1]):
         wt = wc[..., t].reshape(-1, 1)
         if wt.any():
-            np.take(xt, (flat[..., t] + base).reshape(-1), axis=0, out=buf)
+            np.take(xt, (flat[..., t] + base).reshape(-1), axis=0, out=buf, mode="clip")  # in range
             buf *= wt
             out += buf
     return out.reshape(n, -1, c).transpose(0, 2, 1)
@@ -254,10 +248,8 @@ def _col2im(x: np.ndarray, *, image_shape: Ints, block_shape: Ints, dilations: I
     cols = x.reshape(n, c, kprod, *blocks)
     full = [image_shape[i] + p[i] + p[i + nsp] for i in range(nsp)]
     acc = np.zeros((n, c, *full), x.dtype)
-    for t, pos in enumerate(np.ndindex(*k)):  # one strided view per kernel tap
-        sl = tuple(slice(pos[i] * d[i], pos[i] * d[i] + (blocks[i] - 1) * s[i] + 1, s[i])
-                   for i in range(nsp))
-        acc[(slice(None), slice(None)) + sl] += cols[:, :, t]
+    for t, view in taps(acc, k, s, d, blocks):  # one strided view per kernel tap
+        view += cols[:, :, t]
     crop = tuple(slice(p[i], p[i] + image_shape[i]) for i in range(nsp))
     return np.ascontiguousarray(acc[(slice(None), slice(None)) + crop])
 
@@ -294,7 +286,8 @@ def _deform_conv_shape(ctx: ShapeContext) -> Any:
             continue
         want = [n, og * kprod * per_tap, *out_sp]
         got = list(ctx.input_shape(i))
-        if len(got) != len(want) or not all(ctx.dims_equal(a, b) for a, b in zip(got, want)):
+        if len(got) != len(want) or any(isinstance(a, int) and isinstance(b, int) and a != b
+                                        for a, b in zip(got, want)):
             what = f"{og} offset group(s) x {kprod} taps" + (f" x {nsp} axes" if per_tap > 1 else "")
             raise ctx.error(f"{name} has shape {got}; it must be {want} ({what}, then the output's "
                             f"spatial shape)", hint="check offset_group, the kernel and the window "
@@ -322,8 +315,10 @@ def _sample_columns(x: np.ndarray, offset: np.ndarray, *, offset_group: int, k: 
             pos = pos + off[:, og, :, a, :]
             per_axis.append(axis_taps(pos.reshape(n, -1), in_sp[a], "linear", "zeros", True))
         flat, w = combine_taps(per_axis, in_sp)
+        flat, w = flat.reshape(n, kprod, npts, -1), w.reshape(n, kprod, npts, -1)
         xs = x[:, og * cog:(og + 1) * cog].astype(cdt, copy=False).reshape(n, cog, -1)
-        cols[:, og * cog:(og + 1) * cog] = gather_taps(xs, flat, w).reshape(n, cog, kprod, npts)
+        for t in range(kprod):  # one kernel tap at a time: memory of one tap's columns
+            cols[:, og * cog:(og + 1) * cog, t] = gather_taps(xs, flat[:, t], w[:, t])
     return cols
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import InterpretError
 from ..opdef import ShapeContext, define_op
 from .common import ALL, LOWP
 
@@ -59,8 +60,10 @@ def tensor_scatter(cache: np.ndarray, update: np.ndarray, write_indices: np.ndar
         pos %= max(n_max, 1)
     elif pos.size and (pos.min() < 0 or pos.max() >= n_max):
         bad = int(np.flatnonzero((pos < 0).any(1) | (pos >= n_max).any(1))[0])
-        raise IndexError(f"batch row {bad}: write index {int(start[bad])} + sequence length {n} "
-                         f"does not fit a cache of length {n_max} (mode linear)")
+        raise InterpretError(f"batch row {bad}: write index {int(start[bad])} + sequence length {n} "
+                             f"does not fit a cache of length {n_max} (mode linear)",
+                             hint="keep write_indices[b] + the update's length <= the cache's "
+                             "length, or use mode='circular'")
     shape = [1] * cache.ndim
     shape[0], shape[axis] = cache.shape[0], n
     out = cache.copy()

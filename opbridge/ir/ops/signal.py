@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import InterpretError
 from ..opdef import ShapeContext, TypeAndShape, define_op
 from ..types import to_numpy_dtype
 from .common import FLOATS, NUMERIC
@@ -45,20 +46,18 @@ def _stft_shape(ctx: ShapeContext) -> Any:
         raise ctx.error(f"{n} must be >= 1", attr="frame_length")
     if ctx.has_input(1):
         w = ctx.input_shape(1)
-        if len(w) != 1 or not ctx.dims_equal(w[0], n):
+        # a window of symbolic length is checked when it arrives (stft)
+        if len(w) != 1 or (isinstance(w[0], int) and w[0] != n):
             raise ctx.error(f"window has shape {list(w)}; it needs [{n}] (frame_length)",
                             hint="give a 1-D window of frame_length values")
         if ctx.input_dtype(1) != ctx.input_dtype(0):
             raise ctx.error(f"window is {ctx.input_dtype(1)}, signal {ctx.input_dtype(0)}; they "
                             "must match")
     length = shape[1]
-    if isinstance(length, int):
-        if n > length:
-            raise ctx.error(f"{n} is longer than the signal ({length})", attr="frame_length",
-                            hint="a frame must fit in the signal")
-        frames: Any = (length - n) // step + 1
-    else:
-        frames = ctx.runtime_dim("frames")
+    if isinstance(length, int) and n > length:
+        raise ctx.error(f"{n} is longer than the signal ({length})", attr="frame_length",
+                        hint="a frame must fit in the signal")
+    frames = ctx.dim_add(ctx.dim_floordiv(ctx.dim_sub(length, n), step), 1)
     bins = n // 2 + 1 if ctx.attr("onesided") else n
     return (shape[0], frames, bins, 2), ctx.input_dtype(0)
 
@@ -67,6 +66,12 @@ def stft(signal: np.ndarray, window: np.ndarray | None = None, *, frame_step: in
          frame_length: int, onesided: int) -> np.ndarray:
     """[batch, frames, bins, 2]: the DFT of every windowed frame (unnormalised)."""
     n = frame_length
+    if signal.shape[1] < n:
+        raise InterpretError(f"the signal has {signal.shape[1]} samples, fewer than frame_length {n}",
+                             hint="feed a signal of at least frame_length samples")
+    if window is not None and window.shape != (n,):
+        raise InterpretError(f"the window has shape {list(window.shape)}; it needs [{n}] (frame_length)",
+                             hint="feed a 1-D window of frame_length values")
     frames = (signal.shape[1] - n) // frame_step + 1
     wide = np.float64 if signal.dtype == np.float64 else np.float32
     x = signal.astype(wide)

@@ -10,23 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from ...parsers.origin import Framework, OriginNode
 from ..context import MapContext
 from ..registry import mapping
 from .elementwise import checked_attrs, ir_dtype, required_input
+from .shape import const_scalar
 
 ONNX = Framework.ONNX
-
-
-def _scalar(g: MapContext, i: int, what: str) -> Any:
-    """Constant input ``i``, which must hold one value."""
-    data = np.asarray(g.require_const(i, what))
-    if data.size != 1:
-        raise g.error(f"input {i} ({what}) has shape {list(data.shape)}; it must be a scalar",
-                      hint=f"give {what} as a single value")
-    return data.reshape(()).item()
 
 
 @mapping(ONNX, "STFT", since_opset=17)
@@ -34,9 +24,9 @@ def stft(node: OriginNode, g: MapContext) -> Any:
     attrs = checked_attrs(node, g, ("onesided",))
     signal = required_input(g, 0, "signal")
     g.const(3)  # asks for both sizes at once (see mel_weight_matrix)
-    attrs["frame_step"] = int(_scalar(g, 1, "frame_step"))
+    attrs["frame_step"] = int(const_scalar(g, 1, "frame_step"))
     if g.has_input(3):
-        attrs["frame_length"] = int(_scalar(g, 3, "frame_length"))
+        attrs["frame_length"] = int(const_scalar(g, 3, "frame_length"))
     return g.op("STFT", [signal, g.input(2)], **attrs)
 
 
@@ -48,7 +38,7 @@ def mel_weight_matrix(node: OriginNode, g: MapContext) -> Any:
     attrs = checked_attrs(node, g, ("output_datatype",))
     for i in range(len(_MEL_INPUTS)):  # asks for every one, so that all are known in one go
         g.const(i)
-    params: dict[str, Any] = {name: _scalar(g, i, name) for i, name in enumerate(_MEL_INPUTS)}
+    params: dict[str, Any] = {name: const_scalar(g, i, name) for i, name in enumerate(_MEL_INPUTS)}
     for name in _MEL_INPUTS[:3]:
         params[name] = int(params[name])
     for name in _MEL_INPUTS[3:]:

@@ -212,3 +212,42 @@ def test_mel_weight_matrix_operands_fed_at_run_time_are_refused(tmp_path: Path,
     assert any(line.startswith("error:") and "MelWeightMatrix" in line and "run time" in line
                for line in lines)
     assert any(line.startswith("hint:") for line in lines)
+
+
+def test_stft_review_cases_symbolic_length_and_short_signal():
+    """A symbolic signal length gives a frame count that is an expression of it, a symbolic
+    window length is taken, and a run-time signal shorter than frame_length is an error naming
+    the node (onnxruntime refuses it too), not an empty result."""
+    node = helper.make_node("STFT", ["x", "step", "w"], ["y"])
+    g = helper.make_graph(
+        [node], "stft_sym",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, "L", 1]),
+         helper.make_tensor_value_info("w", TensorProto.FLOAT, ["W"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, "F", 5, 2])],
+        [helper.make_tensor("step", TensorProto.INT64, [], [4])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(ob.OpbridgeError):
+        ob.convert(m)  # frame_length unknown: neither the window nor the signal is static
+    node = helper.make_node("STFT", ["x", "step", "w", "n"], ["y"])
+    g = helper.make_graph(
+        [node], "stft_sym",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, "L", 1]),
+         helper.make_tensor_value_info("w", TensorProto.FLOAT, ["W"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, "F", 5, 2])],
+        [helper.make_tensor("step", TensorProto.INT64, [], [4]),
+         helper.make_tensor("n", TensorProto.INT64, [], [8])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(m)
+    gr = ob.convert(m)
+    frames = gr.outputs[0].shape[1]
+    assert not isinstance(frames, int) and "L" in str(frames)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 20, 1)).astype(np.float32)
+    w = np.hanning(8).astype(np.float32)
+    ref = ReferenceEvaluator(m).run(None, {"x": x, "w": w})[0]
+    got = ob.interpret(gr, {"x": x, "w": w})
+    np.testing.assert_allclose(list(got.values())[0], ref, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ob.OpbridgeError, match="frame_length"):
+        ob.interpret(gr, {"x": x[:, :5], "w": w})
+    with pytest.raises(ob.OpbridgeError, match="window"):
+        ob.interpret(gr, {"x": x, "w": w[:6]})
