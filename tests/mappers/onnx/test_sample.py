@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import opbridge as ob
@@ -362,3 +362,23 @@ def test_deform_conv_cli_error_and_hint(tmp_path, capsys):
     error, hint = _cli_error(capsys, model, tmp_path)
     assert "(DeformConv)" in error and "offset has shape [1, 16, 3, 3]" in error
     assert hint.startswith("hint: check offset_group")
+
+
+def test_deform_conv_with_symbolic_dims_converts_and_runs():
+    """Offsets whose dims are symbolic where X's are (a dynamic model) are taken; only dims
+    known to differ are refused. The result matches onnx.reference at one size."""
+    node = helper.make_node("DeformConv", ["x", "w", "off"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    g = helper.make_graph(
+        [node], "dc_sym",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4, "h", "w"]),
+         helper.make_tensor_value_info("off", TensorProto.FLOAT, ["n", 18, "oh", "ow"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 5, "h", "w"])],
+        [numpy_helper.from_array(np.random.default_rng(1).standard_normal((5, 4, 3, 3)).astype(np.float32), "w")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    gr = ob.convert(m)
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal((2, 4, 6, 7)).astype(np.float32),
+             "off": rng.standard_normal((2, 18, 6, 7)).astype(np.float32)}
+    ref = ReferenceEvaluator(m).run(None, feeds)[0]
+    got = list(ob.interpret(gr, feeds).values())[0]
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
