@@ -20,6 +20,9 @@ CONTEXT_FIELDS = ("framework", "kind", "node", "op_type", "attribute", "value", 
 #: The fields rendered in front of the message (the others are data only: ``opset`` and
 #: ``source`` for tools and the CLI; ``ir_node``/``ir_op`` because the IR names its node itself).
 _RENDERED = ("framework", "kind", "node", "op_type", "attribute", "value")
+#: The frameworks whose tag (``[onnx]``) a raiser may write at the start of its detail: the tag is
+#: then read into the ``framework`` field, so that the context added on the way up renders it once.
+_FRAMEWORK_TAGS = ("onnx", "caffe", "torchscript")
 
 
 class OpbridgeError(Exception):
@@ -50,6 +53,11 @@ class OpbridgeError(Exception):
     def __init__(self, message: str, *, hint: str | None = None, located: bool = False,
                  **context: Any) -> None:
         super().__init__(message)
+        tag, sep, rest = message.partition("] ")
+        if sep and tag.startswith("[") and tag[1:] in _FRAMEWORK_TAGS and not located:
+            # the tag is context written into the text: kept as the field it stands for
+            message = rest
+            context.setdefault("framework", tag[1:])
         self.detail = message
         self.hint = hint if hint is not None else self.default_hint
         for name in CONTEXT_FIELDS:

@@ -241,6 +241,13 @@ class GraphBuilder:
         self._constants[v.name] = v
         return v
 
+    def owns(self, v: Value) -> bool:
+        """Whether ``v`` was made by this builder: one of its inputs, constants or node outputs
+        (a value of an enclosing graph's builder is not)."""
+        if v.producer is not None:
+            return any(n is v.producer for n in self._nodes)
+        return any(x is v for x in self._inputs) or self._constants.get(v.name) is v
+
     # -- ops ----------------------------------------------------------------------------
     def op(
         self,

@@ -153,7 +153,7 @@ class Conversion:
         if depth == 0:
             return v
         frame = self.frames[depth - 1]
-        if frame.owns(v):
+        if frame.builder.owns(v):
             return v
         inner = frame.seen.get(id(v))
         if inner is None:
@@ -453,12 +453,6 @@ class _Frame:
         self.prefix = prefix
         self.captures: list[Value] = []
         self.seen: dict[int, Value] = {}
-
-    def owns(self, v: Value) -> bool:
-        b = self.builder
-        if v.producer is not None:
-            return any(n is v.producer for n in b.nodes)
-        return any(x is v for x in b._inputs) or b._constants.get(v.name) is v
 
 
 def _given_shape(t: TensorInfo, given_raw: Sequence[int]) -> tuple[int, ...]:

@@ -205,9 +205,14 @@ UNKNOWN_ELEMENT_HINT = ("give the shape of a sequence input's tensors (--input-s
 def _concat_shape(ctx: ShapeContext) -> Any:
     shape = list(ctx.input_shape(0))
     new_axis = ctx.attr("new_axis")
-    if not shape and not new_axis:  # () is also what an empty or undeclared sequence has
-        raise ctx.error("the sequence's tensors have no known shape (it is empty, or an input that "
-                        "declares none); only new_axis=1 joins 0-d tensors", hint=UNKNOWN_ELEMENT_HINT)
+    if not shape and not new_axis:
+        # () is the shape of 0-d tensors, and also all the graph knows of an empty sequence's or
+        # of an input's that declares none: both cases are named, the graph cannot tell them apart
+        raise ctx.error(f"axis {ctx.attr('axis')} joins the tensors along one of their dims, but the "
+                        "sequence's tensors are 0-d as far as the graph knows (scalars, or of no "
+                        "known shape: an empty sequence, or an input that declares none)",
+                        hint="0-d tensors have no dim to join along: new_axis=1 stacks them into a "
+                             "1-d tensor; if they are not 0-d, " + UNKNOWN_ELEMENT_HINT)
     axis = ctx.normalize_axis(ctx.attr("axis"), len(shape) + (1 if new_axis else 0))
     if new_axis:
         shape.insert(axis, f"{ctx.node_name}.d{axis}")

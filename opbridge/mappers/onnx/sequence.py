@@ -106,11 +106,15 @@ def concat_from_sequence(node: OriginNode, g: MapContext) -> Any:
     seq = _required(g, 0, "input_sequence")
     axis, new_axis = int(node.get_attr("axis")), bool(node.get_attr("new_axis"))
     if seq.shape == () and not new_axis:
-        if _declared_input(g, seq):  # known to be 0-d: no shape given would help
+        # known to be 0-d (a tensor that went in is): no shape given would help
+        made_by = seq.producer.op if seq.producer is not None else None
+        if _declared_input(g, seq) or made_by in ("SequenceConstruct", "SequenceInsert", "SplitToSequence"):
+            source = f"made by {made_by}" if made_by else "a graph input"
             raise g.error(f"axis {axis} joins the tensors along one of their dims, but the tensors of "
-                          f"sequence '{seq.name}' (a graph input) are declared 0-d",
+                          f"sequence '{seq.name}' ({source}) are {'declared ' if not made_by else ''}0-d",
                           hint="0-d tensors have no dim to join along: only new_axis=1 stacks them "
-                               "(into a 1-d tensor); or declare the tensors' real shape in the model")
+                               "(into a 1-d tensor)" + ("" if made_by else
+                                                        "; or declare the tensors' real shape in the model"))
         raise _element_shape_unknown(g, seq, f"axis {axis} joins the tensors along one of their dims")
     if _undeclared_input(g, seq):
         raise _element_shape_unknown(g, seq, "the result is typed by the sequence's tensors")
