@@ -20,8 +20,57 @@ COMMANDS = ("demo", "convert", "ops", "show", "export-torchscript", "calibrate",
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
+#: The example commands each command's ``--help`` ends with (a test parses every one of them).
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "demo": ("opbridge demo --out-dir demo",
+             "opbridge demo ../shared/models/caffe/squeezenet_v1.1 --target bm1684x"),
+    "convert": ("opbridge convert model.onnx -o model.obir",
+                "opbridge convert deploy.prototxt --weights net.caffemodel -o net.obir",
+                "opbridge convert model.onnx --input-shape input=1,3,224,224 -o model.obir",
+                "opbridge convert model.ts.json --plugin my_op.py -o model.obir"),
+    "ops": ("opbridge ops", "opbridge ops --framework caffe"),
+    "show": ("opbridge show model.obir", "opbridge show deploy.prototxt --weights net.caffemodel"),
+    "export-torchscript": ("opbridge export-torchscript model.pt --input-shape x=1,3,224,224 "
+                           "-o model.ts.json",),
+    "calibrate": ("opbridge calibrate model.onnx --data calib/ -o table.json",
+                  "opbridge calibrate model.onnx --data images/ --mean 104,117,123 --method percentile "
+                  "-o table.json"),
+    "quantize": ("opbridge quantize model.onnx --table table.json -o model.int8.obir",
+                 "opbridge quantize model.onnx --dtype f16 -o model.f16.obir"),
+    "compile": ("opbridge compile model.obir -o model.obprog",
+                "opbridge compile model.onnx --target bm1684x -o model.obprog",
+                "opbridge compile model.obir --lmem-kib 64 -o small.obprog"),
+    "run": ("opbridge run model.obprog --random-input -o out.npz",
+            "opbridge run model.obprog --input data=x.npy"),
+    "profile": ("opbridge profile model.obprog", "opbridge profile model.obprog --trace trace.json"),
+    "validate": ("opbridge validate model.onnx",
+                 "opbridge validate deploy.prototxt --weights net.caffemodel --report report.json",
+                 "opbridge validate model.onnx --per-layer --html report.html",
+                 "opbridge validate model.onnx --quantize table.json"),
+    "plugin": ("opbridge plugin new ScaleShift --framework caffe",),
+    "random-weights": ("opbridge random-weights deploy.prototxt -o net.caffemodel --seed 0",),
+    "batch": ("opbridge batch validate zoo/ --jobs 2 -o zoo-out",
+              "opbridge batch compile a.onnx b.onnx --target bm1684x"),
+    "serve": ("opbridge serve --data ./jobs", "opbridge serve --host 0.0.0.0 --port 8080 --workers 4"),
+}
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, except that an indented line of a description or epilog (an
+    example command) is kept as written instead of being run into the text around it."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        out = []
+        for line in text.splitlines():
+            out.append(indent + line if line.startswith("  ") else super()._fill_text(line, width, indent))
+        return "\n".join(out)
+
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
     def error(self, message: str) -> None:  # usage errors: as every other error, exit 2
         sys.stderr.write(f"error: {self.prog}: {message}\n")
         sys.stderr.write(f"hint: '{self.prog} --help' lists the arguments and options\n")
@@ -42,7 +91,27 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMANDS:
         mod = importlib.import_module(f".{name.replace('-', '_')}", __name__)
         mod.add_parser(sub)
+        cmd = sub.choices[name]
+        if cmd.epilog is None and name in EXAMPLES:
+            cmd.epilog = "examples:\n" + "\n".join(f"  {c}" for c in EXAMPLES[name])
     return parser
+
+
+def _os_error_hint(err: OSError) -> str:
+    """What to do about a file the system would not read or write."""
+    import errno
+
+    hints = {
+        errno.ENOENT: "check the path: the file, and every folder it names, must exist",
+        errno.EISDIR: "give a file's path, not a folder's",
+        errno.ENOTDIR: "a part of the path is a file, not a folder: check the path",
+        errno.EACCES: "check the permissions of the file and its folder, or write somewhere else",
+        errno.EPERM: "check the permissions of the file and its folder, or write somewhere else",
+        errno.ENOSPC: "free some disk space, or write somewhere else",
+        errno.EROFS: "the file system is read-only: write somewhere else",
+    }
+    return hints.get(err.errno or 0, "check the path and that the file can be read or written; "
+                     "rerun with --debug for the traceback")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -76,6 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         sys.stderr.write(f"error: {err.strerror or err}: {err.filename or ''}\n")
+        sys.stderr.write(f"hint: {_os_error_hint(err)}\n")
         return EXIT_USAGE
     except Exception as err:  # a bug of ours: say so, one line, and how to see more
         if args.debug:

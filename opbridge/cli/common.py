@@ -103,6 +103,65 @@ def input_shapes_from_args(args: argparse.Namespace) -> dict[str, tuple[int, ...
     return shapes or None
 
 
+#: What a file with one of these endings is, when it is given where a model file is expected.
+_NOT_A_MODEL = {
+    ".caffemodel": "Caffe weights: give the net's deploy .prototxt as MODEL, with --weights {path}",
+    ".pt": "a saved TorchScript module: write it as TorchScript-json first "
+           "(opbridge export-torchscript {path} -o model.ts.json)",
+    ".pth": "PyTorch weights: export the model as TorchScript-json (opbridge export-torchscript) "
+            "or ONNX (torch.onnx.export) first",
+    ".npy": "an array, not a model: give it to --input NAME={path}",
+    ".npz": "arrays, not a model: give them to --input {path}",
+}
+MODEL_ENDINGS = (".onnx", ".prototxt", ".ts.json", ".obir")
+
+
+def check_model_file(path: str, command: str) -> None:
+    """Refuse, before any work, a MODEL that is a folder or a file of a kind that is no model
+    (a .caffemodel, a .pt): the error names it and says what to give instead."""
+    from pathlib import Path
+
+    from ..errors import ModelFormatError
+
+    p = Path(path)
+    if p.is_dir():
+        inside = sorted(str(f) for f in p.iterdir() if f.name.lower().endswith(MODEL_ENDINGS))[:3]
+        raise ModelFormatError(
+            f"'{path}' is a folder; opbridge {command} reads one model file",
+            hint=(f"give a model file in it, e.g. {inside[0]}" if inside else
+                  f"give a model file ({', '.join(MODEL_ENDINGS)})")
+            + ("; 'opbridge batch' takes folders" if command in ("validate", "convert", "compile") else ""))
+    for ending, what in _NOT_A_MODEL.items():
+        if p.name.lower().endswith(ending):
+            raise ModelFormatError(f"'{path}' is not a model file (.onnx, .prototxt, .ts.json or .obir)",
+                                   hint=f"it is {what.format(path=path)}")
+
+
+def check_output(path: str | None, option: str, what: str, ending: str | None = None) -> None:
+    """Refuse, before any work, an output path that cannot be written: a folder, a file in a
+    folder that does not exist, or (with ``ending``) a name opbridge would not read back as
+    ``what`` (it picks a reader by the file's ending)."""
+    from pathlib import Path
+
+    from ..errors import OpbridgeError
+
+    if not path:
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise OpbridgeError(f"{option} '{path}' is a folder; it takes the file to write ({what})",
+                            hint=f"give a file name, e.g. {option} {p / ('out' + (ending or ''))}")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise OpbridgeError(f"{option} '{path}': folder '{parent}' does not exist",
+                            hint=f"create it first (mkdir -p {parent}), or write somewhere else")
+    if ending and not p.name.lower().endswith(ending):
+        stem = p.name.split(".")[0] or "out"
+        raise OpbridgeError(f"{option} '{path}' does not end in {ending}, the ending of {what} "
+                            "(opbridge tells a file's kind by its ending)",
+                            hint=f"name it {p.with_name(stem + ending)}")
+
+
 def load_model(args: argparse.Namespace, *, input_shapes: bool = True) -> Any:
     """The IR graph of ``args.model``: a .obir read (with the ``--pass`` passes run on it), any
     other model file converted with the model options; None when ``--check-passes`` found a pass
@@ -112,6 +171,7 @@ def load_model(args: argparse.Namespace, *, input_shapes: bool = True) -> Any:
     from ..plugins_loader import load_plugins
 
     path = str(args.model)
+    check_model_file(path, args.command)
     if path.lower().endswith(".obprog"):
         raise OpbridgeError(f"'{path}' is a compiled program; {args.command} reads a graph (.obir) or "
                             "a model file (.onnx, .prototxt, .ts.json)",

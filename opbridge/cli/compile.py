@@ -7,7 +7,13 @@ import sys
 import time
 from typing import Any
 
-from .common import add_model_options, add_pass_option, input_shapes_from_args, load_model
+from .common import (
+    add_model_options,
+    add_pass_option,
+    check_output,
+    input_shapes_from_args,
+    load_model,
+)
 
 
 def add_parser(sub: Any) -> None:
@@ -43,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from ..simulator import Target, compile
     from . import EXIT_FAILED
 
+    check_output(args.output, "-o", "a .obprog program", ".obprog")
     if args.lmem_kib is not None and args.lmem_kib < 1:
         raise OpbridgeError(f"--lmem-kib {args.lmem_kib}: must be at least 1",
                             hint="give the local memory per lane in KiB, e.g. --lmem-kib 512 (bm1684's)")

@@ -10,6 +10,8 @@ from typing import Any
 from .common import (
     add_model_options,
     add_pass_option,
+    check_model_file,
+    check_output,
     convert_checked,
     input_shapes_from_args,
     input_values_from_args,
@@ -40,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
     from ..ir.io import save
     from . import EXIT_FAILED
 
+    check_model_file(args.model, "convert")
+    check_output(args.output, "-o", "a .obir graph", ".obir")
     t0 = time.perf_counter()
     graph = convert_checked(args.model, args, weights=args.weights, input_shapes=input_shapes_from_args(args),
                             plugins=args.plugin, input_values=input_values_from_args(args))

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AttrError, ModelFormatError, first_line
+from .common import check_output
 
 _DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "int32", "int64",
            "bool")
@@ -75,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
                 hint=f"DTYPE is one of {', '.join(_DTYPES)}",
             )
         dtypes[name] = dt
+    check_output(args.output, "-o", "a TorchScript-json file", ".ts.json")
     path = Path(args.model)
     if not path.is_file():
         raise ModelFormatError(f"'{path}' does not exist or is not a file",

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from .common import add_plugin_option, static_program
+from .common import add_plugin_option, check_output, static_program
 
 
 def add_parser(sub: Any) -> None:
@@ -43,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
     from ..plugins_loader import load_plugins
     from ..simulator import load_program
 
+    check_output(args.trace, "--trace", "a trace")
+    check_output(args.html, "--html", "an HTML page")
     load_plugins(args.plugin)
     loaded = load_program(args.program)
     prog = static_program(loaded)  # compiled with --dynamic: the program for its largest shapes

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import add_input_shape_option, add_plugin_option
+from .common import add_input_shape_option, add_plugin_option, check_output
 
 
 def add_parser(sub: Any) -> None:
@@ -33,6 +33,7 @@ def run(args: argparse.Namespace) -> int:
     from ..plugins_loader import load_plugins
     from ..tools.caffe_weights import write_random_weights
 
+    check_output(args.output, "-o", "Caffe weights")
     load_plugins(args.plugin)
     written = write_random_weights(args.prototxt, args.output, seed=args.seed,
                                    input_shapes=dict(args.input_shape) or None)

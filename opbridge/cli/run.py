@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from .common import add_plugin_option, add_threads_option, static_program, with_threads
+from .common import add_plugin_option, add_threads_option, check_output, static_program, with_threads
 
 
 def add_parser(sub: Any) -> None:
@@ -18,7 +18,7 @@ def add_parser(sub: Any) -> None:
         ".npz with -o.",
     )
     p.add_argument("program", help="a .obprog file")
-    src = p.add_mutually_exclusive_group(required=True)
+    src = p.add_mutually_exclusive_group()
     src.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
                      help="an input from a .npy file (repeatable)")
     src.add_argument("--random-input", action="store_true", help="random inputs (seeded)")
@@ -78,10 +78,18 @@ def run(args: argparse.Namespace) -> int:
     from ..plugins_loader import load_plugins
     from ..simulator import load_program
 
+    check_output(args.output, "-o", "an .npz archive of the outputs", ".npz")
     load_plugins(args.plugin)
     prog = load_program(args.program)
     # a program compiled with --dynamic gets random inputs of the largest shapes it was compiled for
     graph = static_program(prog).graph
+    if not args.random_input and not args.input:
+        from ..errors import OpbridgeError
+
+        names = ", ".join(f"{v.name} {v.dtype}{list(v.shape)}" for v in graph.inputs) or "none"
+        raise OpbridgeError(f"'{args.program}' needs its inputs: give --input NAME=FILE.npy for each "
+                            f"(its inputs: {names}) or --random-input",
+                            hint=f"opbridge run {args.program} --random-input runs it on random data")
     feeds = random_feeds(graph, args.seed) if args.random_input else file_feeds(args.input)
     t0 = time.perf_counter()
     outs = prog.run(feeds)

@@ -13,6 +13,8 @@ from .common import (
     add_pass_option,
     add_plugin_option,
     add_threads_option,
+    check_model_file,
+    check_output,
     input_values_from_args,
     with_threads,
 )
@@ -88,10 +90,14 @@ def run(args: argparse.Namespace) -> int:
     from ..validate.inputs import image_spec
     from . import EXIT_FAILED, EXIT_OK
 
+    check_model_file(args.model, "validate")
+    check_output(args.report, "--report", "a JSON report")
+    check_output(args.html, "--html", "an HTML report")
     dump = args.dump
     if dump == "":
         base = os.path.basename(args.model)
         dump = (base.split(".")[0] or "model") + "_debug.npz"
+    check_output(dump, "--debug", "an .npz dump", ".npz")
     image = None
     if args.image:
         image = image_spec(args.image, args.mean, args.scale, args.pixel_format)

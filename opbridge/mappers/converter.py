@@ -9,6 +9,7 @@ they have in the user's model.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -491,9 +492,11 @@ def _fix_inputs(origin: OriginGraph, input_shapes: Mapping[str, Sequence[int]] |
     names = [t.name for t in origin.inputs]
     unknown = sorted(set(shapes) - set(names))
     if unknown:
+        close = difflib.get_close_matches(unknown[0], names, n=1)
         raise ShapeError(
-            f"input_shapes names '{unknown[0]}', which is not an input of the model",
-            hint=f"the model's inputs are: {', '.join(names) or 'none'}",
+            f"input_shapes (--input-shape) names '{unknown[0]}', which is not an input of the model",
+            hint=(f"did you mean '{close[0]}'? " if close else "")
+            + f"the model's inputs are: {', '.join(names) or 'none'}",
         )
     out = []
     for t in origin.inputs:

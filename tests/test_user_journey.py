@@ -1,0 +1,170 @@
+"""A new user's mistakes on the command line: each is one `error:` line naming what is wrong,
+one `hint:` line saying what to do, exit 2, no traceback, and no file written."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+import opbridge as ob
+from opbridge.cli import COMMANDS, EXAMPLES, build_parser, main
+from opbridge.examples import fire_net_prototxt, write_small_cnn_onnx
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The bundled ONNX example as .onnx, .obir and .obprog, the Caffe example's prototxt, an
+    empty folder and a folder holding a model."""
+    d = tmp_path_factory.mktemp("journey")
+    onnx_path = Path(write_small_cnn_onnx(d / "model.onnx"))
+    g = ob.convert(str(onnx_path))
+    ob.save(g, str(d / "model.obir"))
+    ob.compile(g, target="bm1684").save(str(d / "model.obprog"))
+    (d / "empty").mkdir()
+    (d / "zoo").mkdir()
+    write_small_cnn_onnx(d / "zoo" / "net.onnx")
+    (d / "net.caffemodel").write_bytes(b"")
+    return {"dir": d, "onnx": onnx_path, "obir": d / "model.obir", "obprog": d / "model.obprog",
+            "prototxt": fire_net_prototxt(), "empty": d / "empty", "zoo": d / "zoo",
+            "caffemodel": d / "net.caffemodel"}
+
+
+def _fails(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[str, str]:
+    """Run the CLI, check the one-error-one-hint contract, return the error and hint lines."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert lines[0].startswith("error: "), err
+    assert lines[-1].startswith("hint: "), err
+    return lines[0], lines[-1]
+
+
+# -- the model argument -------------------------------------------------------------------
+@pytest.mark.parametrize("command", ["convert", "show", "compile", "validate"])
+def test_a_folder_as_the_model_names_it_and_a_model_inside(files, capsys, command):
+    argv = [command, str(files["zoo"])] + (["-o", str(files["dir"] / "x.obir")] if command == "convert"
+                                           else ["-o", str(files["dir"] / "x.obprog")]
+                                           if command == "compile" else [])
+    error, hint = _fails(capsys, argv)
+    assert error == f"error: '{files['zoo']}' is a folder; opbridge {command} reads one model file"
+    assert f"give a model file in it, e.g. {files['zoo'] / 'net.onnx'}" in hint
+
+
+def test_an_empty_folder_as_the_model_lists_the_endings(files, capsys):
+    error, hint = _fails(capsys, ["show", str(files["empty"])])
+    assert "is a folder" in error and ".onnx, .prototxt, .ts.json, .obir" in hint
+
+
+def test_a_caffemodel_as_the_model_says_to_give_the_prototxt(files, capsys):
+    error, hint = _fails(capsys, ["convert", str(files["caffemodel"]), "-o", str(files["dir"] / "x.obir")])
+    assert f"'{files['caffemodel']}' is not a model file" in error
+    assert hint == (f"hint: it is Caffe weights: give the net's deploy .prototxt as MODEL, with --weights "
+                    f"{files['caffemodel']}")
+
+
+def test_a_prototxt_without_weights_says_how_to_make_some(files, capsys, tmp_path):
+    error, hint = _fails(capsys, ["convert", str(files["prototxt"]), "-o", str(tmp_path / "n.obir")])
+    assert error.startswith("error: [caffe] layer 'conv1' (Convolution): the caffemodel has no blob")
+    assert "opbridge random-weights" in hint
+
+
+def test_a_typo_in_an_input_shape_name_suggests_the_input(files, capsys, tmp_path):
+    error, hint = _fails(capsys, ["convert", str(files["onnx"]), "--input-shape", "imgae=1,3,16,16",
+                                  "-o", str(tmp_path / "x.obir")])
+    assert "--input-shape" in error and "'imgae'" in error
+    assert hint == "hint: did you mean 'image'? the model's inputs are: image"
+    assert not (tmp_path / "x.obir").exists()
+
+
+@pytest.mark.parametrize("command", ["compile", "validate"])
+def test_an_unknown_target_lists_the_presets(files, capsys, tmp_path, command):
+    argv = [command, str(files["obir"]), "--target", "bm1864"]
+    argv += ["-o", str(tmp_path / "x.obprog")] if command == "compile" else []
+    error, hint = _fails(capsys, argv)
+    assert "'bm1864'" in error and "bm1684" in hint and "bm1684x" in hint
+
+
+# -- outputs --------------------------------------------------------------------------------
+def _output_cases(files: dict[str, Path], out: str) -> dict[str, list[str]]:
+    """Each command that writes a file, with ``out`` where it writes."""
+    return {
+        "convert": ["convert", str(files["onnx"]), "-o", out + ".obir"],
+        "compile": ["compile", str(files["obir"]), "-o", out + ".obprog"],
+        "run": ["run", str(files["obprog"]), "--random-input", "-o", out + ".npz"],
+        "profile": ["profile", str(files["obprog"]), "--trace", out + ".json"],
+        "validate --report": ["validate", str(files["onnx"]), "--no-simulator", "--report", out + ".json"],
+        "validate --html": ["validate", str(files["onnx"]), "--no-simulator", "--html", out + ".html"],
+        "random-weights": ["random-weights", str(files["prototxt"]), "-o", out + ".caffemodel"],
+    }
+
+
+@pytest.mark.parametrize("case", list(_output_cases({k: Path(k) for k in ("onnx", "obir", "obprog",
+                                                                         "prototxt")}, "x")))
+def test_an_output_in_a_missing_folder_is_refused_before_any_work(files, capsys, tmp_path, case):
+    out = str(tmp_path / "no" / "such" / "out")
+    argv = _output_cases(files, out)[case]
+    error, hint = _fails(capsys, argv)
+    assert f"folder '{tmp_path / 'no' / 'such'}' does not exist" in error
+    assert hint == f"hint: create it first (mkdir -p {tmp_path / 'no' / 'such'}), or write somewhere else"
+
+
+@pytest.mark.parametrize("argv,ending", [
+    (["convert", "{onnx}", "-o", "{tmp}/x.onnx"], ".obir"),
+    (["compile", "{obir}", "-o", "{tmp}/x.obir"], ".obprog"),
+    (["run", "{obprog}", "--random-input", "-o", "{tmp}/out"], ".npz"),
+], ids=["convert-to-.onnx", "compile-to-.obir", "run-to-no-ending"])
+def test_an_output_whose_ending_opbridge_cannot_read_back_is_refused(files, capsys, tmp_path, argv, ending):
+    """A .obir named x.onnx would be read back as ONNX; numpy writes 'out' as 'out.npz'."""
+    argv = [a.format(tmp=tmp_path, **{k: str(v) for k, v in files.items()}) for a in argv]
+    error, hint = _fails(capsys, argv)
+    assert f"'{argv[-1]}' does not end in {ending}" in error
+    assert hint.startswith("hint: name it ") and hint.endswith(ending)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_output_that_is_a_folder_is_refused(files, capsys):
+    error, hint = _fails(capsys, ["convert", str(files["onnx"]), "-o", str(files["empty"])])
+    assert f"-o '{files['empty']}' is a folder" in error
+    assert f"-o {files['empty'] / 'out.obir'}" in hint
+
+
+def test_an_os_error_gets_a_hint_too(files, capsys, tmp_path):
+    """An error the system raises while writing (here in a command without the early check)
+    still ends with a hint."""
+    import numpy as np
+
+    data = tmp_path / "calib"
+    data.mkdir()
+    np.save(data / "a.npy", np.zeros((1, 3, 16, 16), np.float32))
+    error, hint = _fails(capsys, ["calibrate", str(files["onnx"]), "--data", str(data),
+                                  "-o", str(tmp_path / "no" / "t.json")])
+    assert "No such file or directory" in error
+    assert hint == "hint: check the path: the file, and every folder it names, must exist"
+
+
+# -- run ----------------------------------------------------------------------------------------
+def test_run_without_inputs_names_the_inputs_and_random_input(files, capsys):
+    error, hint = _fails(capsys, ["run", str(files["obprog"])])
+    assert "needs its inputs" in error and "image f32[1, 3, 16, 16]" in error
+    assert hint == f"hint: opbridge run {files['obprog']} --random-input runs it on random data"
+
+
+# -- --help ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_help_ends_with_examples_that_parse(command, capsys):
+    assert EXAMPLES.get(command), f"'opbridge {command} --help' has no examples"
+    for example in EXAMPLES[command]:
+        argv = shlex.split(example)
+        assert argv[:2] == ["opbridge", command], example
+        args = build_parser().parse_args(argv[1:])  # exits 2 on an unknown option
+        assert args.command == command
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert "\nexamples:\n" in out
+    for example in EXAMPLES[command]:
+        assert f"  {example}\n" in out  # kept on its own line, not wrapped into the text
