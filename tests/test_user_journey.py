@@ -168,3 +168,37 @@ def test_every_help_ends_with_examples_that_parse(command, capsys):
     assert "\nexamples:\n" in out
     for example in EXAMPLES[command]:
         assert f"  {example}\n" in out  # kept on its own line, not wrapped into the text
+
+
+# -- Ctrl-C -----------------------------------------------------------------------------------------
+def _interrupt(*args, **kwargs):
+    """A writer that stops half-way, as at Ctrl-C: whatever it was given, half a file is in it."""
+    f = args[0]
+    if hasattr(f, "write"):
+        f.write(b"half a file")
+    elif isinstance(f, (str, Path)):
+        Path(f).write_bytes(b"half a file")
+    raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("case", ["run", "random-weights"])
+def test_ctrl_c_while_writing_keeps_the_old_output(files, capsys, tmp_path, monkeypatch, case):
+    """Interrupted mid-write, the command exits 130 and the file there before is still whole,
+    with no temporary file left beside it."""
+    import numpy as np
+
+    from opbridge.parsers import caffe_weights
+
+    out = tmp_path / ("out.npz" if case == "run" else "net.caffemodel")
+    argv = (["run", str(files["obprog"]), "--random-input", "-o", str(out)] if case == "run" else
+            ["random-weights", str(files["prototxt"]), "-o", str(out)])
+    assert main(argv) == 0
+    before = out.read_bytes()
+    if case == "run":
+        monkeypatch.setattr(np, "savez", _interrupt)
+    else:
+        monkeypatch.setattr(caffe_weights, "len_field", _interrupt)
+    assert main(argv) == 130
+    assert "interrupted" in capsys.readouterr().err
+    assert out.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == [out.name]

@@ -100,6 +100,12 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(f"{name}: {a.dtype}{list(a.shape)}{rng}\n")
     sys.stdout.write(f"ran {args.program} in {dt * 1e3:.1f} ms\n")
     if args.output:
-        np.savez(args.output, **outs)
+        from ..ir.io import atomic_write
+
+        def write(tmp: str) -> None:
+            with open(tmp, "wb") as f:  # a file object: numpy would add .npz to the temporary name
+                np.savez(f, **outs)
+
+        atomic_write(args.output, write)
         sys.stdout.write(f"wrote {args.output}\n")
     return 0

@@ -431,11 +431,15 @@ def _write_files(json_path: Path, doc: dict[str, Any], writer: _Writer) -> None:
     """Write the JSON document and, when there are tensors, the safetensors file it names."""
     from safetensors.numpy import save_file
 
+    from ..ir.io import atomic_write
+
     try:
         json_path.parent.mkdir(parents=True, exist_ok=True)
+        # each file written beside it and renamed: an interrupted export leaves no half file
         if writer.tensors:
-            save_file(writer.tensors, str(weights_path_for(json_path)), metadata=writer.metadata or None)
-        json_path.write_text(_dumps(doc), encoding="utf-8")
+            atomic_write(weights_path_for(json_path),
+                         lambda tmp: save_file(writer.tensors, tmp, metadata=writer.metadata or None))
+        atomic_write(json_path, lambda tmp: Path(tmp).write_text(_dumps(doc), encoding="utf-8"))
     except OSError as err:
         raise ModelFormatError(f"cannot write '{json_path}': {err.strerror or err}",
                                hint="check that the output folder exists and is writable, and that the "
