@@ -66,12 +66,15 @@ def _if_shape(ctx: ShapeContext) -> Any:
     _check_inputs(ctx, other, "else_branch", given)
     if len(then.outputs) != len(other.outputs):
         raise ctx.error(f"then_branch has {len(then.outputs)} outputs, else_branch "
-                        f"{len(other.outputs)}", attr="else_branch")
+                        f"{len(other.outputs)}", attr="else_branch",
+                        hint="both branches must give the same number of outputs: correct the model")
     outs = []
     for k, (a, b) in enumerate(zip(then.outputs, other.outputs)):
         if a.dtype != b.dtype or a.kind != b.kind:
             raise ctx.error(f"output {k} is {a.kind} {a.dtype} in then_branch but {b.kind} "
-                            f"{b.dtype} in else_branch", attr="else_branch")
+                            f"{b.dtype} in else_branch", attr="else_branch",
+                            hint="both branches must give each output with one kind and dtype: correct the "
+                                 "model")
         outs.append((merge_shapes(a.shape, b.shape, f"{ctx.node_name}:{k}"), a.dtype))
     return outs
 
@@ -111,7 +114,9 @@ def _loop_shape(ctx: ShapeContext) -> Any:
         init, last = ctx.input_shape(2 + k), body.outputs[1 + k]
         if last.dtype != ctx.input_dtype(2 + k):
             raise ctx.error(f"loop-carried value {k} enters as {ctx.input_dtype(2 + k)} but the "
-                            f"body gives {last.dtype}", attr="body")
+                            f"body gives {last.dtype}", attr="body",
+                            hint="the body must give each loop-carried value the dtype it enters with: "
+                                 "correct the model")
         outs.append((merge_shapes(init, last.shape, f"{ctx.node_name}:{k}"), last.dtype))
     for v in body.outputs[1 + n_carried:]:
         outs.append(((f"{ctx.node_name}.iterations", *v.shape), v.dtype))

@@ -62,7 +62,8 @@ def check_spatial(
     for name, val, low in (("kernel_shape", kernel, 1), ("strides", strides, 1),
                            ("dilations", dilations, 1), ("pads", pads, 0)):
         if any(v < low for v in val):
-            raise ctx.error(f"= {list(val)}: every entry must be >= {low}", attr=name)
+            raise ctx.error(f"= {list(val)}: every entry must be >= {low}", attr=name,
+                            hint="correct the attribute in the model (or export the model again)")
     return tuple(kernel), tuple(strides), tuple(dilations), tuple(pads)
 
 
@@ -178,10 +179,14 @@ def _conv_shape(ctx: ShapeContext, *, with_bias: bool = True) -> Any:
     group = ctx.attr("group")
     c, m = xs[1], ws[0]
     if isinstance(c, int) and c % group:
-        raise ctx.error(f"= {group} does not divide the {c} input channels", attr="group")
+        raise ctx.error(f"= {group} does not divide the {c} input channels", attr="group",
+                        hint="the input's channels come from the model's input shape (--input-shape) and "
+                             "the layers before: check them and the group attribute")
     if isinstance(m, int) and m % group:
         raise ctx.error(f"= {group} does not divide the {m} output channels (W's dim 0)",
-                        attr="group")
+                        attr="group",
+                        hint="W's dim 0 (the output channels) must be a multiple of group: check the "
+                             "weights and the group attribute")
     if isinstance(c, int) and isinstance(ws[1], int) and ws[1] * group != c:
         raise ctx.error(
             f"input X has {c} channels but W expects {ws[1]} per group x group {group} = "
@@ -189,7 +194,8 @@ def _conv_shape(ctx: ShapeContext, *, with_bias: bool = True) -> Any:
             hint="check the weights' shape (M, C/group, ...) and the group attribute",
         )
     if with_bias and ctx.has_input(2) and tuple(ctx.input_shape(2)) != (m,):
-        raise ctx.error(f"bias B has shape {list(ctx.input_shape(2))}; it must be [{m}]")
+        raise ctx.error(f"bias B has shape {list(ctx.input_shape(2))}; it must be [{m}]",
+                        hint="B holds one value per output channel (W's dim 0): check the bias weights")
     return (xs[0], m, *spatial_out(ctx, xs[2:], k, s, d, p)), ctx.input_dtype(0)
 
 
@@ -383,17 +389,21 @@ def _convt_shape(ctx: ShapeContext) -> Any:
     op = ctx.attr("output_padding")
     _check_len(ctx, "output_padding", op, nsp)
     if any(v < 0 for v in op):
-        raise ctx.error(f"= {list(op)}: entries must be >= 0", attr="output_padding")
+        raise ctx.error(f"= {list(op)}: entries must be >= 0", attr="output_padding",
+                        hint="correct the attribute in the model: output_padding entries are >= 0")
     group = ctx.attr("group")
     c = xs[1]
     if isinstance(c, int) and ws[0] != c:
         raise ctx.error(f"input X has {c} channels but W's dim 0 is {ws[0]}",
                         hint="W is (C, M/group, k1, ...)")
     if isinstance(c, int) and c % group:
-        raise ctx.error(f"= {group} does not divide the {c} input channels", attr="group")
+        raise ctx.error(f"= {group} does not divide the {c} input channels", attr="group",
+                        hint="the input's channels come from the model's input shape (--input-shape) and "
+                             "the layers before: check them and the group attribute")
     m = ws[1] * group
     if ctx.has_input(2) and tuple(ctx.input_shape(2)) != (m,):
-        raise ctx.error(f"bias B has shape {list(ctx.input_shape(2))}; it must be [{m}]")
+        raise ctx.error(f"bias B has shape {list(ctx.input_shape(2))}; it must be [{m}]",
+                        hint="B holds one value per output channel: check the bias weights")
     out: list[Any] = []
     for i, size in enumerate(xs[2:]):
         if not isinstance(size, int):  # (size - 1) * stride + dilated kernel + output_padding - pads
@@ -402,7 +412,8 @@ def _convt_shape(ctx: ShapeContext) -> Any:
             continue
         o = (size - 1) * s[i] + (k[i] - 1) * d[i] + 1 + op[i] - p[i] - p[i + nsp]
         if o < 1:
-            raise ctx.error(f"spatial axis {i}: the pads crop the whole output", attr="pads")
+            raise ctx.error(f"spatial axis {i}: the pads crop the whole output", attr="pads",
+                            hint="use smaller pads, or a larger input (--input-shape)")
         out.append(o)
     return (xs[0], m, *out), ctx.input_dtype(0)
 
@@ -466,10 +477,12 @@ def _convint_shape(ctx: ShapeContext) -> Any:
         if ctx.has_input(i):
             if ctx.input_dtype(i) != ctx.input_dtype(i - 2):
                 raise ctx.error(f"'{name}' is {ctx.input_dtype(i)}, its operand is "
-                                f"{ctx.input_dtype(i - 2)}; they must agree")
+                                f"{ctx.input_dtype(i - 2)}; they must agree",
+                                hint="give the zero point the dtype of the tensor it belongs to")
             if tuple(ctx.input_shape(i)) not in allowed:
                 raise ctx.error(f"'{name}' has shape {list(ctx.input_shape(i))}; give a scalar"
-                                + (f" or one per output channel ({m})" if i == 3 else ""))
+                                + (f" or one per output channel ({m})" if i == 3 else ""),
+                                hint="give a scalar zero point, or one per output channel")
     return shape, "i32"
 
 

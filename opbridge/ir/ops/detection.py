@@ -29,7 +29,8 @@ def detection_rows(ctx_or_attrs: Any, n: int, num_priors: int) -> int:
 def _det_shape(ctx: ShapeContext) -> Any:
     n, prior_len = ctx.input_shape(0)[0], ctx.input_shape(2)[-1]
     if not isinstance(n, int) or not isinstance(prior_len, int):
-        raise ctx.error("needs static batch and prior shapes (its output size depends on them)")
+        raise ctx.error("needs static batch and prior shapes (its output size depends on them)",
+                        hint="give the input a fixed shape with --input-shape")
     return (1, 1, detection_rows(ctx, n, prior_len // 4), 7), ctx.input_dtype(0)
 
 
@@ -185,7 +186,8 @@ def roi_pooling(x: np.ndarray, rois: np.ndarray, *, pooled_h: int, pooled_w: int
 def _roi_shape(ctx: ShapeContext) -> Any:
     xs, rs = ctx.input_shape(0), ctx.input_shape(1)
     if len(xs) != 4 or len(rs) < 2 or rs[-1] != 5:
-        raise ctx.error(f"needs x (N, C, H, W) and rois (R, 5); got {list(xs)} and {list(rs)}")
+        raise ctx.error(f"needs x (N, C, H, W) and rois (R, 5); got {list(xs)} and {list(rs)}",
+                        hint="check the input's shape (--input-shape) and the rois' shape")
     return (rs[0], xs[1], ctx.attr("pooled_h"), ctx.attr("pooled_w")), ctx.input_dtype(0)
 
 

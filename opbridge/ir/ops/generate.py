@@ -20,9 +20,11 @@ from .common import ALL, NUMERIC
 def _cos_shape(ctx: ShapeContext) -> Any:
     shape, value = ctx.attr("shape"), ctx.attr("value")
     if any(d < 0 for d in shape):
-        raise ctx.error(f"{list(shape)} has a negative dim", attr="shape")
+        raise ctx.error(f"{list(shape)} has a negative dim", attr="shape",
+                        hint="dims must be >= 0: check the shape input")
     if value.size != 1:
-        raise ctx.error(f"has {value.size} elements; it needs exactly one", attr="value")
+        raise ctx.error(f"has {value.size} elements; it needs exactly one", attr="value",
+                        hint="give the value as a one-element tensor")
     return tuple(shape), from_numpy_dtype(value.dtype)
 
 
@@ -80,7 +82,8 @@ def range_values(start: float, limit: float, delta: float, dtype: str) -> np.nda
 # -- EyeLike -------------------------------------------------------------------------------
 def _eyelike_shape(ctx: ShapeContext) -> Any:
     if ctx.input_rank(0) != 2:
-        raise ctx.error(f"input has rank {ctx.input_rank(0)}; EyeLike needs rank 2")
+        raise ctx.error(f"input has rank {ctx.input_rank(0)}; EyeLike needs rank 2",
+                        hint="EyeLike takes a 2-D input: check the input's shape")
     return ctx.input_shape(0), ctx.attr("dtype") or ctx.input_dtype(0)
 
 
@@ -108,7 +111,8 @@ def _onehot_shape(ctx: ShapeContext) -> Any:
     shape, values = ctx.input_shape(0), ctx.attr("values")
     if values.size != 2:
         raise ctx.error(f"has {values.size} elements; it needs [off_value, on_value]",
-                        attr="values")
+                        attr="values",
+                        hint="give values as [off_value, on_value]")
     r = len(shape) + 1
     axis = ctx.normalize_axis(ctx.attr("axis"), r)
     return shape[:axis] + (ctx.attr("depth"),) + shape[axis:], from_numpy_dtype(values.dtype)
@@ -140,7 +144,8 @@ def _onehot(indices: np.ndarray, depth: int, values: np.ndarray, axis: int) -> n
 # -- Trilu ---------------------------------------------------------------------------------
 def _trilu_shape(ctx: ShapeContext) -> Any:
     if ctx.input_rank(0) < 2:
-        raise ctx.error(f"input has rank {ctx.input_rank(0)}; Trilu needs rank >= 2")
+        raise ctx.error(f"input has rank {ctx.input_rank(0)}; Trilu needs rank >= 2",
+                        hint="Trilu takes a (..., rows, columns) input: check the input's shape")
     return ctx.same_as_input(0)
 
 

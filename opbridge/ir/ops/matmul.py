@@ -20,7 +20,8 @@ def _dims_agree(a: Dim, b: Dim) -> bool:
 def _matmul_shape(ctx: ShapeContext) -> Any:
     a, b = list(ctx.input_shape(0)), list(ctx.input_shape(1))
     if not a or not b:
-        raise ctx.error("MatMul inputs must have rank >= 1 (scalars are not matrices)")
+        raise ctx.error("MatMul inputs must have rank >= 1 (scalars are not matrices)",
+                        hint="reshape the scalar operand to a 1-D or 2-D tensor first, or use Mul")
     a2: list[Dim] = [1, *a] if len(a) == 1 else a
     b2: list[Dim] = [*b, 1] if len(b) == 1 else b
     if not _dims_agree(a2[-1], b2[-2]):
@@ -70,7 +71,8 @@ def _gemm_shape(ctx: ShapeContext) -> Any:
     if ctx.has_input(2):
         c = tuple(ctx.input_shape(2))
         if broadcast_shapes([c, (m, n)], ctx.where) != (m, n):
-            raise ctx.error(f"C {list(c)} does not broadcast to the output [{m}, {n}]")
+            raise ctx.error(f"C {list(c)} does not broadcast to the output [{m}, {n}]",
+                            hint="C must broadcast to [M, N]: check the bias's shape and transA/transB")
     return (m, n), ctx.input_dtype(0)
 
 
@@ -112,10 +114,13 @@ def _mmi_shape(ctx: ShapeContext) -> Any:
             zs = tuple(ctx.input_shape(i))
             if ctx.input_dtype(i) != ctx.input_dtype(i - 2):
                 raise ctx.error(f"'{name}' is {ctx.input_dtype(i)}, its operand is "
-                                f"{ctx.input_dtype(i - 2)}; they must agree")
+                                f"{ctx.input_dtype(i - 2)}; they must agree",
+                                hint="give the zero point the dtype of the tensor it belongs to")
             if zs not in ((), (1,), (rows,)):
                 raise ctx.error(f"'{name}' has shape {list(zs)}; give a scalar or one per "
-                                f"{'row of A' if i == 2 else 'column of B'} ({rows})")
+                                f"{'row of A' if i == 2 else 'column of B'} ({rows})",
+                                hint="give a scalar zero point, or one per row of A (a_zero_point) or "
+                                     "column of B (b_zero_point)")
     return shape, "i32"
 
 
@@ -208,7 +213,9 @@ def _einsum_shape(ctx: ShapeContext) -> Any:
     if len(dts) > 1:
         raise ctx.error(f"operands have different dtypes {sorted(dts)}", hint="insert a Cast")
     shape = parse_einsum(ctx.attr("equation"), shapes,
-                         lambda m: ctx.error(m, attr="equation"))
+                         lambda m: ctx.error(m, attr="equation",
+                                             hint="correct the equation in the model (numpy.einsum's "
+                                                  "notation: one term per input, e.g. 'bij,bjk->bik')"))
     return shape, ctx.input_dtype(0)
 
 

@@ -24,14 +24,18 @@ def _per_channel(ctx: ShapeContext, first: int, names: tuple[str, ...]) -> None:
     """Inputs ``first..`` (those present) must be 1-D of X's channel count."""
     xs = ctx.input_shape(0)
     if len(xs) < 2:
-        raise ctx.error(f"input X has rank {len(xs)}; it needs at least N and C")
+        raise ctx.error(f"input X has rank {len(xs)}; it needs at least N and C",
+                        hint="check the input's shape (--input-shape) and the layer before: this op "
+                             "normalises (N, C, ...) tensors")
     c = xs[1]
     for i, name in enumerate(names, start=first):
         if ctx.has_input(i) and tuple(ctx.input_shape(i)) != (c,):
             raise ctx.error(
                 f"input '{name}' has shape {list(ctx.input_shape(i))}; it must be [{c}] "
                 "(one per channel of X)"
-            )
+            ,
+                hint="scale, bias, mean and var hold one value per channel of X: check the weights, and the "
+                     "input's channels (--input-shape)")
 
 
 def _channel_view(a: np.ndarray, ndim: int, wdt: np.dtype) -> np.ndarray:
@@ -126,7 +130,9 @@ def _layernorm(x: np.ndarray, scale: np.ndarray, b: np.ndarray | None = None, *,
 def _in_shape(ctx: ShapeContext) -> Any:
     _per_channel(ctx, 1, ("scale", "B"))
     if len(ctx.input_shape(0)) < 3:
-        raise ctx.error(f"input X has rank {len(ctx.input_shape(0))}; it needs N, C and spatial axes")
+        raise ctx.error(f"input X has rank {len(ctx.input_shape(0))}; it needs N, C and spatial axes",
+                        hint="check the input's shape (--input-shape) and the layer before: this op "
+                             "normalises (N, C, spatial...) tensors")
     return ctx.same_as_input(0)
 
 
@@ -159,7 +165,9 @@ def _gn_shape(ctx: ShapeContext) -> Any:
     c = ctx.input_shape(0)[1]
     g = ctx.attr("num_groups")
     if isinstance(c, int) and c % g:
-        raise ctx.error(f"= {g} does not divide the {c} channels", attr="num_groups")
+        raise ctx.error(f"= {g} does not divide the {c} channels", attr="num_groups",
+                        hint="num_groups must divide the channels: check the attribute and the input's "
+                             "channels (--input-shape)")
     return ctx.same_as_input(0)
 
 
@@ -180,7 +188,9 @@ def _gn_shape(ctx: ShapeContext) -> Any:
 # -- LRN, LpNormalization, MeanVarianceNormalization ----------------------------------------
 def _lrn_shape(ctx: ShapeContext) -> Any:
     if len(ctx.input_shape(0)) < 3:
-        raise ctx.error(f"input X has rank {len(ctx.input_shape(0))}; it needs N, C and spatial axes")
+        raise ctx.error(f"input X has rank {len(ctx.input_shape(0))}; it needs N, C and spatial axes",
+                        hint="check the input's shape (--input-shape) and the layer before: this op "
+                             "normalises (N, C, spatial...) tensors")
     return ctx.same_as_input(0)
 
 
@@ -244,7 +254,8 @@ def _mvn_shape(ctx: ShapeContext) -> Any:
     rank = ctx.input_rank(0)
     axes = [ctx.normalize_axis(a, rank, "axes") for a in ctx.attr("axes")]
     if len(set(axes)) != len(axes):
-        raise ctx.error(f"= {list(ctx.attr('axes'))}: an axis appears twice", attr="axes")
+        raise ctx.error(f"= {list(ctx.attr('axes'))}: an axis appears twice", attr="axes",
+                        hint="name each axis once")
     return ctx.same_as_input(0)
 
 

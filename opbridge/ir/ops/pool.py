@@ -214,7 +214,9 @@ def _lppool(x: np.ndarray, *, kernel_shape: Ints, strides: Ints, dilations: Ints
 def _global_shape(ctx: ShapeContext) -> Any:
     xs = ctx.input_shape(0)
     if len(xs) < 3:
-        raise ctx.error(f"input has rank {len(xs)}; it needs N, C and at least one spatial axis")
+        raise ctx.error(f"input has rank {len(xs)}; it needs N, C and at least one spatial axis",
+                        hint="check the input's shape (--input-shape) and the layer before: pooling takes "
+                             "(N, C, spatial...) tensors")
     return (xs[0], xs[1], *([1] * (len(xs) - 2))), ctx.input_dtype(0)
 
 

@@ -35,7 +35,8 @@ def heatmap_peaks(x: np.ndarray, *, threshold: float, num_peak: int) -> np.ndarr
 def _shape(ctx: ShapeContext) -> Any:
     s = ctx.input_shape(0)
     if len(s) != 4:
-        raise ctx.error(f"needs (N, C, H, W), got {list(s)}")
+        raise ctx.error(f"needs (N, C, H, W), got {list(s)}",
+                        hint="check the input's shape (--input-shape) and the layer before")
     return (s[0], 1, ctx.attr("num_peak") + 1, 3), ctx.input_dtype(0)
 
 

@@ -67,7 +67,8 @@ def check_params_shape(ctx: ShapeContext, i: int, name: str, x_shape: tuple[Any,
         want[axis] = -(-dim // block)
     if len(ps) != rank or any(isinstance(w, int) and p != w for p, w in zip(ps, want)):
         raise ctx.error(f"'{name}' has shape {list(ps)}; with block_size {block} along axis {axis} "
-                        f"it must be {want}", attr="block_size")
+                        f"it must be {want}", attr="block_size",
+                        hint="give one scale (and zero point) per block along the axis")
 
 
 def broadcast_params(p: np.ndarray, shape: tuple[int, ...], axis: int, block_size: int) -> np.ndarray:
@@ -97,10 +98,12 @@ def _quantize_shape(ctx: ShapeContext) -> Any:
         check_params_shape(ctx, 2, "y_zero_point", xs)
         if ctx.input_dtype(2) != out:
             raise ctx.error(f"is {out} but y_zero_point is {ctx.input_dtype(2)}; they must agree",
-                            attr="output_dtype")
+                            attr="output_dtype",
+                            hint="give y_zero_point the output dtype (or set output_dtype to its dtype)")
         if _layout(ctx.input_shape(2)) != _layout(ctx.input_shape(1)):
             raise ctx.error(f"y_zero_point has shape {list(ctx.input_shape(2))}, y_scale "
-                            f"{list(ctx.input_shape(1))}; they must agree")
+                            f"{list(ctx.input_shape(1))}; they must agree",
+                            hint="give y_zero_point the shape of y_scale")
     return xs, out
 
 
@@ -175,7 +178,8 @@ def _dequantize_shape(ctx: ShapeContext) -> Any:
         check_params_shape(ctx, 2, "x_zero_point", xs)
         if ctx.input_dtype(2) != ctx.input_dtype(0):
             raise ctx.error(f"x_zero_point is {ctx.input_dtype(2)} but x is {ctx.input_dtype(0)}; "
-                            f"they must agree")
+                            f"they must agree",
+                            hint="give x_zero_point the dtype of x")
     return xs, ctx.input_dtype(1)
 
 
@@ -287,10 +291,12 @@ def _requantize_shape(ctx: ShapeContext) -> Any:
         ax = ctx.normalize_axis(axis, len(xs))
         if len(ps) != 1 or (isinstance(xs[ax], int) and ps[0] != xs[ax]):
             raise ctx.error(f"'{name}' has shape {list(ps)}; give a scalar or one per entry of "
-                            f"axis {ax} ({xs[ax]})", attr="axis")
+                            f"axis {ax} ({xs[ax]})", attr="axis",
+                            hint="give a scalar, or one value per entry of the axis")
     if ctx.has_input(3) and ctx.input_dtype(3) != ctx.attr("output_dtype"):
         raise ctx.error(f"is {ctx.attr('output_dtype')} but y_zero_point is {ctx.input_dtype(3)}",
-                        attr="output_dtype")
+                        attr="output_dtype",
+                        hint="give y_zero_point the output dtype")
     return xs, ctx.attr("output_dtype")
 
 

@@ -50,10 +50,13 @@ def _psroi_shape(ctx: ShapeContext) -> Any:
     xs, rs = ctx.input_shape(0), ctx.input_shape(1)
     g, d = ctx.attr("group_size"), ctx.attr("output_dim")
     if len(xs) != 4 or len(rs) < 2 or rs[-1] != 5:
-        raise ctx.error(f"needs x (N, C, H, W) and rois (R, 5); got {list(xs)} and {list(rs)}")
+        raise ctx.error(f"needs x (N, C, H, W) and rois (R, 5); got {list(xs)} and {list(rs)}",
+                        hint="check the input's shape (--input-shape) and the rois' shape")
     if xs[1] != d * g * g:
         raise ctx.error(f"x has {xs[1]} channels, expected output_dim * group_size^2 = {d * g * g}",
-                        attr="output_dim")
+                        attr="output_dim",
+                        hint="check the layer's output_dim and group_size params against its input's "
+                             "channels")
     return (rs[0], d, g, g), ctx.input_dtype(0)
 
 
@@ -142,7 +145,8 @@ def _proposal_shape(ctx: ShapeContext) -> Any:
     a = len(ctx.attr("ratios")) * len(ctx.attr("scales"))
     if len(s) != 4 or s[1] != 2 * a or len(d) != 4 or d[1] != 4 * a or tuple(s[2:]) != tuple(d[2:]):
         raise ctx.error(f"needs scores (1, {2 * a}, H, W) and deltas (1, {4 * a}, H, W) for {a} anchors; "
-                        f"got {list(s)} and {list(d)}")
+                        f"got {list(s)} and {list(d)}",
+                        hint="check the layer's anchors against its inputs' channels")
     k = ctx.attr("post_nms_topn")
     dt = ctx.input_dtype(0)
     return [((k, 5), dt), ((k, 1), dt)]

@@ -23,7 +23,8 @@ def _reduce_axes(ctx: ShapeContext) -> tuple[int, ...]:
     rank = ctx.input_rank(0)
     axes = [ctx.normalize_axis(a, rank, "axes") for a in ctx.attr("axes")]
     if len(set(axes)) != len(axes):
-        raise ctx.error(f"= {list(ctx.attr('axes'))}: an axis appears twice", attr="axes")
+        raise ctx.error(f"= {list(ctx.attr('axes'))}: an axis appears twice", attr="axes",
+                        hint="name each axis once")
     if not axes:
         return () if ctx.attr("noop_with_empty_axes") else tuple(range(rank))
     return tuple(sorted(axes))
@@ -124,7 +125,8 @@ def _arg_shape(ctx: ShapeContext) -> Any:
     xs = ctx.input_shape(0)
     axis = ctx.normalize_axis(ctx.attr("axis"), len(xs))
     if isinstance(xs[axis], int) and xs[axis] == 0:
-        raise ctx.error(f"axis {axis} has size 0; there is no index to return", attr="axis")
+        raise ctx.error(f"axis {axis} has size 0; there is no index to return", attr="axis",
+                        hint="ArgMax/ArgMin need a non-empty axis: check the input's shape (--input-shape)")
     out = list(xs)
     if ctx.attr("keepdims"):
         out[axis] = 1
@@ -198,7 +200,9 @@ def _topk_shape(ctx: ShapeContext) -> Any:
     axis = ctx.normalize_axis(ctx.attr("axis"), len(xs))
     k = ctx.attr("k")
     if isinstance(xs[axis], int) and k > xs[axis]:
-        raise ctx.error(f"= {k} is larger than axis {axis} ({xs[axis]} elements)", attr="k")
+        raise ctx.error(f"= {k} is larger than axis {axis} ({xs[axis]} elements)", attr="k",
+                        hint="k must be at most the axis size: check k and the input's shape "
+                             "(--input-shape)")
     out = list(xs)
     out[axis] = k
     return [(tuple(out), ctx.input_dtype(0)), (tuple(out), "i64")]

@@ -52,20 +52,24 @@ def _resize_params(ctx: ShapeContext) -> tuple[list[int], list[int], list[float]
     axes = check_axes(ctx, ctx.attr("axes"), r)
     scales, sizes = ctx.attr("scales"), ctx.attr("sizes")
     if bool(scales) == bool(sizes):
-        raise ctx.error("give exactly one of 'scales' and 'sizes'", attr="sizes" if sizes else "scales")
+        raise ctx.error("give exactly one of 'scales' and 'sizes'", attr="sizes" if sizes else "scales",
+                        hint="give scales or sizes, not both (an empty tensor counts as absent)")
     name, given = ("scales", scales) if scales else ("sizes", sizes)
     if len(given) != len(axes):
         raise ctx.error(f"has {len(given)} entries for {len(axes)} resized axes", attr=name,
                         hint="one entry per axis in 'axes' (every axis when axes is absent)")
     if scales and any(s <= 0 for s in scales):
-        raise ctx.error(f"{list(scales)} has a scale <= 0", attr="scales")
+        raise ctx.error(f"{list(scales)} has a scale <= 0", attr="scales",
+                        hint="scales must be positive: correct the model's scales")
     for a in axes:
         if shape[a] == 0:
-            raise ctx.error(f"axis {a} has size 0 and cannot be resized", attr=name)
+            raise ctx.error(f"axis {a} has size 0 and cannot be resized", attr=name,
+                            hint="check the input's shape (--input-shape): an empty axis cannot be resized")
     if ctx.attr("coordinate_transformation_mode") == "tf_crop_and_resize" and \
             len(ctx.attr("roi")) != 2 * len(axes):
         raise ctx.error(f"has {len(ctx.attr('roi'))} entries; tf_crop_and_resize needs "
-                        f"[starts..., ends...] for the {len(axes)} resized axes", attr="roi")
+                        f"[starts..., ends...] for the {len(axes)} resized axes", attr="roi",
+                        hint="give roi as [starts..., ends...], one of each per resized axis")
     out, factors = resize_plan(shape, axes, scales, sizes, ctx.attr("keep_aspect_ratio_policy"))
     return axes, out, factors
 

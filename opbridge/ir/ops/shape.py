@@ -30,7 +30,8 @@ def check_axes(ctx: ShapeContext, axes: Sequence[int], rank: int, attr: str = "a
                             hint=f"use axes in [{-rank}, {rank - 1}]")
         out.append(a % rank)
     if len(set(out)) != len(out):
-        raise ctx.error(f"{list(axes)} names an axis twice", attr=attr)
+        raise ctx.error(f"{list(axes)} names an axis twice", attr=attr,
+                        hint="name each axis once")
     return out
 
 
@@ -49,18 +50,24 @@ def reshape_target(ctx: ShapeContext) -> tuple[Dim, ...]:
     src = ctx.input_shape(0)
     shape, allowzero = ctx.attr("shape"), ctx.attr("allowzero")
     if any(d < -1 for d in shape):
-        raise ctx.error(f"{list(shape)} has a dim below -1", attr="shape")
+        raise ctx.error(f"{list(shape)} has a dim below -1", attr="shape",
+                        hint="correct the target shape the model gives (dims >= 0, or -1 for the one to "
+                             "infer)")
     if shape.count(-1) > 1:
         raise ctx.error(f"{list(shape)} has more than one -1", attr="shape",
                         hint="only one dim can be inferred")
     if allowzero and 0 in shape and -1 in shape:
-        raise ctx.error(f"{list(shape)} has both 0 and -1 with allowzero=1", attr="shape")
+        raise ctx.error(f"{list(shape)} has both 0 and -1 with allowzero=1", attr="shape",
+                        hint="correct the target shape the model gives: with allowzero=1 a 0 is a real 0, "
+                             "so -1 has nothing to infer from")
     out: list[Dim] = []
     for i, d in enumerate(shape):
         if d == 0 and not allowzero:
             if i >= len(src):
                 raise ctx.error(f"{list(shape)}: 0 at position {i} copies a dim the input "
-                                f"(rank {len(src)}) does not have", attr="shape")
+                                f"(rank {len(src)}) does not have", attr="shape",
+                                hint="correct the target shape the model gives (0 copies the input's dim at "
+                                     "that position)")
             out.append(src[i])
         else:
             out.append(d)
@@ -140,7 +147,9 @@ def _squeeze_axes(ctx: ShapeContext) -> list[int]:
     for a in norm:
         if shape[a] != 1:
             raise ctx.error(f"axis {a} has size {shape[a]}, not 1; it cannot be squeezed",
-                            attr="axes")
+                            attr="axes",
+                            hint="squeeze only axes of size 1: check the axes, and the input's shape "
+                                 "(--input-shape)")
     return norm
 
 
@@ -220,7 +229,8 @@ def _perm(ctx: ShapeContext) -> list[int]:
 def _expand_shape(ctx: ShapeContext) -> Any:
     shape = ctx.attr("shape")
     if any(d < 0 for d in shape):
-        raise ctx.error(f"{list(shape)} has a negative dim", attr="shape")
+        raise ctx.error(f"{list(shape)} has a negative dim", attr="shape",
+                        hint="dims must be >= 0: check the shape input")
     src = ctx.input_shape(0)
     try:
         out = broadcast_shapes([src, tuple(shape)], ctx.where)
@@ -286,11 +296,15 @@ def _d2s_shape(ctx: ShapeContext) -> Any:
     shape = static_shape(ctx)
     b = ctx.attr("blocksize")
     if len(shape) != 4:
-        raise ctx.error(f"input has rank {len(shape)}; DepthToSpace needs NCHW (rank 4)")
+        raise ctx.error(f"input has rank {len(shape)}; DepthToSpace needs NCHW (rank 4)",
+                        hint="the op takes NCHW input: check the input's shape (--input-shape) and the "
+                             "layer before")
     n, c, h, w = shape
     if c % (b * b):
         raise ctx.error(f"channels {c} are not divisible by blocksize^2 = {b * b}",
-                        attr="blocksize")
+                        attr="blocksize",
+                        hint="the channels must be a multiple of blocksize^2: check blocksize and the "
+                             "input's channels (--input-shape)")
     return (n, c // (b * b), h * b, w * b), ctx.input_dtype(0)
 
 
@@ -320,10 +334,14 @@ def _s2d_shape(ctx: ShapeContext) -> Any:
     shape = static_shape(ctx)
     b = ctx.attr("blocksize")
     if len(shape) != 4:
-        raise ctx.error(f"input has rank {len(shape)}; SpaceToDepth needs NCHW (rank 4)")
+        raise ctx.error(f"input has rank {len(shape)}; SpaceToDepth needs NCHW (rank 4)",
+                        hint="the op takes NCHW input: check the input's shape (--input-shape) and the "
+                             "layer before")
     n, c, h, w = shape
     if h % b or w % b:
-        raise ctx.error(f"spatial dims {h}x{w} are not divisible by {b}", attr="blocksize")
+        raise ctx.error(f"spatial dims {h}x{w} are not divisible by {b}", attr="blocksize",
+                        hint="height and width must be multiples of blocksize: check blocksize and the "
+                             "input's shape (--input-shape)")
     return (n, c * b * b, h // b, w // b), ctx.input_dtype(0)
 
 
@@ -376,13 +394,17 @@ def _revseq_shape(ctx: ShapeContext) -> Any:
     shape = static_shape(ctx)
     b, t = ctx.attr("batch_axis"), ctx.attr("time_axis")
     if len(shape) < 2:
-        raise ctx.error(f"input has rank {len(shape)}; ReverseSequence needs rank >= 2")
+        raise ctx.error(f"input has rank {len(shape)}; ReverseSequence needs rank >= 2",
+                        hint="check the input's shape: the op takes (batch, time, ...) or (time, batch, "
+                             "...) tensors")
     if b == t:
-        raise ctx.error(f"batch_axis and time_axis are both {b}", attr="time_axis")
+        raise ctx.error(f"batch_axis and time_axis are both {b}", attr="time_axis",
+                        hint="batch_axis and time_axis must differ (one is 0, the other 1)")
     lens = ctx.input_shape(1)
     if tuple(lens) != (shape[b],):
         raise ctx.error(f"sequence_lens has shape {list(lens)}; it needs one entry per batch "
-                        f"item ({shape[b]})")
+                        f"item ({shape[b]})",
+                        hint="give sequence_lens one entry per batch item")
     return ctx.same_as_input(0)
 
 

@@ -27,7 +27,9 @@ def _concat_shape(ctx: ShapeContext) -> Any:
         if len(s) != r or any(not ctx.dims_equal(a, b) for k, (a, b) in enumerate(zip(s, shapes[0]))
                               if k != axis):
             raise ctx.error(f"input {i} has shape {list(s)}, input 0 has {list(shapes[0])}; "
-                            f"they may differ only on axis {axis}")
+                            f"they may differ only on axis {axis}",
+                            hint="the inputs must agree on every axis but the concatenation axis: check the "
+                                 "input shapes (--input-shape) and the layers that make them")
     out = list(shapes[0])
     out[axis] = ctx.dim_add(*(s[axis] for s in shapes))
     return tuple(out), ctx.input_dtype(0)
@@ -120,7 +122,8 @@ def _slice_params(ctx: ShapeContext, rank: int) -> tuple[list[int], list[int]]:
             raise ctx.error(f"has {len(v)} entries, starts has {len(starts)}", attr=name,
                             hint="starts, ends, axes and steps must have one entry per sliced axis")
     if 0 in steps:
-        raise ctx.error(f"{list(steps)} has a 0 step", attr="steps")
+        raise ctx.error(f"{list(steps)} has a 0 step", attr="steps",
+                        hint="a step of 0 never advances: correct the Slice's steps")
     return check_axes(ctx, axes, rank), list(steps)
 
 
@@ -201,13 +204,16 @@ def _pad_shape(ctx: ShapeContext) -> Any:
     for d, (b, e) in zip((int(d) for d in shape), pad_widths(r, pads, axes)):
         cropped = d + min(b, 0) + min(e, 0)
         if cropped < 0:
-            raise ctx.error(f"{list(pads)} crops more than the axis size {d}", attr="pads")
+            raise ctx.error(f"{list(pads)} crops more than the axis size {d}", attr="pads",
+                            hint="use smaller negative pads, or a larger input (--input-shape)")
         big = max(b, e, 0)
         if mode != "constant" and big and cropped == 0:
-            raise ctx.error(f"mode '{mode}' cannot pad an empty axis", attr="pads")
+            raise ctx.error(f"mode '{mode}' cannot pad an empty axis", attr="pads",
+                            hint="pad a non-empty axis, or use mode 'constant'")
         if mode == "reflect" and big > cropped - 1:
             raise ctx.error(f"{list(pads)}: reflect padding of {big} needs an axis longer than "
-                            f"{big} (it has {cropped})", attr="pads")
+                            f"{big} (it has {cropped})", attr="pads",
+                            hint="use smaller pads, or a larger input (--input-shape)")
         out.append(d + b + e)
     return tuple(out), ctx.input_dtype(0)
 
@@ -289,11 +295,13 @@ def _elements_shape(ctx: ShapeContext) -> Any:
     shape, idx = static_shape(ctx), static_shape(ctx, 1)
     axis = ctx.normalize_axis(ctx.attr("axis"), len(shape))
     if len(idx) != len(shape):
-        raise ctx.error(f"indices have rank {len(idx)}, data rank {len(shape)}; they must match")
+        raise ctx.error(f"indices have rank {len(idx)}, data rank {len(shape)}; they must match",
+                        hint="give indices of the data's rank")
     check_const_indices(ctx, 1, shape[axis])
     if ctx.num_inputs > 2 and tuple(ctx.input_shape(2)) != idx:
         raise ctx.error(f"updates have shape {list(ctx.input_shape(2))}, indices {list(idx)}; "
-                        "they must match")
+                        "they must match",
+                        hint="give updates of the indices' shape")
     return (idx if ctx.num_inputs == 2 else shape), ctx.input_dtype(0)
 
 
@@ -321,10 +329,12 @@ def _nd_parts(ctx: ShapeContext) -> tuple[tuple[Dim, ...], tuple[Dim, ...], int,
                         f"batch_dims = {b}", attr="batch_dims" if b else None)
     k = idx[-1]
     if not isinstance(k, int):
-        raise ctx.error(f"indices {list(idx)}: the last dim (the index length) must be static")
+        raise ctx.error(f"indices {list(idx)}: the last dim (the index length) must be static",
+                        hint="give indices whose last dim is a fixed number")
     if not all(ctx.dims_equal(x, y) for x, y in zip(data[:b], idx[:b])) or not 1 <= k <= len(data) - b:
         raise ctx.error(f"indices {list(idx)} do not fit data {list(data)}: the batch dims must "
-                        f"match and indices.shape[-1] must be in [1, {len(data) - b}]")
+                        f"match and indices.shape[-1] must be in [1, {len(data) - b}]",
+                        hint="check indices' shape against the data's (and batch_dims)")
     return data, idx, b, k
 
 
@@ -378,7 +388,8 @@ def _scatter_nd_shape(ctx: ShapeContext) -> Any:
     want = idx[:-1] + data[k:]
     if tuple(ctx.input_shape(2)) != want:
         raise ctx.error(f"updates have shape {list(ctx.input_shape(2))}; data {list(data)} and "
-                        f"indices {list(idx)} need {list(want)}")
+                        f"indices {list(idx)} need {list(want)}",
+                        hint="give updates of the shape the data and indices need")
     return data, ctx.input_dtype(0)
 
 

@@ -118,16 +118,21 @@ def _shape(ctx: ShapeContext) -> Any:
         s = ctx.input_shape(i)
         if len(s) != 4 or s[1] < nb * (5 + nc):
             raise ctx.error(f"head {i} has shape {list(s)}: expected (N, num_box * (5 + num_classes), H, W) "
-                            f"with num_box {nb}, num_classes {nc}")
+                            f"with num_box {nb}, num_classes {nc}",
+                            hint="check the layer's num_box and num_classes params against its input's "
+                                 "channels")
     if version == 2 and len(ctx.attr("biases")) < 2 * nb:
-        raise ctx.error(f"needs 2 biases per box ({2 * nb}), got {len(ctx.attr('biases'))}", attr="biases")
+        raise ctx.error(f"needs 2 biases per box ({2 * nb}), got {len(ctx.attr('biases'))}", attr="biases",
+                        hint="give 2 biases per box")
     if version == 3:
         mask, scales, biases = ctx.attr("mask"), ctx.attr("anchors_scale"), ctx.attr("biases")
         if len(mask) < heads * nb or len(scales) < heads:
             raise ctx.error(f"{heads} heads need {heads * nb} mask values and {heads} anchors_scale values",
-                            attr="mask")
+                            attr="mask",
+                            hint="give num_box mask values and one anchors_scale value per head")
         if any(not 0 <= int(k) < len(biases) // 2 for k in mask):
-            raise ctx.error(f"mask values must index the {len(biases) // 2} bias pairs", attr="mask")
+            raise ctx.error(f"mask values must index the {len(biases) // 2} bias pairs", attr="mask",
+                            hint="mask values index the bias pairs: check the mask and biases params")
     n = ctx.input_shape(0)[0]
     return (1, 1, n * ctx.attr("keep_top_k"), 7), ctx.input_dtype(0)
 
