@@ -202,3 +202,38 @@ def test_ctrl_c_while_writing_keeps_the_old_output(files, capsys, tmp_path, monk
     assert "interrupted" in capsys.readouterr().err
     assert out.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == [out.name]
+
+
+# -- demo -----------------------------------------------------------------------------------------
+def test_demo_leaves_every_file_its_next_commands_take(tmp_path, capsys):
+    """After the demo a user can go on with its files: the bundled prototxt is copied beside its
+    weights, and each command the demo suggests parses and names files that exist."""
+    out = tmp_path / "demo"
+    assert main(["demo", "--out-dir", str(out)]) == 0
+    assert (out / "fire_net.prototxt").read_bytes() == fire_net_prototxt().read_bytes()
+    text = capsys.readouterr().out
+    nxt = text[text.index("next, on these files:"):].splitlines()[1:4]
+    assert len(nxt) == 3 and all(line.startswith("  opbridge ") for line in nxt)
+    for line in nxt:
+        argv = shlex.split(line)[1:]
+        args = build_parser().parse_args(argv)
+        named = [a for a in argv if a.startswith(str(out))]
+        assert named and all(Path(a).is_file() for a in named), line
+        assert args.command in ("show", "profile", "validate")
+
+
+def test_run_takes_a_lone_npy_for_a_one_input_program(files, tmp_path):
+    """As validate does: FILE.npy without NAME= feeds the only input; the result is onnxruntime's."""
+    import numpy as np
+    import onnxruntime as ort
+
+    x = np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    assert main(["run", str(files["obprog"]), "--input", str(tmp_path / "x.npy"), "-o", str(tmp_path / "o.npz")]) == 0
+    want = ort.InferenceSession(str(files["onnx"]), providers=["CPUExecutionProvider"]).run(None, {"image": x})[0]
+    np.testing.assert_allclose(np.load(tmp_path / "o.npz")["prob"], want, rtol=1e-4, atol=1e-6)
+
+
+def test_run_names_the_input_in_the_hint_of_a_bad_input_spec(files, capsys):
+    error, hint = _fails(capsys, ["run", str(files["obprog"]), "--input", "=x.npy"])
+    assert "--input '=x.npy'" in error and hint == "hint: one --input per graph input, e.g. --input image=x.npy"

@@ -104,11 +104,15 @@ def _can_parse(suffix: str) -> bool:
 
 
 def bundled_models(out: Path, seed: int) -> list[DemoModel]:
-    """The two bundled examples, written into ``out`` (Caffe weights only if the frontend exists)."""
+    """The two bundled examples, written into ``out`` (Caffe weights only if the frontend exists):
+    the prototxt is copied there too, so that every file the tour's commands take is in ``out``."""
+    import shutil
+
     from ..examples import fire_net_prototxt, write_small_cnn_onnx
 
     models = []
-    proto = fire_net_prototxt()
+    proto = out / "fire_net.prototxt"
+    shutil.copyfile(fire_net_prototxt(), proto)
     caffe = DemoModel("fire_net", "caffe", proto, note="bundled Caffe net, SqueezeNet-style fire modules")
     if not _can_parse(".prototxt"):
         caffe.missing = "this opbridge has no Caffe frontend"
@@ -287,6 +291,11 @@ def run(args: argparse.Namespace) -> int:
     console.rule()
     console.print(t)
     console.print(f"files in {out}/", highlight=False)
+    if not args.models and (out / "small_cnn.obprog").is_file():
+        console.print(f"next, on these files:\n  opbridge show {out / 'small_cnn.obir'}\n"
+                      f"  opbridge profile {out / 'small_cnn.obprog'} --trace trace.json\n"
+                      f"  opbridge validate {out / 'fire_net.prototxt'} --weights "
+                      f"{out / 'fire_net.caffemodel'} --html report.html", highlight=False, soft_wrap=True)
     if any(r.error for r in results):
         return EXIT_USAGE
     ran = [r for r in results if r.passed is not None]

@@ -20,7 +20,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("program", help="a .obprog file")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
-                     help="an input from a .npy file (repeatable)")
+                     help="an input from a .npy file (repeatable); FILE.npy alone for a program "
+                     "with one input")
     src.add_argument("--random-input", action="store_true", help="random inputs (seeded)")
     p.add_argument("--seed", type=int, default=0, help="seed of --random-input (default 0)")
     add_plugin_option(p)
@@ -48,7 +49,9 @@ def random_feeds(graph: Any, seed: int) -> dict[str, Any]:
     return feeds
 
 
-def file_feeds(specs: list[str]) -> dict[str, Any]:
+def file_feeds(specs: list[str], input_names: list[str] | None = None) -> dict[str, Any]:
+    """The ``--input`` arrays by input name: ``NAME=FILE.npy``, or ``FILE.npy`` alone when the
+    program has one input (``input_names``), as ``validate`` takes them."""
     import numpy as np
 
     from ..errors import ModelFormatError, OpbridgeError
@@ -56,9 +59,12 @@ def file_feeds(specs: list[str]) -> dict[str, Any]:
     feeds = {}
     for spec in specs:
         name, sep, path = spec.rpartition("=")
-        if not sep or not name or not path:
+        if not sep and input_names is not None and len(input_names) == 1:
+            name, path = input_names[0], spec
+        if not name or not path:
             raise OpbridgeError(f"--input '{spec}': write NAME=FILE.npy",
-                                hint="one --input per graph input, e.g. --input data=x.npy")
+                                hint="one --input per graph input, e.g. --input "
+                                     f"{(input_names or ['data'])[0]}=x.npy")
         try:
             feeds[name] = np.load(path, allow_pickle=False)
         except OSError as err:
@@ -90,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
         raise OpbridgeError(f"'{args.program}' needs its inputs: give --input NAME=FILE.npy for each "
                             f"(its inputs: {names}) or --random-input",
                             hint=f"opbridge run {args.program} --random-input runs it on random data")
-    feeds = random_feeds(graph, args.seed) if args.random_input else file_feeds(args.input)
+    names = [v.name for v in graph.inputs]
+    feeds = random_feeds(graph, args.seed) if args.random_input else file_feeds(args.input, names)
     t0 = time.perf_counter()
     outs = prog.run(feeds)
     dt = time.perf_counter() - t0
