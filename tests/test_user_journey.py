@@ -237,3 +237,34 @@ def test_run_takes_a_lone_npy_for_a_one_input_program(files, tmp_path):
 def test_run_names_the_input_in_the_hint_of_a_bad_input_spec(files, capsys):
     error, hint = _fails(capsys, ["run", str(files["obprog"]), "--input", "=x.npy"])
     assert "--input '=x.npy'" in error and hint == "hint: one --input per graph input, e.g. --input image=x.npy"
+
+
+# -- typos ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("argv,error,hint", [
+    (["conver", "m.onnx"], "invalid choice: 'conver'", "did you mean 'convert'? 'opbridge --help'"),
+    (["run", "{obprog}", "--random-inputs"], "error: opbridge run: unrecognized arguments: --random-inputs",
+     "did you mean '--random-input'? 'opbridge run --help'"),
+    (["compile", "{obir}", "-o", "x.obprog", "--taget", "bm1684"], "unrecognized arguments: --taget bm1684",
+     "did you mean '--target'? 'opbridge compile --help'"),
+    (["plugin", "neww", "Foo"], "invalid choice: 'neww'", "did you mean 'new'? 'opbridge plugin --help'"),
+    (["validate", "{onnx}", "extra.onnx"], "error: opbridge validate: unrecognized arguments: extra.onnx",
+     "'opbridge validate --help' lists the arguments and options"),
+], ids=["command", "run-option", "compile-option", "plugin-subcommand", "extra-argument"])
+def test_a_typo_names_the_command_whose_help_to_read_and_the_closest_word(files, capsys, argv, error, hint):
+    argv = [a.format(**{k: str(v) for k, v in files.items()}) for a in argv]
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 2 and error in lines[0]
+    assert lines[1] == f"hint: {hint}" or lines[1].startswith(f"hint: {hint}")
+
+
+def test_batch_with_a_model_that_fails_ends_with_an_error_and_a_hint(files, capsys, tmp_path):
+    missing = str(tmp_path / "nothere.onnx")
+    out = str(tmp_path / "out")
+    assert main(["batch", "convert", missing, str(files["onnx"]), "-o", out, "--jobs", "1"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[-2].startswith(f"error: 1 of 2 models could not be converted (first: '{missing}': ")
+    assert lines[-1] == (f"hint: each model's error is in the table and in {out}/summary.json; run one "
+                         "alone ('opbridge convert MODEL') for its hint")

@@ -72,9 +72,28 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
 
     def error(self, message: str) -> None:  # usage errors: as every other error, exit 2
+        guess = self._close_match(message)
         sys.stderr.write(f"error: {self.prog}: {message}\n")
-        sys.stderr.write(f"hint: '{self.prog} --help' lists the arguments and options\n")
+        sys.stderr.write(f"hint: {f'did you mean {guess!r}? ' if guess else ''}"
+                         f"'{self.prog} --help' lists the arguments and options\n")
         sys.exit(EXIT_USAGE)
+
+    def _close_match(self, message: str) -> str | None:
+        """The command, choice or option the user probably meant by the word ``message``
+        refuses (a typo), or None."""
+        import difflib
+        import re
+
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if choice:
+            word, known = choice.group(1), re.findall(r"'([^']*)'", choice.group(2))
+        elif message.startswith("unrecognized arguments: "):
+            words = [w for w in message.split()[2:] if w.startswith("-")]
+            word, known = (words[0].partition("=")[0] if words else ""), list(self._option_string_actions)
+        else:
+            return None
+        close = difflib.get_close_matches(word, known, n=1, cutoff=0.7) if word else []
+        return close[0] if close else None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -97,6 +116,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the command ``args`` ran (``opbridge plugin new``'s for a sub-command),
+    or ``parser`` itself."""
+    found = parser
+    while True:
+        subs = [a for a in found._actions if isinstance(a, argparse._SubParsersAction)]
+        name = getattr(args, subs[0].dest, None) if subs else None
+        if not subs or name not in subs[0].choices:
+            return found
+        found = subs[0].choices[name]
+
+
 def _os_error_hint(err: OSError) -> str:
     """What to do about a file the system would not read or write."""
     import errno
@@ -116,7 +147,9 @@ def _os_error_hint(err: OSError) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # refused by the command's own parser, which knows its options
+        _command_parser(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE

@@ -52,6 +52,9 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+_DONE = {"validate": "validated", "convert": "converted", "compile": "compiled"}
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -65,4 +68,12 @@ def run(args: argparse.Namespace) -> int:
                    input_values=input_values_from_args(args))
     console = Console(width=160 if not sys.stdout.isatty() else None)
     result.print(console)
+    errors = [m for m in result.models if m.status == "error"]
+    if errors:  # the table is on stdout: the error contract's two lines go to stderr
+        first = errors[0]
+        sys.stderr.write(f"error: {len(errors)} of {len(result.models)} models could not be "
+                         f"{_DONE.get(args.mode, 'processed')} (first: "
+                         f"'{first.path}': {(first.error or '').splitlines()[0] if first.error else '?'})\n")
+        sys.stderr.write(f"hint: each model's error is in the table and in {args.output}/summary.json; "
+                         f"run one alone ('opbridge {args.mode} MODEL') for its hint\n")
     return result.exit_code
