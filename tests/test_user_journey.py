@@ -268,3 +268,19 @@ def test_batch_with_a_model_that_fails_ends_with_an_error_and_a_hint(files, caps
     assert lines[-2].startswith(f"error: 1 of 2 models could not be converted (first: '{missing}': ")
     assert lines[-1] == (f"hint: each model's error is in the table and in {out}/summary.json; run one "
                          "alone ('opbridge convert MODEL') for its hint")
+
+
+@pytest.mark.parametrize("umask,mode", [(0o022, 0o644), (0o077, 0o600)])
+def test_written_files_get_the_mode_of_the_users_umask(files, tmp_path, umask, mode):
+    """As any file a user writes: a .obir and a .obprog are not private unless the umask says so."""
+    import os
+    import stat
+
+    old = os.umask(umask)
+    try:
+        assert main(["convert", str(files["onnx"]), "-o", str(tmp_path / "m.obir")]) == 0
+        assert main(["compile", str(tmp_path / "m.obir"), "-o", str(tmp_path / "m.obprog")]) == 0
+    finally:
+        os.umask(old)
+    for name in ("m.obir", "m.obprog"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == mode, name

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
+import secrets
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -166,10 +166,20 @@ def atomic_write(path: str | os.PathLike[str], write: Any) -> None:
     if not parent.is_dir():
         raise OpbridgeError(f"cannot write '{path}': folder '{parent}' does not exist",
                             hint="create the folder first, or write somewhere else")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
-    os.close(fd)
+    # the mode open() gives a new file (0o666 less the umask), kept whatever ``write`` does
+    # (mkstemp and safetensors make files 0o600): the result is readable by whoever may read
+    # the folder's other files
+    while True:
+        tmp = str(parent / f".{path.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+            break
+        except FileExistsError:
+            continue
+    mode = os.stat(tmp).st_mode & 0o777
     try:
         write(tmp)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
