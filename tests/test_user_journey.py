@@ -284,3 +284,18 @@ def test_written_files_get_the_mode_of_the_users_umask(files, tmp_path, umask, m
         os.umask(old)
     for name in ("m.obir", "m.obprog"):
         assert stat.S_IMODE((tmp_path / name).stat().st_mode) == mode, name
+
+
+def test_a_pt_file_as_the_model_says_how_to_export_it(files, capsys, tmp_path):
+    pt = tmp_path / "m.pt"
+    pt.write_bytes(b"")
+    error, hint = _fails(capsys, ["show", str(pt)])
+    assert f"'{pt}' is not a model file" in error
+    assert f"opbridge export-torchscript {pt} --input-shape x=1,3,224,224 -o model.ts.json" in hint
+
+
+def test_export_torchscript_of_an_onnx_model_says_to_convert_it(files, capsys, tmp_path):
+    error, hint = _fails(capsys, ["export-torchscript", str(files["onnx"]), "--input-shape", "x=1,3,8,8",
+                                  "-o", str(tmp_path / "m.ts.json")])
+    assert f"'{files['onnx']}' is already a model file opbridge reads" in error
+    assert hint == f"hint: convert it directly: opbridge convert {files['onnx']} -o OUT.obir"

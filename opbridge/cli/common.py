@@ -106,8 +106,9 @@ def input_shapes_from_args(args: argparse.Namespace) -> dict[str, tuple[int, ...
 #: What a file with one of these endings is, when it is given where a model file is expected.
 _NOT_A_MODEL = {
     ".caffemodel": "Caffe weights: give the net's deploy .prototxt as MODEL, with --weights {path}",
-    ".pt": "a saved TorchScript module: write it as TorchScript-json first "
-           "(opbridge export-torchscript {path} -o model.ts.json)",
+    ".pt": "a saved TorchScript module: write it as TorchScript-json first, with one --input-shape "
+           "per forward() argument (opbridge export-torchscript {path} --input-shape x=1,3,224,224 "
+           "-o model.ts.json)",
     ".pth": "PyTorch weights: export the model as TorchScript-json (opbridge export-torchscript) "
             "or ONNX (torch.onnx.export) first",
     ".npy": "an array, not a model: give it to --input NAME={path}",
