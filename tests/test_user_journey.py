@@ -299,3 +299,23 @@ def test_export_torchscript_of_an_onnx_model_says_to_convert_it(files, capsys, t
                                   "-o", str(tmp_path / "m.ts.json")])
     assert f"'{files['onnx']}' is already a model file opbridge reads" in error
     assert hint == f"hint: convert it directly: opbridge convert {files['onnx']} -o OUT.obir"
+
+
+@pytest.mark.parametrize("argv,option,floor", [
+    (["validate", "{onnx}", "--seed", "-1"], "--seed", 0),
+    (["run", "{obprog}", "--random-input", "--seed", "-3"], "--seed", 0),
+    (["demo", "--seed", "-1"], "--seed", 0),
+    (["show", "{obir}", "--max-nodes", "-1"], "--max-nodes", 0),
+    (["validate", "{onnx}", "--max-rows", "x"], "--max-rows", 0),
+    (["batch", "convert", "{onnx}", "--jobs", "0"], "--jobs", 1),
+], ids=["validate-seed", "run-seed", "demo-seed", "show-max-nodes", "validate-max-rows", "batch-jobs"])
+def test_a_number_out_of_range_is_a_usage_error_not_an_internal_one(files, capsys, argv, option, floor):
+    """A negative seed reached numpy, which refused it as an internal error (exit 3)."""
+    argv = [a.format(**{k: str(v) for k, v in files.items()}) for a in argv]
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 2
+    assert f"argument {option}: '{argv[argv.index(option) + 1]}': give a whole number >= {floor}" in lines[0]
+    assert lines[1].startswith("hint: ") and f"'opbridge {argv[0]} --help'" in lines[1]

@@ -12,6 +12,8 @@ from .common import (
     add_pass_option,
     add_plugin_option,
     input_values_from_args,
+    non_negative_int,
+    positive_int,
 )
 
 
@@ -33,7 +35,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("models", nargs="+", metavar="MODEL", help="model files or folders of them")
     p.add_argument("-o", "--output", default="opbridge-batch", metavar="DIR",
                    help="output folder (default: opbridge-batch)")
-    p.add_argument("--jobs", type=int, metavar="N",
+    p.add_argument("--jobs", type=positive_int, metavar="N",
                    help="worker processes of the local pool (default: min(CPUs, models))")
     p.add_argument("--ray", nargs="?", const=True, default=None, metavar="ADDRESS",
                    help="run the models as Ray tasks: on the cluster at ADDRESS (e.g. auto, or "
@@ -45,7 +47,7 @@ def add_parser(sub: Any) -> None:
     add_plugin_option(p)
     add_pass_option(p, check=False)
     p.add_argument("--target", default="bm1684", help="simulator target preset (default: bm1684)")
-    p.add_argument("--seed", type=int, default=0,
+    p.add_argument("--seed", type=non_negative_int, default=0,
                    help="seed of random inputs and random Caffe weights (default 0)")
     p.add_argument("--tolerance", metavar="COS,EUC",
                    help="validate: cosine and Euclidean similarity floors (default: per dtype)")

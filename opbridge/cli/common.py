@@ -8,6 +8,25 @@ from collections.abc import Callable
 from typing import Any
 
 
+def non_negative_int(text: str) -> int:
+    """An ``argparse`` type: a whole number >= 0 (a seed, a count where 0 means all or none)."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"'{text}': give a whole number >= 0")
+    return n
+
+
+def positive_int(text: str) -> int:
+    """An ``argparse`` type: a whole number >= 1 (jobs, workers)."""
+    n = non_negative_int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"'{text}': give a whole number >= 1")
+    return n
+
+
 def input_shape_arg(text: str) -> tuple[str, tuple[int, ...]]:
     """``NAME=1,3,224,224`` -> ("NAME", (1, 3, 224, 224)); the name may itself contain '='."""
     name, sep, dims = text.rpartition("=")

@@ -23,6 +23,7 @@ from .common import (
     add_plugin_option,
     add_threads_option,
     input_values_from_args,
+    non_negative_int,
     passes_from_args,
     with_threads,
 )
@@ -80,10 +81,10 @@ def add_parser(sub: Any) -> None:
     add_input_value_option(p)
     p.add_argument("--out-dir", default="out/demo", help="where to write the demo's files")
     p.add_argument("--target", default="bm1684", help="simulator target (default bm1684)")
-    p.add_argument("--seed", type=int, default=0, help="seed of random weights and inputs")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of random weights and inputs")
     add_plugin_option(p)
     add_pass_option(p, check=False)
-    p.add_argument("--max-rows", type=int, default=24, help="rows of each validation table (default 24; 0: all)")
+    p.add_argument("--max-rows", type=non_negative_int, default=24, help="rows of each validation table (default 24; 0: all)")
     add_threads_option(p)
     p.set_defaults(func=with_threads(run))
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AttrError, ModelFormatError, first_line
-from .common import MODEL_ENDINGS, check_output
+from .common import MODEL_ENDINGS, check_output, non_negative_int
 
 _DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "int32", "int64",
            "bool")
@@ -32,7 +32,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--input-dtype", action="append", default=[], metavar="NAME=DTYPE",
                    help=f"dtype of an input (default float32; one of {', '.join(_DTYPES)})")
     p.add_argument("-o", "--output", required=True, metavar="OUT.ts.json", help="the JSON file to write")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random example inputs")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the random example inputs")
     p.set_defaults(func=run, forward_args=[])
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import add_input_shape_option, add_plugin_option, check_output
+from .common import add_input_shape_option, add_plugin_option, check_output, non_negative_int
 
 
 def add_parser(sub: Any) -> None:
@@ -21,7 +21,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("prototxt", help="a deploy prototxt")
     p.add_argument("-o", "--output", required=True, metavar="OUT.caffemodel")
-    p.add_argument("--seed", type=int, default=0, help="random seed, >= 0 (default 0)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="random seed, >= 0 (default 0)")
     add_input_shape_option(p)
     add_plugin_option(p)
     p.set_defaults(func=run)

@@ -6,7 +6,14 @@ import argparse
 import sys
 from typing import Any
 
-from .common import add_plugin_option, add_threads_option, check_output, static_program, with_threads
+from .common import (
+    add_plugin_option,
+    add_threads_option,
+    check_output,
+    non_negative_int,
+    static_program,
+    with_threads,
+)
 
 
 def add_parser(sub: Any) -> None:
@@ -23,7 +30,7 @@ def add_parser(sub: Any) -> None:
                      help="an input from a .npy file (repeatable); FILE.npy alone for a program "
                      "with one input")
     src.add_argument("--random-input", action="store_true", help="random inputs (seeded)")
-    p.add_argument("--seed", type=int, default=0, help="seed of --random-input (default 0)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of --random-input (default 0)")
     add_plugin_option(p)
     p.add_argument("-o", "--output", metavar="OUT.npz", help="write the outputs here")
     add_threads_option(p)

@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from .common import positive_int
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
@@ -21,7 +23,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
     p.add_argument("--data", default="opbridge-serve-data", metavar="DIR",
                    help="directory for the job database and files (default ./opbridge-serve-data)")
-    p.add_argument("--workers", type=int, default=2, metavar="N", help="jobs run at once (default 2)")
+    p.add_argument("--workers", type=positive_int, default=2, metavar="N", help="jobs run at once (default 2)")
     p.add_argument("--allow-plugins", action="store_true",
                    help="accept plugin uploads (they are Python code run by the server's workers)")
     p.add_argument("--max-upload-mb", type=float, default=256.0, metavar="MB",

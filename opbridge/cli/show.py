@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import add_model_options, load_model
+from .common import add_model_options, load_model, non_negative_int
 
 
 def add_parser(sub: Any) -> None:
@@ -18,7 +18,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("model", help="a .obir graph or a model file (.onnx, .prototxt, .ts.json)")
     add_model_options(p)
-    p.add_argument("--max-nodes", type=int, default=None, help="list at most this many nodes")
+    p.add_argument("--max-nodes", type=non_negative_int, default=None, help="list at most this many nodes")
     p.set_defaults(func=run)
 
 

@@ -16,6 +16,7 @@ from .common import (
     check_model_file,
     check_output,
     input_values_from_args,
+    non_negative_int,
     with_threads,
 )
 
@@ -47,7 +48,7 @@ def add_parser(sub: Any) -> None:
                    help="multiplies the image after the mean, per channel (default 1)")
     p.add_argument("--pixel-format", default="bgr", choices=("bgr", "rgb", "gray"),
                    help="channel order the model expects (default bgr, Caffe's)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the random inputs (default 0)")
     add_plugin_option(p)
     add_pass_option(p, check=False)
     p.add_argument("--tolerance", metavar="COS,EUC",
@@ -77,7 +78,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--stop-after", metavar="NODE",
                    help="stop the interpreter after this node (origin or IR name) and compare what "
                    "was computed")
-    p.add_argument("--max-rows", type=int, default=40, metavar="N", help="rows of the table to print (default 40; 0: all)")
+    p.add_argument("--max-rows", type=non_negative_int, default=40, metavar="N", help="rows of the table to print (default 40; 0: all)")
     add_threads_option(p)
     p.set_defaults(func=with_threads(run))
 
