@@ -79,7 +79,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--weights", metavar="W", help="weights of the (single) MODEL given")
     add_input_shape_option(p)
     add_input_value_option(p)
-    p.add_argument("--out-dir", default="out/demo", help="where to write the demo's files")
+    p.add_argument("--out-dir", default="out/demo", help="where to write the demo's files: the bundled models, their .obir, .obprog, "
+                   "validation reports and traces (default out/demo)")
     p.add_argument("--target", default="bm1684", help="simulator target (default bm1684)")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed of random weights and inputs")
     add_plugin_option(p)
