@@ -319,3 +319,24 @@ def test_a_number_out_of_range_is_a_usage_error_not_an_internal_one(files, capsy
     assert len(lines) == 2
     assert f"argument {option}: '{argv[argv.index(option) + 1]}': give a whole number >= {floor}" in lines[0]
     assert lines[1].startswith("hint: ") and f"'opbridge {argv[0]} --help'" in lines[1]
+
+
+def test_output_cut_short_by_a_closed_pipe_is_no_failure(files, monkeypatch):
+    """`opbridge profile P | head -1`: rich meets the closed pipe by exiting 1, which reads as "a
+    validation did not pass"; the CLI exits 0 as for any output its reader stopped reading."""
+    import io
+    import os
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader has gone: every write now fails with EPIPE
+    out = io.TextIOWrapper(os.fdopen(write_end, "wb"), write_through=True)
+    monkeypatch.setattr(sys, "stdout", out)
+    try:
+        assert main(["profile", str(files["obprog"])]) == 0
+    finally:
+        monkeypatch.undo()
+        try:
+            out.close()
+        except OSError:
+            pass
