@@ -340,3 +340,20 @@ def test_output_cut_short_by_a_closed_pipe_is_no_failure(files, monkeypatch):
             out.close()
         except OSError:
             pass
+
+
+def test_every_option_of_every_command_has_help():
+    import argparse
+
+    missing = []
+
+    def walk(parser: argparse.ArgumentParser, name: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub, sub_parser in action.choices.items():
+                    walk(sub_parser, f"{name} {sub}")
+            elif not action.help and action.dest != "help":
+                missing.append(f"{name} {'/'.join(action.option_strings) or action.dest}")
+
+    walk(build_parser(), "opbridge")
+    assert missing == []

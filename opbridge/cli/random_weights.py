@@ -20,7 +20,8 @@ def add_parser(sub: Any) -> None:
         "Caffe readers (OpenCV's) load the file.",
     )
     p.add_argument("prototxt", help="a deploy prototxt")
-    p.add_argument("-o", "--output", required=True, metavar="OUT.caffemodel")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.caffemodel",
+                   help="the caffemodel to write (any name; give it to --weights)")
     p.add_argument("--seed", type=non_negative_int, default=0, help="random seed, >= 0 (default 0)")
     add_input_shape_option(p)
     add_plugin_option(p)
