@@ -357,3 +357,15 @@ def test_every_option_of_every_command_has_help():
 
     walk(build_parser(), "opbridge")
     assert missing == []
+
+
+def test_a_truncated_obir_names_the_file_and_the_tensor_once(files, capsys, tmp_path):
+    """As a copy cut short leaves it: the error says which tensor no longer fits."""
+    data = files["obir"].read_bytes()
+    cut = tmp_path / "cut.obir"
+    cut.write_bytes(data[: len(data) - 300])
+    error, hint = _fails(capsys, ["show", str(cut)])
+    assert error.count(f"'{cut}'") == 1 and "cannot be read" in error
+    tensor = error.split("tensor '")[1].split("'")[0]
+    assert error.count(f"tensor '{tensor}'") == 1
+    assert "write it again" in hint

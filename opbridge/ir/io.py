@@ -270,7 +270,8 @@ def open_stored(path: str | os.PathLike[str], kind: str, fmt: str, max_version: 
         except OpbridgeError:
             raise
         except Exception as err:
-            raise ModelFormatError(f"'{path}': tensor '{key}' cannot be read: {err}") from None
+            why = str(err).removeprefix(f"tensor '{key}': ")  # the reader may name it too
+            raise ModelFormatError(f"'{path}': tensor '{key}' cannot be read: {why}") from None
 
     return meta, tensor
 
@@ -294,7 +295,8 @@ def load(path: str | os.PathLike[str], *, registry: OpRegistry | None = None) ->
                 hint="load the plugin that defines it (--plugin FILE)",
             ) from None
         # a graph opbridge wrote is whole: a broken one was edited or damaged since
-        raise type(err)(f"'{path}': {err.message}", hint=err.hint or _REWRITE) from None
+        message = err.message if err.message.startswith(f"'{path}'") else f"'{path}': {err.message}"
+        raise type(err)(message, hint=err.hint or _REWRITE) from None
     except (KeyError, TypeError, ValueError, AttributeError) as err:
         raise ModelFormatError(f"'{path}': the graph JSON is not a valid .obir graph: {err!r}",
                                hint=_REWRITE) from None
