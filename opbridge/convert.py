@@ -9,6 +9,7 @@ shape data layers); the converter applies them to every parser's result as well.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
 import os
@@ -91,8 +92,10 @@ def bind_input_values(origin: OriginGraph, values: Mapping[str, Any]) -> dict[st
     for name, value in values.items():
         t = declared.get(name)
         if t is None:
-            raise ShapeError(f"input_values names '{name}', which is not an input of the model",
-                             hint=f"the model's inputs are: {', '.join(declared) or 'none'}")
+            close = difflib.get_close_matches(name, list(declared), n=1)
+            raise ShapeError(f"input_values (--input-value) names '{name}', which is not an input of the "
+                             "model", hint=(f"did you mean '{close[0]}'? " if close else "")
+                             + f"the model's inputs are: {', '.join(declared) or 'none'}")
         try:
             arr = np.asarray(value)
         except (TypeError, ValueError):

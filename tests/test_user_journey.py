@@ -369,3 +369,19 @@ def test_a_truncated_obir_names_the_file_and_the_tensor_once(files, capsys, tmp_
     tensor = error.split("tensor '")[1].split("'")[0]
     assert error.count(f"tensor '{tensor}'") == 1
     assert "write it again" in hint
+
+
+def test_a_typo_in_an_input_value_name_suggests_the_input(files, capsys, tmp_path):
+    error, hint = _fails(capsys, ["convert", str(files["onnx"]), "--input-value", "imge=3",
+                                  "-o", str(tmp_path / "x.obir")])
+    assert "--input-value" in error and "'imge'" in error
+    assert hint == "hint: did you mean 'image'? the model's inputs are: image"
+
+
+@pytest.mark.parametrize("command", ["validate", "convert", "show"])
+def test_a_program_where_a_model_is_wanted_says_which_commands_read_it(files, capsys, tmp_path, command):
+    argv = [command, str(files["obprog"])] + (["-o", str(tmp_path / "x.obir")] if command == "convert" else [])
+    error, hint = _fails(capsys, argv)
+    assert error == (f"error: '{files['obprog']}' is a compiled program; {command} reads a graph (.obir) or "
+                     "a model file (.onnx, .prototxt, .ts.json)")
+    assert "'opbridge profile' and 'opbridge run' read programs" in hint

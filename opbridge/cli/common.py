@@ -151,6 +151,11 @@ def check_model_file(path: str, command: str) -> None:
             hint=(f"give a model file in it, e.g. {inside[0]}" if inside else
                   f"give a model file ({', '.join(MODEL_ENDINGS)})")
             + ("; 'opbridge batch' takes folders" if command in ("validate", "convert", "compile") else ""))
+    if p.name.lower().endswith(".obprog"):
+        raise ModelFormatError(f"'{path}' is a compiled program; {command} reads a graph (.obir) or "
+                               "a model file (.onnx, .prototxt, .ts.json)",
+                               hint="give the .obir or the model it was compiled from; "
+                               "'opbridge profile' and 'opbridge run' read programs")
     for ending, what in _NOT_A_MODEL.items():
         if p.name.lower().endswith(ending):
             raise ModelFormatError(f"'{path}' is not a model file (.onnx, .prototxt, .ts.json or .obir)",
@@ -192,11 +197,6 @@ def load_model(args: argparse.Namespace, *, input_shapes: bool = True) -> Any:
 
     path = str(args.model)
     check_model_file(path, args.command)
-    if path.lower().endswith(".obprog"):
-        raise OpbridgeError(f"'{path}' is a compiled program; {args.command} reads a graph (.obir) or "
-                            "a model file (.onnx, .prototxt, .ts.json)",
-                            hint="give the .obir or the model it was compiled from; "
-                            "'opbridge profile' and 'opbridge run' read programs")
     if not path.lower().endswith(".obir"):
         return convert_checked(path, args, weights=args.weights,
                                input_shapes=input_shapes_from_args(args) if input_shapes else None,
