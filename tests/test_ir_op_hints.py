@@ -39,6 +39,10 @@ CASES = {
     "Conv-group": (lambda: _model(helper.make_node("Conv", ["x", "w"], ["y"], group=2, name="op"),
                                   ["N", "C", "H", "W"], (_const("w", np.ones((4, 2, 3, 3), np.float32)),)),
                    "1,3,8,8", "the input's channels come from the model's input shape (--input-shape)"),
+    "LayerNormalization": (lambda: _model(helper.make_node("LayerNormalization", ["x", "s"], ["y"], axis=-1,
+                                                          name="op"),
+                                          ["N", "D"], (_const("s", np.ones(8, np.float32)),)),
+                           "2,5", "scale and bias must broadcast to the normalised dims"),
 }
 
 

@@ -47,7 +47,9 @@ def _check_inputs(ctx: ShapeContext, graph: Any, attr: str, given: Sequence[tupl
     for v, (_, dtype) in zip(graph.inputs, given):
         if v.dtype != dtype:
             raise ctx.error(f"sub-graph input '{v.name}' is {v.dtype}, the node passes {dtype}",
-                            attr=attr)
+                            attr=attr,
+                            hint="the node passes each sub-graph input the dtype the sub-graph declares: "
+                                 "correct the model")
 
 
 def _given(ctx: ShapeContext, first: int) -> list[tuple[Shape, str]]:

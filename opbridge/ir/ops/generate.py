@@ -51,7 +51,8 @@ def _range_shape(ctx: ShapeContext) -> Any:
     if delta == 0:
         raise ctx.error("is 0", attr="delta", hint="give a non-zero step")
     if dtype not in NUMERIC:
-        raise ctx.error(f"{dtype} is not numeric", attr="dtype")
+        raise ctx.error(f"{dtype} is not numeric", attr="dtype",
+                        hint="give a numeric dtype (a float or integer type)")
     if to_numpy_dtype(dtype).kind in "iu" and not all(float(v).is_integer()
                                                       for v in (start, limit, delta)):
         raise ctx.error(f"start/limit/delta {start}, {limit}, {delta} are not integers",

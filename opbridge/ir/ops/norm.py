@@ -85,7 +85,9 @@ def _ln_shape(ctx: ShapeContext) -> Any:
             raise ctx.error(
                 f"input '{name}' has shape {list(s)}; it must broadcast to X's normalised "
                 f"dims {list(tail)} (axis {ctx.attr('axis')})"
-            )
+            ,
+                hint="scale and bias must broadcast to the normalised dims: check the weights and the axis "
+                     "attribute")
     res = [ctx.same_as_input(0)]
     if ctx.attr("output_stats"):
         stat = (tuple(xs[:axis]) + (1,) * len(tail), "f32")

@@ -263,11 +263,14 @@ def _global_lp(x: np.ndarray, *, p: int) -> np.ndarray:
 def _roialign_shape(ctx: ShapeContext) -> Any:
     xs, rs, bs = ctx.input_shape(0), ctx.input_shape(1), ctx.input_shape(2)
     if len(xs) != 4:
-        raise ctx.error(f"X has shape {list(xs)}; RoiAlign takes (N, C, H, W)")
+        raise ctx.error(f"X has shape {list(xs)}; RoiAlign takes (N, C, H, W)",
+                        hint="check the input's shape (--input-shape) and the layer before")
     if len(rs) != 2 or rs[1] != 4:
-        raise ctx.error(f"rois has shape {list(rs)}; it must be (num_rois, 4): x1, y1, x2, y2")
+        raise ctx.error(f"rois has shape {list(rs)}; it must be (num_rois, 4): x1, y1, x2, y2",
+                        hint="give rois as (num_rois, 4) boxes")
     if len(bs) != 1 or (isinstance(bs[0], int) and isinstance(rs[0], int) and bs[0] != rs[0]):
-        raise ctx.error(f"batch_indices has shape {list(bs)}; it must be ({rs[0]},)")
+        raise ctx.error(f"batch_indices has shape {list(bs)}; it must be ({rs[0]},)",
+                        hint="give one batch index per roi")
     return (rs[0], xs[1], ctx.attr("output_height"), ctx.attr("output_width")), ctx.input_dtype(0)
 
 
@@ -347,7 +350,8 @@ def _roi_align(x: np.ndarray, rois: np.ndarray, batch_indices: np.ndarray, *,
 def _maxunpool_shape(ctx: ShapeContext) -> Any:
     xs, ids = ctx.input_shape(0), ctx.input_shape(1)
     if tuple(ids) != tuple(xs):
-        raise ctx.error(f"indices I {list(ids)} must have X's shape {list(xs)}")
+        raise ctx.error(f"indices I {list(ids)} must have X's shape {list(xs)}",
+                        hint="give indices of X's shape (the MaxPool that made them)")
     nsp = len(xs) - 2
     k, s, _, p = check_spatial(ctx, nsp, kernel=ctx.attr("kernel_shape"), strides=ctx.attr("strides"),
                                dilations=(1,) * nsp, pads=ctx.attr("pads"))
@@ -362,7 +366,8 @@ def _maxunpool_shape(ctx: ShapeContext) -> Any:
             isinstance(a, int) and b < a for a, b in zip(out[2:], given[2:])):
         raise ctx.error(f"= {list(given)}: must be the full output shape, with X's N and C "
                         f"({list(xs[:2])}) and spatial dims at least {out[2:]}",
-                        attr="output_shape")
+                        attr="output_shape",
+                        hint="give output_shape as the full (N, C, spatial...) shape")
     return tuple(given), ctx.input_dtype(0)
 
 

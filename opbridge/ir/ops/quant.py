@@ -379,7 +379,8 @@ def qadd_params(a_scale: float, b_scale: float, y_scale: float,
 def _qadd_shape(ctx: ShapeContext) -> Any:
     a, b = tuple(ctx.input_shape(0)), tuple(ctx.input_shape(1))
     if a != b:
-        raise ctx.error(f"inputs have shapes {list(a)} and {list(b)}; QAdd takes two of one shape")
+        raise ctx.error(f"inputs have shapes {list(a)} and {list(b)}; QAdd takes two of one shape",
+                        hint="QAdd adds two tensors of one shape: broadcast them first")
     shifts = ctx.attr("shifts")
     if any(int(s) < 0 for s in shifts[:2]):
         raise ctx.error(f"shifts {list(shifts)}: an input's rescale must be by less than 1 "

@@ -244,7 +244,9 @@ def _map_shape(ctx: ShapeContext) -> Any:
     body = ctx.attr("body")
     if len(body.inputs) != ctx.num_inputs:
         raise ctx.error(f"body takes {len(body.inputs)} inputs, the node passes {ctx.num_inputs}",
-                        attr="body")
+                        attr="body",
+                        hint="the body takes one input per sequence or tensor given to the node: correct "
+                             "the model")
     return [(v.shape, v.dtype) for v in body.outputs]
 
 

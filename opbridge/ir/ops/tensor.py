@@ -326,7 +326,9 @@ def _nd_parts(ctx: ShapeContext) -> tuple[tuple[Dim, ...], tuple[Dim, ...], int,
     b = ctx.attr("batch_dims") if "batch_dims" in ctx.opdef.params else 0
     if len(idx) < 1 or b >= min(len(data), len(idx)):
         raise ctx.error(f"indices {list(idx)} and data {list(data)} leave no dims past "
-                        f"batch_dims = {b}", attr="batch_dims" if b else None)
+                        f"batch_dims = {b}", attr="batch_dims" if b else None,
+                        hint="indices' last dim plus batch_dims must not exceed the data's rank: check "
+                             "indices' shape")
     k = idx[-1]
     if not isinstance(k, int):
         raise ctx.error(f"indices {list(idx)}: the last dim (the index length) must be static",
