@@ -153,16 +153,16 @@ def test_run_without_inputs_names_the_inputs_and_random_input(files, capsys):
 
 
 # -- --help ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("command", [*COMMANDS, "plugin new"])
 def test_every_help_ends_with_examples_that_parse(command, capsys):
     assert EXAMPLES.get(command), f"'opbridge {command} --help' has no examples"
     for example in EXAMPLES[command]:
         argv = shlex.split(example)
-        assert argv[:2] == ["opbridge", command], example
+        assert argv[1:1 + len(command.split())] == command.split(), example
         args = build_parser().parse_args(argv[1:])  # exits 2 on an unknown option
-        assert args.command == command
+        assert args.command == command.split()[0]
     with pytest.raises(SystemExit) as exit_:
-        main([command, "--help"])
+        main([*command.split(), "--help"])
     assert exit_.value.code == 0
     out = capsys.readouterr().out
     assert "\nexamples:\n" in out

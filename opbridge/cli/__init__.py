@@ -48,6 +48,9 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
                  "opbridge validate model.onnx --per-layer --html report.html",
                  "opbridge validate model.onnx --quantize table.json"),
     "plugin": ("opbridge plugin new ScaleShift --framework caffe",),
+    "plugin new": ("opbridge plugin new ScaleShift --framework caffe",
+                   "opbridge plugin new MyUpsample --framework onnx -o plugins/my_upsample.py",
+                   "opbridge plugin new Relu --framework onnx --override -o my_relu.py"),
     "random-weights": ("opbridge random-weights deploy.prototxt -o net.caffemodel --seed 0",),
     "batch": ("opbridge batch validate zoo/ --jobs 2 -o zoo-out",
               "opbridge batch compile a.onnx b.onnx --target bm1684x"),
@@ -110,10 +113,18 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMANDS:
         mod = importlib.import_module(f".{name.replace('-', '_')}", __name__)
         mod.add_parser(sub)
-        cmd = sub.choices[name]
-        if cmd.epilog is None and name in EXAMPLES:
-            cmd.epilog = "examples:\n" + "\n".join(f"  {c}" for c in EXAMPLES[name])
+        _add_examples(sub.choices[name], name)
     return parser
+
+
+def _add_examples(cmd: argparse.ArgumentParser, name: str) -> None:
+    """End ``cmd``'s --help (and its sub-commands', as ``plugin new``) with its EXAMPLES."""
+    if cmd.epilog is None and name in EXAMPLES:
+        cmd.epilog = "examples:\n" + "\n".join(f"  {c}" for c in EXAMPLES[name])
+    for action in cmd._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub_name, sub_cmd in action.choices.items():
+                _add_examples(sub_cmd, f"{name} {sub_name}")
 
 
 def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
