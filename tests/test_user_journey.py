@@ -385,3 +385,14 @@ def test_a_program_where_a_model_is_wanted_says_which_commands_read_it(files, ca
     assert error == (f"error: '{files['obprog']}' is a compiled program; {command} reads a graph (.obir) or "
                      "a model file (.onnx, .prototxt, .ts.json)")
     assert "'opbridge profile' and 'opbridge run' read programs" in hint
+
+
+@pytest.mark.parametrize("argv,error", [([], "error: opbridge: no COMMAND given"),
+                                        (["plugin"], "error: opbridge plugin: no SUBCOMMAND given")],
+                         ids=["opbridge", "opbridge-plugin"])
+def test_no_command_shows_the_help_then_an_error_and_a_hint(capsys, argv, error):
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out.startswith("usage: opbridge")
+    lines = captured.err.strip().splitlines()
+    assert lines[0] == error and lines[1].startswith("hint: 'opbridge ") and len(lines) == 2

@@ -173,6 +173,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _command_parser(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "func", None):
         parser.print_help()
+        sys.stderr.write("error: opbridge: no COMMAND given\n")
+        sys.stderr.write("hint: 'opbridge demo' runs the whole job on two bundled example models; "
+                         "'opbridge COMMAND --help' shows a command's options and examples\n")
         return EXIT_USAGE
     try:
         rc = args.func(args)

@@ -65,7 +65,11 @@ def add_parser(sub: Any) -> None:
     new.set_defaults(func=run_new)
 
     def usage(args: argparse.Namespace) -> int:  # `opbridge plugin` alone: show what it offers
+        import sys
+
         p.print_help()
+        sys.stderr.write("error: opbridge plugin: no SUBCOMMAND given\n")
+        sys.stderr.write("hint: 'opbridge plugin new NAME --framework onnx' writes a plugin and its test\n")
         return 2
 
     p.set_defaults(func=usage)
