@@ -66,7 +66,7 @@ def file_feeds(specs: list[str], input_names: list[str] | None = None) -> dict[s
     feeds = {}
     for spec in specs:
         name, sep, path = spec.rpartition("=")
-        if not sep and input_names is not None and len(input_names) == 1:
+        if not sep and spec.lower().endswith(".npy") and input_names is not None and len(input_names) == 1:
             name, path = input_names[0], spec
         if not name or not path:
             raise OpbridgeError(f"--input '{spec}': write NAME=FILE.npy",
