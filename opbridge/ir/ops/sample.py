@@ -54,7 +54,8 @@ def _grid_sample_shape(ctx: ShapeContext) -> Any:
         raise ctx.error(f"grid's last dim is {gs[-1]}; it must be {r - 2}, one coordinate per "
                         f"spatial axis of X", hint="grid holds (x, y[, z]) per output point")
     if isinstance(xs[0], int) and isinstance(gs[0], int) and xs[0] != gs[0]:
-        raise ctx.error(f"X has batch {xs[0]}, grid has batch {gs[0]}; they must agree")
+        raise ctx.error(f"X has batch {xs[0]}, grid has batch {gs[0]}; they must agree",
+                        hint="X and grid must have one batch size: check the input shapes (--input-shape)")
     return (xs[0], xs[1], *gs[1:-1]), ctx.input_dtype(0)
 
 
@@ -213,12 +214,14 @@ def _col2im_shape(ctx: ShapeContext) -> Any:
         raise ctx.error(f"input has rank {len(xs)}; it must be 3, (N, C * prod(block_shape), L)",
                         hint="give the columns as im2col (torch's unfold) makes them")
     if not image or any(v < 1 for v in image):
-        raise ctx.error(f"= {list(image)}: give one size >= 1 per image axis", attr="image_shape")
+        raise ctx.error(f"= {list(image)}: give one size >= 1 per image axis", attr="image_shape",
+                        hint="give image_shape one size >= 1 per image axis")
     if len(block) != len(image):
         raise ctx.error(f"has {len(block)} entries, image_shape has {len(image)}",
                         attr="block_shape", hint="one block size per image axis")
     if any(v < 1 for v in block):
-        raise ctx.error(f"= {list(block)}: every entry must be >= 1", attr="block_shape")
+        raise ctx.error(f"= {list(block)}: every entry must be >= 1", attr="block_shape",
+                        hint="give block_shape entries >= 1")
     k, s, d, p = check_spatial(ctx, len(image), kernel=block, strides=ctx.attr("strides"),
                                dilations=ctx.attr("dilations"), pads=ctx.attr("pads"))
     kprod = math.prod(k)
@@ -228,7 +231,8 @@ def _col2im_shape(ctx: ShapeContext) -> Any:
     blocks = _col2im_blocks(image, k, s, d, p)
     if any(b < 1 for b in blocks):
         raise ctx.error(f"a block ({list(block)} with dilations {list(d)}) does not fit the padded "
-                        f"image {list(image)}", attr="block_shape")
+                        f"image {list(image)}", attr="block_shape",
+                        hint="use a smaller block or dilation, more padding, or a larger image_shape")
     if isinstance(xs[2], int) and xs[2] != math.prod(blocks):
         raise ctx.error(f"input has {xs[2]} columns; image_shape, block_shape, pads, strides and "
                         f"dilations give {' x '.join(map(str, blocks))} = {math.prod(blocks)} blocks",
@@ -279,7 +283,9 @@ def _deform_conv_shape(ctx: ShapeContext) -> Any:
     nsp = len(xs) - 2
     og = ctx.attr("offset_group")
     if isinstance(c, int) and c % og:
-        raise ctx.error(f"= {og} does not divide the {c} input channels", attr="offset_group")
+        raise ctx.error(f"= {og} does not divide the {c} input channels", attr="offset_group",
+                        hint="offset_group must divide the input's channels: check the attribute and the "
+                             "input's channels (--input-shape)")
     kprod = math.prod(ctx.attr("kernel_shape"))
     for i, name, per_tap in ((2, "offset", nsp), (4, "mask", 1)):
         if not ctx.has_input(i):
@@ -293,7 +299,8 @@ def _deform_conv_shape(ctx: ShapeContext) -> Any:
                             f"spatial shape)", hint="check offset_group, the kernel and the window "
                                                     "attributes against the model that made it")
     if ctx.has_input(3) and tuple(ctx.input_shape(3)) != (m,):
-        raise ctx.error(f"bias B has shape {list(ctx.input_shape(3))}; it must be [{m}]")
+        raise ctx.error(f"bias B has shape {list(ctx.input_shape(3))}; it must be [{m}]",
+                        hint="B holds one value per output channel: check the bias weights")
     return (n, m, *out_sp), dtype
 
 

@@ -41,10 +41,12 @@ def _tensor_scatter_shape(ctx: ShapeContext) -> Any:
                         f"(axis {axis})", hint="the cache must hold the whole update")
     if ctx.has_input(2) and (ctx.input_rank(2) != 1 or not ctx.dims_equal(ctx.input_shape(2)[0], cache[0])):
         raise ctx.error(f"write_indices have shape {list(ctx.input_shape(2))}; they need one index "
-                        f"per batch row, [{cache[0]}]")
+                        f"per batch row, [{cache[0]}]",
+                        hint="give write_indices one index per batch row of past_cache")
     if ctx.input_dtype(1) != ctx.input_dtype(0):
         raise ctx.error(f"update is {ctx.input_dtype(1)}, past_cache {ctx.input_dtype(0)}; they "
-                        "must match")
+                        "must match",
+                        hint="give update the dtype of past_cache")
     return cache, ctx.input_dtype(0)
 
 

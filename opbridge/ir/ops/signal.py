@@ -43,7 +43,8 @@ def _stft_shape(ctx: ShapeContext) -> Any:
         raise ctx.error("is unknown: the window's and the signal's lengths are not static",
                         attr="frame_length", hint="give frame_length, or a window of static length")
     if n < 1:
-        raise ctx.error(f"{n} must be >= 1", attr="frame_length")
+        raise ctx.error(f"{n} must be >= 1", attr="frame_length",
+                        hint="give a size of at least 1")
     if ctx.has_input(1):
         w = ctx.input_shape(1)
         # a window of symbolic length is checked when it arrives (stft)
@@ -52,7 +53,8 @@ def _stft_shape(ctx: ShapeContext) -> Any:
                             hint="give a 1-D window of frame_length values")
         if ctx.input_dtype(1) != ctx.input_dtype(0):
             raise ctx.error(f"window is {ctx.input_dtype(1)}, signal {ctx.input_dtype(0)}; they "
-                            "must match")
+                            "must match",
+                            hint="give the window the signal's dtype (insert a Cast)")
     length = shape[1]
     if isinstance(length, int) and n > length:
         raise ctx.error(f"{n} is longer than the signal ({length})", attr="frame_length",
@@ -128,7 +130,8 @@ def _mel_shape(ctx: ShapeContext) -> Any:
                         f"{dft}-point DFT at {rate} Hz", attr="upper_edge_hertz",
                         hint=f"keep upper_edge_hertz below sample_rate / 2 ({rate / 2} Hz)")
     if ctx.attr("dtype") not in NUMERIC:
-        raise ctx.error(f"{ctx.attr('dtype')} is not numeric", attr="dtype")
+        raise ctx.error(f"{ctx.attr('dtype')} is not numeric", attr="dtype",
+                        hint="give a numeric dtype (a float or integer type)")
     return (spec_bins, n), ctx.attr("dtype")
 
 
