@@ -87,24 +87,32 @@ class CalibrationTable:
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "<table>") -> CalibrationTable:
+        """A table from its JSON document, every field checked; a malformed one is a QuantError
+        naming ``source``, the tensor and the field."""
         if not isinstance(data, Mapping) or data.get("format") != TABLE_FORMAT:
             raise QuantError(f"'{source}' is not an opbridge calibration table",
                              hint="make one with 'opbridge calibrate MODEL --data PATH -o table.json'")
         if data.get("version") != TABLE_VERSION:
-            raise QuantError(f"'{source}': calibration table version {data.get('version')!r}; this "
+            raise QuantError(f"'{source}': calibration table version {_show(data.get('version'))}; this "
                              f"opbridge reads version {TABLE_VERSION}",
                              hint="calibrate again with this opbridge")
+        unknown = sorted(str(k) for k in set(data) - set(_TABLE_FIELDS))
+        if unknown:
+            raise _bad(source, f"unknown field '{unknown[0]}'; a table has {', '.join(_TABLE_FIELDS)}")
         tensors = data.get("tensors")
         if not isinstance(tensors, Mapping):
-            raise QuantError(f"'{source}': 'tensors' must be an object of name -> range")
-        out: dict[str, TensorRange] = {}
-        for name, rec in tensors.items():
-            out[name] = _range(rec, name, source)
+            raise _bad(source, f"'tensors' is {_show(tensors)}; want an object of tensor name -> range")
+        out = {str(name): _range(rec, str(name), source) for name, rec in tensors.items()}
         equalized = data.get("equalized", False)
         if not isinstance(equalized, bool):
-            raise QuantError(f"'{source}': 'equalized' must be true or false, not {equalized!r}")
-        return cls(str(data.get("graph", "")), str(data.get("method", "")),
-                   int(data.get("samples", 0)), out, equalized)
+            raise _bad(source, f"'equalized' must be true or false, not {_show(equalized)}")
+        graph, method = data.get("graph", ""), data.get("method", "")
+        if not isinstance(graph, str) or not isinstance(method, str):
+            raise _bad(source, f"'graph' and 'method' are names, not {_show(graph)} and {_show(method)}")
+        samples = data.get("samples", 0)
+        if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
+            raise _bad(source, f"'samples' is {_show(samples)}; want a whole number >= 0")
+        return cls(graph, method, samples, out, equalized)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> CalibrationTable:
@@ -116,11 +124,40 @@ class CalibrationTable:
         except FileNotFoundError:
             raise QuantError(f"calibration table '{p}' does not exist",
                              hint="make one with 'opbridge calibrate MODEL --data PATH -o table.json'") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise QuantError(f"calibration table '{p}' is not valid JSON: {err}",
+        except OSError as err:
+            raise QuantError(f"calibration table '{p}' cannot be read: {err.strerror or err}",
+                             hint="give the path of the table.json file 'opbridge calibrate' wrote") from None
+        # ValueError: a JSONDecodeError, bytes that are not UTF-8, or an integer past Python's
+        # digit limit; RecursionError: nesting too deep for the parser
+        except (ValueError, RecursionError) as err:
+            why = "nested too deeply" if isinstance(err, RecursionError) else str(err)[:200]
+            raise QuantError(f"calibration table '{p}' is not valid JSON: {why}",
                              hint="give the table.json that 'opbridge calibrate MODEL --data PATH -o "
                              "table.json' wrote") from None
         return cls.from_dict(data, p)
+
+
+#: the fields of a saved table and of one tensor's record
+_TABLE_FIELDS = ("format", "version", "graph", "method", "samples", "equalized", "tensors")
+_RANGE_FIELDS = ("min", "max", "threshold", "channel_max")
+#: ranges are float32 values (numpy's finfo(float32).max and .tiny); a threshold's int8 scale
+#: (threshold / 127) must be a normal float32, above 0
+_F32_MAX = 3.4028234663852886e38
+_MIN_THRESHOLD = 127 * 1.1754943508222875e-38
+_FIX_HINT = ("calibrate again ('opbridge calibrate MODEL --data PATH -o table.json'), or correct the "
+             "field in the file")
+
+
+def _bad(source: str, detail: str) -> QuantError:
+    return QuantError(f"'{source}': {detail}", hint=_FIX_HINT)
+
+
+def _show(value: Any) -> str:
+    """A short rendering of a bad value for a message (a list of thousands stays one line)."""
+    text = repr(value)
+    text = text if len(text) <= 40 else text[:37] + "..."
+    return text if isinstance(value, (int, float)) and not isinstance(value, bool) else \
+        f"{text} (a {type(value).__name__})"
 
 
 def _record(r: TensorRange) -> dict[str, Any]:
@@ -130,24 +167,46 @@ def _record(r: TensorRange) -> dict[str, Any]:
     return rec
 
 
+def _number(value: Any, where: str, source: str) -> float:
+    """A JSON number that is a finite float32 value (booleans and strings are not numbers)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _bad(source, f"{where} is {_show(value)}; want a number")
+    if not (isinstance(value, float) and math.isnan(value)) and abs(value) <= _F32_MAX:
+        return float(value)
+    raise _bad(source, f"{where} = {_show(value)}: want a finite number within float32's range "
+               f"(|x| <= {_F32_MAX:.4g})")
+
+
+def _magnitude(value: Any, where: str, source: str) -> float:
+    """A threshold or channel maximum: 0, or large enough that its int8 scale is a float32."""
+    v = _number(value, where, source)
+    if v < 0 or 0 < v < _MIN_THRESHOLD:
+        raise _bad(source, f"{where} = {v!r}: want 0 or a number >= {_MIN_THRESHOLD:.3g} (its int8 "
+                   "scale, the value / 127, must be a float32 above 0)")
+    return v
+
+
 def _range(rec: Any, name: str, source: str) -> TensorRange:
-    try:
-        lo, hi, th = (float(rec[k]) for k in ("min", "max", "threshold"))
-    except (KeyError, TypeError, ValueError):
-        raise QuantError(f"'{source}': tensor '{name}' needs numbers min, max and threshold") from None
-    if not all(math.isfinite(v) for v in (lo, hi, th)) or th < 0 or lo > hi:
-        raise QuantError(f"'{source}': tensor '{name}' has min {lo}, max {hi}, threshold {th}; "
-                         "want finite numbers, min <= max, threshold >= 0")
+    if not isinstance(rec, Mapping):
+        raise _bad(source, f"tensor '{name}' is {_show(rec)}; want an object with min, max and threshold")
+    missing = [k for k in ("min", "max", "threshold") if k not in rec]
+    if missing:
+        raise _bad(source, f"tensor '{name}' needs numbers min, max and threshold ('{missing[0]}' is missing)")
+    unknown = sorted(str(k) for k in set(rec) - set(_RANGE_FIELDS))
+    if unknown:
+        raise _bad(source, f"tensor '{name}' has unknown field '{unknown[0]}'; a range has "
+                   f"{', '.join(_RANGE_FIELDS)}")
+    lo, hi = (_number(rec[k], f"tensor '{name}' {k}", source) for k in ("min", "max"))
+    th = _magnitude(rec["threshold"], f"tensor '{name}' threshold", source)
+    if lo > hi:
+        raise _bad(source, f"tensor '{name}' has min {lo} > max {hi}; want min <= max")
     channels = rec.get("channel_max")
     if channels is None:
         return TensorRange(lo, hi, th)
-    try:
-        per = tuple(float(c) for c in channels) if isinstance(channels, list) else ()
-    except (TypeError, ValueError):
-        per = ()
-    if not per or not all(math.isfinite(c) and c >= 0 for c in per):
-        raise QuantError(f"'{source}': tensor '{name}' has channel_max {channels!r}; want a list of "
-                         "finite numbers >= 0, one per channel")
+    if not isinstance(channels, list) or not channels:
+        raise _bad(source, f"tensor '{name}' channel_max is {_show(channels)}; want a list of "
+                   "numbers >= 0, one per channel")
+    per = tuple(_magnitude(c, f"tensor '{name}' channel_max[{i}]", source) for i, c in enumerate(channels))
     return TensorRange(lo, hi, th, per)
 
 

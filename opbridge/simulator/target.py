@@ -92,6 +92,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,6 +101,9 @@ from ..errors import ModelFormatError, SimulatorError
 
 #: The most local memory (all lanes) a simulated target may have: it is allocated for real.
 MAX_LMEM_TOTAL = 1 << 31
+
+#: The largest DDR alignment a target may ask for (every DDR tensor is padded to it).
+MAX_ALIGN = 1 << 16
 
 #: Op families the cost model times differently (see ``cost.py``).
 FAMILIES = ("conv", "conv1x1", "matmul", "depthwise", "vector")
@@ -175,35 +179,46 @@ class Target:
     notes: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise SimulatorError(f"a target's name = {self.name!r} must be a non-empty string",
+                                 hint="name the target in the JSON's 'name' field, e.g. \"mychip\"")
         for f in ("lanes", "lmem_bytes_per_lane", "lmem_banks", "eu_bytes", "lmem_align_bytes",
                   "ddr_align_bytes"):
-            v = getattr(self, f)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise SimulatorError(
-                    f"target '{self.name}': {f} = {v!r} must be a positive integer",
-                    hint=f"fix '{f}' in the target JSON or the preset override",
-                )
+            self._check_int(f, 1, "a positive integer")
         for f in ("clock_mhz", "ddr_bandwidth_gbps", "peak_tflops_f32", "peak_tops_i8", "host_gflops"):
             v = getattr(self, f)
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0:  # NaN too
-                raise SimulatorError(f"target '{self.name}': {f} = {v!r} must be a positive number")
+            if not _finite(v) or not v > 0:
+                raise self._field_error(f, v, "a positive number")
         if self.lanes * self.lmem_bytes_per_lane > MAX_LMEM_TOTAL:
             raise SimulatorError(
                 f"target '{self.name}': {self.lanes} lanes x {self.lmem_bytes_per_lane} bytes of "
                 f"local memory is more than the simulator holds ({MAX_LMEM_TOTAL >> 20} MiB)",
                 hint="use fewer lanes or less local memory per lane",
             )
+        # every DDR tensor and local buffer is padded to these: an absurd one would make the
+        # simulator allocate gigabytes for a small model
+        for f, most in (("ddr_align_bytes", MAX_ALIGN), ("lmem_align_bytes", self.lmem_bytes_per_lane)):
+            if getattr(self, f) > most:
+                raise self._field_error(f, getattr(self, f), f"at most {most} bytes")
         for f in ("gdma_latency_us", "tiu_issue_us", "sync_us", "launch_us", "peak_tflops_f16"):
             v = getattr(self, f)
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or not v >= 0:
-                raise SimulatorError(f"target '{self.name}': {f} = {v!r} must be a number >= 0")
-        for f in ("int8_batch_pack", "ic_parallel_bytes"):
-            v = getattr(self, f)
-            if not isinstance(v, int) or isinstance(v, bool) or v < (1 if f == "int8_batch_pack" else 0):
-                raise SimulatorError(f"target '{self.name}': {f} = {v!r} must be an integer >= "
-                                     f"{1 if f == 'int8_batch_pack' else 0}")
+            if not _finite(v) or not v >= 0:
+                raise self._field_error(f, v, "a number >= 0")
+        self._check_int("int8_batch_pack", 1, "an integer >= 1")
+        self._check_int("ic_parallel_bytes", 0, "an integer >= 0")
+        if not isinstance(self.notes, dict) or not all(isinstance(v, str) for v in self.notes.values()):
+            raise self._field_error("notes", self.notes, "an object of text notes")
         self._check_dtypes_field()
         self._check_efficiency_field()
+
+    def _field_error(self, f: str, v: Any, want: str) -> SimulatorError:
+        return SimulatorError(f"target '{self.name}': {f} = {v!r} must be {want}",
+                              hint=f"fix '{f}' in the target JSON or the preset override")
+
+    def _check_int(self, f: str, least: int, want: str) -> None:
+        v = getattr(self, f)
+        if not isinstance(v, int) or isinstance(v, bool) or v < least:
+            raise self._field_error(f, v, want)
 
     def _check_dtypes_field(self) -> None:
         if not isinstance(self.dtypes, list) or any(not isinstance(d, str) or d not in NARROW_DTYPES for d in self.dtypes):
@@ -217,14 +232,15 @@ class Target:
 
     def _check_efficiency_field(self) -> None:
         if not isinstance(self.efficiency, dict):
-            raise SimulatorError(f"target '{self.name}': efficiency must be an object")
+            raise self._field_error("efficiency", self.efficiency, "an object of op family -> fraction")
         for k, v in self.efficiency.items():
-            fam = k.split("/")[0]
-            if (fam not in FAMILIES or not isinstance(v, (int, float)) or isinstance(v, bool)
+            fam, sep, dtype = k.partition("/")
+            if (fam not in FAMILIES or (sep and dtype not in _ITEMSIZE) or not _finite(v)
                     or not 0 < v <= 1):
                 raise SimulatorError(
                     f"target '{self.name}': efficiency '{k}' = {v!r}: keys are an op family "
-                    f"({', '.join(FAMILIES)}) or family/dtype, values in (0, 1]")
+                    f"({', '.join(FAMILIES)}) or family/dtype, values in (0, 1]",
+                    hint="fix 'efficiency' in the target JSON, e.g. {\"conv\": 0.7, \"conv/f16\": 0.5}")
 
     # -- figures derived from the fields -------------------------------------------------
     def eu_elems(self, dtype: str) -> int:
@@ -277,7 +293,8 @@ class Target:
     @classmethod
     def from_dict(cls, d: dict[str, Any], *, where: str = "target") -> Target:
         if not isinstance(d, dict):
-            raise ModelFormatError(f"{where}: a target is a JSON object")
+            raise ModelFormatError(f"{where}: a target is a JSON object of its fields, not "
+                                   f"{type(d).__name__}", hint="write one with opbridge.Target.save")
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
@@ -293,16 +310,24 @@ class Target:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Target:
+        """Read a target JSON file (as :meth:`save` writes it); errors name the file and field."""
+        where = f"target file '{os.fspath(path)}'"
         try:
             with open(path, encoding="utf-8") as f:
                 d = json.load(f)
         except OSError as err:
-            raise ModelFormatError(f"target file '{path}' cannot be read: {err.strerror}",
+            raise ModelFormatError(f"{where} cannot be read: {err.strerror}",
                                    hint="give the path of a target JSON file, or --target PRESET") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise ModelFormatError(f"target file '{path}' is not valid JSON: {err}",
+        # ValueError: a JSONDecodeError, bytes that are not UTF-8, or an integer past Python's
+        # digit limit; RecursionError: nesting too deep for the parser
+        except (ValueError, RecursionError) as err:
+            why = "nested too deeply" if isinstance(err, RecursionError) else str(err)[:200]
+            raise ModelFormatError(f"{where} is not valid JSON: {why}",
                                    hint="write one with opbridge.Target.save (a JSON object of the target's fields)") from None
-        return cls.from_dict(d, where=f"target file '{path}'")
+        try:
+            return cls.from_dict(d, where=where)
+        except SimulatorError as err:  # a field's value: say which file holds it
+            raise SimulatorError(f"{where}: {err.message}", hint=err.hint) from None
 
     @classmethod
     def preset(cls, name: str = "bm1684", **overrides: Any) -> Target:
@@ -331,6 +356,11 @@ PRESETS: dict[str, dict[str, Any]] = {
         "launch_us": 25.0,
     },
 }
+
+
+def _finite(v: Any) -> bool:
+    """A JSON number (not a bool) that is finite."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def itemsize(dtype: str) -> int:

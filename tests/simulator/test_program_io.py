@@ -270,8 +270,8 @@ def test_dict_spelling_is_deprecated(prog):
     ("lmem_bytes_per_lane", 1024, r"outside the lane's 1024 bytes \(the stored target's lmem_bytes_per_lane\)"),
     ("lanes", 2, r"under the stored target's lanes = 2, eu_bytes = \d+, the tile .* bytes per lane; "
                  r"its plan reserves \d+"),
-    ("lmem_align_bytes", 1 << 20, r"not a multiple of the stored target's lmem_align_bytes \(1048576\)"),
-    ("ddr_align_bytes", 1 << 30, r"not a multiple of the stored target's ddr_align_bytes \(1073741824\)"),
+    ("lmem_align_bytes", 1 << 12, r"not a multiple of the stored target's lmem_align_bytes \(4096\)"),
+    ("ddr_align_bytes", 1 << 16, r"not a multiple of the stored target's ddr_align_bytes \(65536\)"),
 ], ids=["lmem_bytes_per_lane", "lanes", "lmem_align_bytes", "ddr_align_bytes"])
 def test_stored_target_that_the_plan_does_not_fit_is_refused_on_load(prog, tmp_path, field, value, match):
     good = tmp_path / "good.obprog"
