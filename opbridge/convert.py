@@ -103,11 +103,11 @@ def bind_input_values(origin: OriginGraph, values: Mapping[str, Any]) -> dict[st
                              hint="give a number, or nested lists of equal lengths") from None
         if t.dtype is not None:
             want = np.dtype(t.dtype)
-            try:
+            try:  # OverflowError: a Python int past the dtype's range (numpy holds it as object)
                 cast = arr.astype(want)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 raise ShapeError(f"input_values['{name}'] = {value!r}: input '{name}' is {want}, and "
-                                 "the value is not a number", hint=f"give a number or an array of {want}"
+                                 f"the value is not a number or does not fit {want}", hint=f"give a number or an array of {want}"
                                  ) from None
             if arr.dtype.kind in "fc" and want.kind in "iub" and not np.array_equal(cast, arr):
                 raise ShapeError(f"input_values['{name}'] = {value!r}: input '{name}' is {want}, "

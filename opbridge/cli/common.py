@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import argparse
 import functools
+import math
 from collections.abc import Callable
 from typing import Any
+
+#: the most dims an array may have (numpy's limit, NPY_MAXDIMS)
+MAX_RANK = 64
+
+
+def _echo(text: str) -> str:
+    """``text`` quoted for an error message, cut short (an argument can be megabytes long)."""
+    return repr(text) if len(text) <= 60 else repr(text[:57] + "...")
 
 
 def non_negative_int(text: str) -> int:
@@ -33,14 +42,17 @@ def input_shape_arg(text: str) -> tuple[str, tuple[int, ...]]:
     try:
         if not sep or not name or not dims:
             raise ValueError
+        if dims.count(",") >= MAX_RANK:
+            raise argparse.ArgumentTypeError(f"{_echo(text)}: more than {MAX_RANK} dims (numpy's limit); "
+                                             "write NAME=DIMS, e.g. data=1,3,224,224")
         shape = tuple(int(d) for d in dims.split(","))
         if any(d < 0 for d in shape):
             raise ValueError
-        return name, shape
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"'{text}': write NAME=DIMS with non-negative integer dims, e.g. data=1,3,224,224"
+            f"{_echo(text)}: write NAME=DIMS with non-negative integer dims, e.g. data=1,3,224,224"
         ) from None
+    return name, shape
 
 
 def add_input_shape_option(p: Any, help: str = "fix an input's dims (symbolic, or a Caffe net's "
@@ -54,7 +66,7 @@ def input_value_arg(text: str) -> tuple[str, Any]:
     (name, a number, a list of numbers, or the .npy path, read by :func:`input_values_from_args`)."""
     name, sep, value = text.rpartition("=")
     if not sep or not name or not value:
-        raise argparse.ArgumentTypeError(f"'{text}': write NAME=VALUE, e.g. sr=16000, or NAME=FILE.npy")
+        raise argparse.ArgumentTypeError(f"{_echo(text)}: write NAME=VALUE, e.g. sr=16000, or NAME=FILE.npy")
     if value.lower().endswith(".npy"):
         return name, value
     items: list[Any] = []
@@ -65,8 +77,13 @@ def input_value_arg(text: str) -> tuple[str, Any]:
                          int(word) if word.lstrip("+-").isdigit() else float(word))
         except ValueError:
             raise argparse.ArgumentTypeError(
-                f"'{text}': {part!r} is not a number; write NAME=VALUE (numbers, comma-separated, "
+                f"{_echo(text)}: {_echo(part)} is not a number; write NAME=VALUE (numbers, comma-separated, "
                 "or true/false) or NAME=FILE.npy") from None
+        # float() reads 'nan', 'inf' and 1e999 (inf): no input is meant to be bound to those
+        if isinstance(items[-1], float) and not math.isfinite(items[-1]):
+            raise argparse.ArgumentTypeError(
+                f"{_echo(text)}: {_echo(part)} is not a finite number; write NAME=VALUE with finite numbers, "
+                "or NAME=FILE.npy")
     return name, items[0] if len(items) == 1 else items
 
 
@@ -87,12 +104,12 @@ def input_values_from_args(args: argparse.Namespace) -> dict[str, Any] | None:
         if name in out:
             raise OpbridgeError(f"--input-value gives '{name}' twice", hint="give each input once")
         if isinstance(value, str):
-            import numpy as np
+            from ..arrayfile import ArrayFileError, read_npy
 
             try:
-                value = np.load(value, allow_pickle=False)
-            except (OSError, ValueError) as err:
-                raise OpbridgeError(f"--input-value {name}={value}: cannot read it: {err}",
+                value = read_npy(value)
+            except ArrayFileError as err:
+                raise OpbridgeError(f"--input-value {name}={value}: cannot read it: it {err.reason}",
                                     hint="give a .npy file written by numpy.save") from None
         out[name] = value
     return out or None

@@ -59,8 +59,7 @@ def random_feeds(graph: Any, seed: int) -> dict[str, Any]:
 def file_feeds(specs: list[str], input_names: list[str] | None = None) -> dict[str, Any]:
     """The ``--input`` arrays by input name: ``NAME=FILE.npy``, or ``FILE.npy`` alone when the
     program has one input (``input_names``), as ``validate`` takes them."""
-    import numpy as np
-
+    from ..arrayfile import ArrayFileError, read_npy
     from ..errors import ModelFormatError, OpbridgeError
 
     feeds = {}
@@ -73,12 +72,9 @@ def file_feeds(specs: list[str], input_names: list[str] | None = None) -> dict[s
                                 hint="one --input per graph input, e.g. --input "
                                      f"{(input_names or ['data'])[0]}=x.npy")
         try:
-            feeds[name] = np.load(path, allow_pickle=False)
-        except OSError as err:
-            raise OpbridgeError(f"--input '{spec}': cannot read '{path}': {err.strerror or err}",
-                                hint="give a .npy file written by numpy.save") from None
-        except ValueError as err:
-            raise ModelFormatError(f"--input '{spec}': '{path}' is not a .npy array: {err}",
+            feeds[name] = read_npy(path)
+        except ArrayFileError as err:
+            raise ModelFormatError(f"--input '{spec}': cannot read '{path}': it {err.reason}",
                                    hint="give a .npy file written by numpy.save") from None
     return feeds
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import os
-import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,14 +109,16 @@ def _from_path(graph: Graph, path: Path, limit: int | None,
 
 
 def _read_arrays(graph: Graph, p: Path) -> dict[str, Any]:
+    from ..arrayfile import ArrayFileError, read_array_file
+
     try:
-        if p.suffix.lower() == ".npy":
-            return {_only_input(graph, p).name: np.load(p, allow_pickle=False)}
-        with np.load(p, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
-        raise QuantError(f"calibration sample '{p}' is not a readable numpy file: {err}",
+        got = read_array_file(p)
+    except ArrayFileError as err:
+        raise QuantError(f"calibration sample '{p}' is not a readable numpy file: {err.reason}",
                          hint="save samples with numpy.save / numpy.savez") from None
+    if not isinstance(got, dict):
+        return {_only_input(graph, p).name: got}
+    arrays = got
     if len(arrays) == 1 and len(graph.inputs) == 1 and graph.inputs[0].name not in arrays:
         return {graph.inputs[0].name: next(iter(arrays.values()))}
     return arrays

@@ -7,7 +7,6 @@ shape, plus a line per input saying where it came from (for the report).
 from __future__ import annotations
 
 import os
-import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arrayfile import ArrayFileError, read_array_file
 from ..errors import OpbridgeError, ShapeError
 from ..ir.graph import Graph, Value
 from ..ir.types import format_shape, to_numpy_dtype
@@ -74,24 +74,16 @@ def _fit(v: Value, arr: np.ndarray, source: str) -> np.ndarray:
 
 
 def _read_array_file(path: str, key: str | None) -> dict[str, np.ndarray]:
-    p = Path(path)
-    if not p.is_file():
+    if not Path(path).exists():
         raise InputError(f"input file '{path}' does not exist",
                          hint="check the path; --input NAME=FILE takes a .npy, or an .npz holding the "
                               "inputs by name")
     try:
-        data = np.load(p, allow_pickle=False)
-        if isinstance(data, np.lib.npyio.NpzFile):
-            with data:
-                arrays = {k: data[k] for k in data.files}
-        else:
-            arrays = {key or "": np.asarray(data)}
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
-        raise InputError(
-            f"input file '{path}' is not a readable .npy/.npz: {err}",
-            hint="write it with numpy.save / numpy.savez (object arrays are refused)",
-        ) from err
-    return arrays
+        data = read_array_file(path)
+    except ArrayFileError as err:
+        raise InputError(f"input file '{path}' is not a readable .npy/.npz: {err.reason}",
+                         hint="write it with numpy.save / numpy.savez (object arrays are refused)") from None
+    return data if isinstance(data, dict) else {key or "": data}
 
 
 def load_input_specs(graph: Graph, specs: Sequence[str]) -> tuple[dict[str, np.ndarray], dict[str, str]]:

@@ -23,7 +23,10 @@ def cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     """Run the CLI in-process; returns the exit code and stderr."""
     from opbridge.cli import main
 
-    rc = main(argv)
+    try:
+        rc = main(argv)
+    except SystemExit as stop:  # argparse's usage errors
+        rc = stop.code if isinstance(stop.code, int) else 1
     return rc, capsys.readouterr().err
 
 
