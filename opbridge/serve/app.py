@@ -23,7 +23,7 @@ from .config import ServeConfig
 from .page import PAGE
 from .scheduler import Scheduler
 from .store import JobStore, lock_data_dir
-from .uploads import UploadError, _TooLarge, limited_receive, read_submission, too_large
+from .uploads import UploadError, _quoted, _TooLarge, limited_receive, read_submission, too_large
 
 ARTEFACTS = {"report.html": "text/html; charset=utf-8", "report.json": "application/json",
              "model.obir": "application/octet-stream", "model.obprog": "application/octet-stream"}
@@ -110,14 +110,14 @@ class Service:
     async def get_job(self, request: Request) -> Response:
         job = self._job(request)
         if job is None:
-            return _error(404, f"no job '{request.path_params['job_id']}'")
+            return _error(404, f"no job {_quoted(request.path_params['job_id'])}", hint=_JOBS_HINT)
         return JSONResponse(_public(job))
 
     async def artefact(self, request: Request) -> Response:
         job = self._job(request)
         name = request.path_params["name"]
         if job is None:
-            return _error(404, f"no job '{request.path_params['job_id']}'")
+            return _error(404, f"no job {_quoted(request.path_params['job_id'])}", hint=_JOBS_HINT)
         path = self.config.jobs_dir / job["id"] / name
         if name not in ARTEFACTS or not path.is_file():
             return _error(404, f"job {job['id']} has no {name} (status {job['status']})",
@@ -128,7 +128,7 @@ class Service:
     async def delete_job(self, request: Request) -> Response:
         job = self._job(request)
         if job is None:
-            return _error(404, f"no job '{request.path_params['job_id']}'")
+            return _error(404, f"no job {_quoted(request.path_params['job_id'])}", hint=_JOBS_HINT)
         assert self.store is not None and self.scheduler is not None
         self.store.delete(job["id"])
         self.scheduler.cancel(job["id"])
@@ -145,8 +145,17 @@ class Service:
         return HTMLResponse(PAGE)
 
 
+_JOBS_HINT = "GET /api/jobs lists the jobs and their ids"
+
+
 async def _not_found(request: Request, exc: Exception) -> Response:
-    return _error(404, f"no job or page at '{request.url.path}'", hint="see GET /api/jobs and GET /api/health")
+    return _error(404, f"no job or page at {_quoted(request.url.path)}", hint="see GET /api/jobs and GET /api/health")
+
+
+async def _not_allowed(request: Request, exc: Exception) -> Response:
+    return _error(405, f"{request.method} is not allowed on {_quoted(request.url.path)}",
+                  hint="POST /api/jobs submits a job; GET and DELETE /api/jobs/ID read and delete one; "
+                  "GET /api/jobs/ID/ARTEFACT downloads its files")
 
 
 def create_app(config: ServeConfig) -> Starlette:
@@ -160,6 +169,6 @@ def create_app(config: ServeConfig) -> Starlette:
         Route("/api/jobs/{job_id}", svc.delete_job, methods=["DELETE"]),
         Route("/api/jobs/{job_id}/{name}", svc.artefact, methods=["GET"]),
     ]
-    app = Starlette(routes=routes, lifespan=svc.lifespan, exception_handlers={404: _not_found})
+    app = Starlette(routes=routes, lifespan=svc.lifespan, exception_handlers={404: _not_found, 405: _not_allowed})
     app.state.service = svc
     return app

@@ -53,8 +53,14 @@ def extension(filename: str | None, allowed: tuple[str, ...], what: str) -> str:
     for ext in sorted(allowed, key=len, reverse=True):
         if name.endswith(ext) and len(name) > len(ext):
             return ext
-    raise UploadError(400, f"{what} '{os.path.basename(filename or '')}': the file name must end with "
-                      f"one of {', '.join(allowed)}")
+    raise UploadError(400, f"{what} {_quoted(os.path.basename(filename or ''))}: the file name must end "
+                      f"with one of {', '.join(allowed)}",
+                      hint=f"upload a {what} file named with its format's ending ({', '.join(allowed)})")
+
+
+def _quoted(text: str) -> str:
+    """A client's string for a message: quoted, control characters escaped, cut short."""
+    return repr(text if len(text) <= 80 else text[:77] + "...")
 
 
 @dataclass
@@ -78,8 +84,21 @@ class Submission:
                 shutil.copyfileobj(upload.file, f, 1 << 20)
 
 
+#: the fields of ``POST /api/jobs`` (the upload page's form has exactly these)
+FIELDS = ("model", "weights", "plugin", "target", "input_shape")
+_FIELDS_HINT = ("the form's fields are model (a file), weights (a file), plugin (files), target and "
+                "input_shape (repeatable, NAME=DIMS)")
+
+
 def read_submission(form: Any, allow_plugins: bool) -> Submission:
     """Check the form of ``POST /api/jobs``; raises UploadError with the status to answer."""
+    # a misspelt field (input_shapes=...) would otherwise be dropped and the job run without it
+    unknown = sorted({k for k in form.keys() if k not in FIELDS})
+    if unknown:
+        raise UploadError(400, f"unknown form field {_quoted(unknown[0])}", hint=_FIELDS_HINT)
+    for name in ("model", "weights", "target"):
+        if len(form.getlist(name)) > 1:
+            raise UploadError(400, f"the form gives '{name}' {len(form.getlist(name))} times", hint=_FIELDS_HINT)
     model = form.get("model")
     if model is None or isinstance(model, str) or not model.filename:
         raise UploadError(400, "the form has no 'model' file", hint="send the model as a multipart file field 'model'")
@@ -102,7 +121,10 @@ def read_submission(form: Any, allow_plugins: bool) -> Submission:
         try:
             name, shape = input_shape_arg(text.strip())
         except argparse.ArgumentTypeError as err:
-            raise UploadError(400, f"input_shape {err}") from None
+            raise UploadError(400, f"input_shape {err}", hint="one input_shape field per input, "
+                              "NAME=DIMS, e.g. data=1,3,224,224") from None
+        if name in sub.input_shapes:
+            raise UploadError(400, f"input_shape gives {_quoted(name)} twice", hint="give each input once")
         sub.input_shapes[name] = shape
     _check_target(sub.target)
     return sub

@@ -85,6 +85,10 @@ def run_job(jobdir: str, memory_mb: int | None = None, server_pid: int | None = 
                   "hint": "a smaller model or input shape, or a server started with a larger memory limit"}
     except Exception as err:  # a job's failure is its result, reported to the user
         result = _failure(err)
+    # messages name the model by its path in the server's data directory: show the stored name
+    for key in ("error", "hint", "summary"):
+        if isinstance(result.get(key), str):
+            result[key] = result[key].replace(str(d) + os.sep, "")
     result["timings"] = timings
     tmp = d / (RESULT + ".tmp")
     tmp.write_text(json.dumps(result))
@@ -125,9 +129,7 @@ def _pipeline(d: Path, spec: dict[str, Any], timings: dict[str, float]) -> dict[
     step("save_obprog", lambda: program.save(str(d / "model.obprog")))
     report = step("validate", lambda: _validate(graph, program, model, weights))
     step("reports", lambda: (report.write_json(str(d / "report.json")), report.write_html(str(d / "report.html"))))
-    # the summary names the model by its path in the server's data directory: show the stored name
-    summary = report.summary().replace(str(d) + os.sep, "")
-    return {"status": "done", "verdict": "pass" if report.passed else "fail", "summary": summary}
+    return {"status": "done", "verdict": "pass" if report.passed else "fail", "summary": report.summary()}
 
 
 def _validate(graph: Any, program: Any, model: str, weights: str | None) -> Any:
@@ -149,8 +151,10 @@ def _name_weights_in_json(model: Path, weights_name: str) -> None:
 
     try:
         doc = json.loads(model.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ModelFormatError(f"[torchscript] the uploaded .ts.json is not valid JSON: {err}") from None
+    except (ValueError, RecursionError) as err:  # not UTF-8 or JSON, digit limit, deep nesting
+        why = "nested too deeply" if isinstance(err, RecursionError) else str(err)[:200]
+        raise ModelFormatError(f"[torchscript] the uploaded .ts.json is not valid JSON: {why}",
+                               hint="upload the .ts.json that opbridge export-torchscript wrote") from None
     if not isinstance(doc, dict):
         raise ModelFormatError("[torchscript] the uploaded .ts.json is not a JSON object")
     doc["weights"] = weights_name
