@@ -223,8 +223,8 @@ def read_json(text: str, what: str) -> dict[str, Any]:
     ModelFormatError naming ``what``."""
     try:
         doc = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ModelFormatError(f"{what} is malformed: {err}") from None
+    except ValueError as err:  # a JSONDecodeError, or an integer past Python's digit limit
+        raise ModelFormatError(f"{what} is malformed: {str(err)[:200]}") from None
     except RecursionError:
         raise ModelFormatError(f"{what} is nested too deeply to be a valid document") from None
     if not isinstance(doc, dict):

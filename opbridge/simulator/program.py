@@ -14,6 +14,7 @@ The file is a safetensors file: the weights are its tensors, and the metadata ho
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -223,11 +224,14 @@ def load_program(path: str | os.PathLike[str]) -> Program:
 def _check_program(prog: Program, where: str) -> None:
     """Structural checks of a loaded program, before anything is allocated."""
     _check_ddr(prog, where)
-    nodes = {n.name for n in prog.graph.nodes}
+    by_name = {n.name: n for n in prog.graph.nodes}
+    nodes = set(by_name)
     tensors = prog.ddr.tensors
     for i, ins in enumerate(prog.instrs):
         if isinstance(ins, (Compute, GlobalOp, HostOp)) and ins.node not in nodes:
             raise ModelFormatError(f"{where}: instruction {i} names unknown node {ins.node!r}")
+        if isinstance(ins, Compute):
+            _check_operands(prog, ins, by_name[ins.node], f"{where}: instruction {i} ({ins.TAG})")
         if isinstance(ins, (Load, Store)) and ins.tensor not in tensors:
             raise ModelFormatError(f"{where}: instruction {i} names unknown tensor {ins.tensor!r}")
         _check_costs(ins, prog.target.lmem_bytes_per_lane, prog.target.lmem_align_bytes,
@@ -245,6 +249,36 @@ def _check_program(prog: Program, where: str) -> None:
         end = hi
     if end != len(prog.instrs):
         raise ModelFormatError(f"{where}: the units cover {end} of {len(prog.instrs)} instructions")
+
+
+def _check_operands(prog: Program, ins: Compute, node: Any, where: str) -> None:
+    """A compute's operands are its node's tensors, one per input slot, and each tile lies
+    inside its tensor (its rows, batch items and columns inside the tile): what the kernels
+    index by, so that an edited file is refused here rather than failing inside numpy."""
+    if len(ins.ins) != len(node.inputs) or any((a is None) != (v is None) or (a is not None and a.tensor != v.name)
+                                               for a, v in zip(ins.ins, node.inputs)):
+        raise ModelFormatError(f"{where}: its operands {[a and a.tensor for a in ins.ins]} are not the "
+                               f"inputs of node '{node.name}' {[v and v.name for v in node.inputs]}",
+                               hint=RECOMPILE_HINT)
+    if not node.outputs or ins.out.tensor != node.outputs[0].name:
+        raise ModelFormatError(f"{where}: it writes '{ins.out.tensor}', not an output of node '{node.name}'",
+                               hint=RECOMPILE_HINT)
+    values = prog.graph.values()
+    for a in (ins.out, *ins.ins):
+        if a is None:
+            continue
+        full = values[a.tensor].shape
+        if len(a.shape) == len(full):
+            inside = all(isinstance(d, int) and isinstance(f, int) and min(1, f) <= d <= f
+                         for d, f in zip(a.shape, full))
+        else:  # the rank-4 tile of a lower-rank activation (a matmul's rows), never more elements
+            inside = (len(a.shape) == 4 and len(full) < 4 and not a.const and all(d >= 1 for d in a.shape)
+                      and all(isinstance(f, int) for f in full) and math.prod(a.shape) <= math.prod(full))
+        spans = [(r, a.shape[axis]) for r, axis in ((a.n, 0), (a.h, 2), (a.w, 3))
+                 if r is not None and len(a.shape) == 4]
+        if not inside or any(not 0 <= lo < hi <= dim for (lo, hi), dim in spans):
+            raise ModelFormatError(f"{where}: the tile {list(a.shape)} of '{a.tensor}' (n {a.n}, h {a.h}, "
+                                   f"w {a.w}) does not lie inside the tensor {list(full)}", hint=RECOMPILE_HINT)
 
 
 def _check_costs(ins: Instruction, lane: int, align_bytes: int, where: str) -> None:

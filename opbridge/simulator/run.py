@@ -332,7 +332,9 @@ class Executor:
             except Exception as err:
                 raise SimulatorError(
                     f"{node.where}: kernel failed on a tile of shapes "
-                    f"{[None if a is None else a.shape for a in args]}: {type(err).__name__}: {err}"
+                    f"{[None if a is None else a.shape for a in args]}: {type(err).__name__}: {err}",
+                    hint="a program read from an edited or damaged .obprog fails so: compile the model "
+                    "again; if it was compiled just now, this is a bug: rerun with --debug and report it",
                 ) from err
             results = res if isinstance(res, (tuple, list)) else (res,)
             if len(results) != len(outs):
