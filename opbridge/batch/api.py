@@ -17,6 +17,8 @@ MODES = ("validate", "convert", "compile")
 #: summary.json layout version
 SUMMARY_VERSION = 1
 EXIT_OK, EXIT_FAILED, EXIT_USER_ERROR, EXIT_INTERNAL_ERROR = 0, 1, 2, 3
+#: the files a batch writes into its output folder (no model's folder may take these names)
+RESERVED = ("summary.json", "summary.html")
 #: file endings a directory given as MODELS is searched for
 MODEL_SUFFIXES = (".onnx", ".prototxt", ".ts.json", ".obir")
 
@@ -132,8 +134,9 @@ def batch(
         raise BatchError(f"--weights given for {len(paths)} models: it pairs with one model only",
                          hint="put each net's NAME.caffemodel beside its NAME.prototxt instead")
     t0 = time.perf_counter()
-    out = Path(output)
+    out = _output_dir(output)
     names = safe_names(paths)
+    _check_options(target, tolerance if mode == "validate" else None)
     common = _common_options(mode, plugins, input_shapes, target, seed, tolerance)
     common["passes"] = list(passes) if passes is not None else None
     # plain lists and numbers: a task travels to worker processes and Ray nodes as data
@@ -164,6 +167,26 @@ def batch(
     return result
 
 
+def _output_dir(output: str | os.PathLike[str]) -> Path:
+    """The output folder, made now: a path that cannot be a folder fails before any model runs."""
+    out = Path(output)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise BatchError(f"output folder '{out}' cannot be made: {err.strerror or err}",
+                         hint="give -o a folder path (new or existing), not a file or a path under one") from None
+    return out
+
+
+def _check_options(target: str, tolerance: str | tuple[float, float] | None) -> None:
+    """Options every model shares are checked once, not failed once per model."""
+    from ..simulator.target import Target
+    from ..validate.compare import parse_tolerance
+
+    Target.preset(target)
+    parse_tolerance(tolerance)
+
+
 def expand_models(models: Sequence[str | os.PathLike[str]]) -> list[Path]:
     """The model files of ``models``: files as given (missing ones too: they fail as models),
     folders searched recursively for known model files, in sorted order."""
@@ -183,7 +206,8 @@ def safe_names(paths: Sequence[Path]) -> list[str]:
     """A distinct folder name per model, from its file name ('deploy.prototxt' -> 'deploy'),
     prefixed by its folder or numbered when two models share a name."""
     stems = [_stem(p) for p in paths]
-    names: list[str] = []
+    # the batch's own files sit beside the model folders: a model folder never takes their name
+    names: list[str] = list(RESERVED)
     for p, stem in zip(paths, stems, strict=True):
         name = stem
         if stems.count(stem) > 1 and p.parent.name:
@@ -192,7 +216,7 @@ def safe_names(paths: Sequence[Path]) -> list[str]:
         while name in names:
             name, n = f"{base}-{n}", n + 1
         names.append(name)
-    return names
+    return names[len(RESERVED):]
 
 
 def _stem(p: Path) -> str:
@@ -231,6 +255,8 @@ def _build_tasks(paths: Sequence[Path], weights: str | os.PathLike[str] | None,
     early: dict[int, TaskResult] = {}
     for i, p in enumerate(paths):
         try:
+            if p.exists() and not p.is_file():  # a FIFO or a device would block or never end
+                raise IsADirectoryError(0, "not a regular file (a folder, a pipe or a device)", str(p))
             tasks.append({**common, "name": str(p), "model_name": p.name, "model": p.read_bytes(),
                           "companions": _companions(p), **_weights_for(p, weights, common["seed"])})
         except OSError as err:

@@ -11,6 +11,7 @@ from .common import (
     add_input_value_option,
     add_pass_option,
     add_plugin_option,
+    input_shapes_from_args,
     input_values_from_args,
     non_negative_int,
     positive_int,
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from ..ir.passes import with_passes
 
     result = batch(args.mode, args.models, output=args.output, jobs=args.jobs, ray=args.ray,
-                   weights=args.weights, plugins=args.plugin, input_shapes=dict(args.input_shape) or None,
+                   weights=args.weights, plugins=args.plugin, input_shapes=input_shapes_from_args(args),
                    target=args.target, seed=args.seed, tolerance=args.tolerance, progress=True,
                    passes=with_passes(args.extra_passes) if args.extra_passes else None,
                    input_values=input_values_from_args(args))
