@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AttrError, ModelFormatError, first_line
-from .common import MODEL_ENDINGS, check_output, non_negative_int
+from .common import MODEL_ENDINGS, _echo, check_output, non_negative_int
 
 _DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "int32", "int64",
            "bool")
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _arg_name(item: str) -> str:
-    return item.partition("=")[0]
+    return item.rpartition("=")[0] or item  # as the value parsers split: a name may hold "="
 
 
 def _examples(torch: Any, module: Any, forward_args: list[tuple[str, str]],
@@ -113,6 +113,7 @@ def _examples(torch: Any, module: Any, forward_args: list[tuple[str, str]],
                         "or --example-value NAME=VALUE (int, float, bool, lists)")
     gen = torch.Generator().manual_seed(seed)
     types = _argument_types(module)
+    _check_argument_names([_arg_name(item) for _, item in forward_args])
     example: list[Any] = []
     for kind, item in forward_args:
         name = _arg_name(item)
@@ -130,6 +131,17 @@ def _examples(torch: Any, module: Any, forward_args: list[tuple[str, str]],
     return example
 
 
+def _check_argument_names(names: list[str]) -> None:
+    """Each forward() argument named once: the names become the exported graph's inputs (a
+    traced module's own argument names need not match them), and two inputs cannot share one."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise AttrError(f"forward() argument {_echo(name)} is given twice (--input-shape / --example-value)",
+                            hint="give each argument once, in forward()'s order")
+        seen.add(name)
+
+
 def _argument_types(module: Any) -> dict[str, str]:
     """forward()'s argument names -> TorchScript types (empty when the module has no schema)."""
     try:
@@ -144,10 +156,10 @@ def _example_value(item: str, ts_type: str) -> Any:
     try:
         _, value = input_value_arg(item)
     except argparse.ArgumentTypeError:
-        raise AttrError(f"--example-value {item!r}: write NAME=VALUE with numbers (comma-separated "
+        raise AttrError(f"--example-value {_echo(item)}: write NAME=VALUE with numbers (comma-separated "
                         "for a list) or true/false",
                         hint="e.g. --example-value sr=16000, shape=2,3 or flag=true") from None
     if isinstance(value, str):
-        raise AttrError(f"--example-value {item!r}: give the value itself, not a file",
+        raise AttrError(f"--example-value {_echo(item)}: give the value itself, not a file",
                         hint="e.g. --example-value sr=16000 or --example-value shape=2,3")
     return [value] if ts_type.startswith("List[") and not isinstance(value, list) else value

@@ -150,3 +150,24 @@ def test_megabyte_argument_is_cut_short(tmp_path, cnn, capsys, option):
     rc, err = cli(["convert", str(cnn[0]), option, text, "-o", str(tmp_path / "o.obir")], capsys)
     assert_one_error_and_hint(rc, err, option)
     assert len(err) < 1000
+
+
+# --example-value: a name given twice (also to --input-shape) became two graph inputs of one
+# name; non-finite numbers were refused only by the generic message; a 5000-digit value was
+# echoed whole
+@pytest.mark.parametrize("extra, named", [
+    (["--example-value", "x=1"], "'x' is given twice"),
+    (["--example-value", "n=2", "--example-value", "n=3"], "'n' is given twice"),
+    (["--example-value", "n=nan"], "--example-value 'n=nan'"),
+    (["--example-value", "n=" + "9" * 5000], "--example-value"),
+], ids=["x-shape-and-value", "n-twice", "nan", "5000-digits"])
+def test_example_value(tmp_path, capsys, extra, named):
+    torch = pytest.importorskip("torch", reason="export-torchscript needs torch")
+    from ..torchscript import _scripted as m
+
+    pt = tmp_path / "m.pt"
+    torch.jit.save(torch.jit.script(m.IntBranch()), str(pt))
+    rc, err = cli(["export-torchscript", str(pt), "--input-shape", "x=2,3", *extra, "-o", str(tmp_path / "o.ts.json")],
+                  capsys)
+    assert_one_error_and_hint(rc, err, named)
+    assert len(err) < 1000
