@@ -23,11 +23,4 @@ EXPECTED_UNSUPPORTED: dict[str, str] = {
     "test_image_decoder_decode_tiff_rgb": "ImageDecoder (opset 20): no mapping registered",
     "test_image_decoder_decode_webp_rgb": "ImageDecoder (opset 20): no mapping registered",
     "test_scan_sum": "Scan (opset 8): registered since-versions 9, none <= 8",
-    "test_tfidfvectorizer_tf_batch_onlybigrams_skip0": "TfIdfVectorizer (opset 9): no mapping registered",
-    "test_tfidfvectorizer_tf_batch_onlybigrams_skip5": "TfIdfVectorizer (opset 9): no mapping registered",
-    "test_tfidfvectorizer_tf_batch_uniandbigrams_skip5": "TfIdfVectorizer (opset 9): no mapping registered",
-    "test_tfidfvectorizer_tf_only_bigrams_skip0": "TfIdfVectorizer (opset 9): no mapping registered",
-    "test_tfidfvectorizer_tf_onlybigrams_levelempty": "TfIdfVectorizer (opset 9): no mapping registered",
-    "test_tfidfvectorizer_tf_onlybigrams_skip5": "TfIdfVectorizer (opset 9): no mapping registered",
-    "test_tfidfvectorizer_tf_uniandbigrams_skip5": "TfIdfVectorizer (opset 9): no mapping registered",
 }

@@ -34,6 +34,7 @@ FAMILIES = (
     "signal",
     "softmax",
     "tensor",
+    "text",
     "yolo",
     # after the static ops it wraps, so that the index attributes each op to its own family
     "dynamic",

@@ -34,4 +34,5 @@ FAMILIES = (
     "signal",
     "softmax",
     "tensor",
+    "text",
 )
