@@ -22,5 +22,4 @@ EXPECTED_UNSUPPORTED: dict[str, str] = {
     "test_image_decoder_decode_pnm_rgb": "ImageDecoder (opset 20): no mapping registered",
     "test_image_decoder_decode_tiff_rgb": "ImageDecoder (opset 20): no mapping registered",
     "test_image_decoder_decode_webp_rgb": "ImageDecoder (opset 20): no mapping registered",
-    "test_scan_sum": "Scan (opset 8): registered since-versions 9, none <= 8",
 }

@@ -12,6 +12,7 @@ runs; values a body reads from the enclosing graph become that node's capture in
 - Loop-1..21: a constant trip count and a condition that stays constant when unrolled
   (it depends only on the iteration number, constants and constant loop-carried values)
   unroll the body, up to MAX_UNROLL copies; anything else makes a Loop node.
+- Scan-8: each batch row unrolled as Scan-9 (sequence_lens constant), stacked again.
 - Scan-9..21: a static sequence length up to MAX_UNROLL unrolls (each step inlines the body on
   slices of the scan inputs, axes and directions honoured); a longer one makes a Scan node.
 
@@ -221,6 +222,15 @@ def scan(node: OriginNode, g: MapContext) -> Any:
     steps = lengths.pop()
     if not isinstance(steps, int) or steps > MAX_UNROLL:
         return _runtime_scan(node, g, body, m, states, xs, axes)
+    return _unrolled_scan(g, body, states, xs, axes, in_dirs, out_axes, out_dirs, steps)
+
+
+def _unrolled_scan(g: MapContext, body: OriginGraph, states: list[Value | None], xs: Sequence[Value],
+                   axes: Sequence[int], in_dirs: Sequence[int], out_axes: Sequence[int],
+                   out_dirs: Sequence[int], steps: int, tag: str = "") -> list[Value | None]:
+    """Scan-9's meaning unrolled: ``steps`` inlined copies of the body on slices of ``xs``."""
+    n_state = len(states)
+    k = len(body.outputs) - n_state
     per_step: list[list[Value]] = [[] for _ in range(k)]
     for t in range(steps):
         slices = []
@@ -228,7 +238,7 @@ def scan(node: OriginNode, g: MapContext) -> Any:
             i = steps - 1 - t if d else t
             part = g.op("Slice", [x], starts=[i], ends=[i + 1], axes=[a])
             slices.append(g.op("Squeeze", [part], axes=[a]))
-        outs = inline_graph(g, body, [*states, *slices], f"step{t}")
+        outs = inline_graph(g, body, [*states, *slices], f"{tag}step{t}")
         states = list(outs[:n_state])
         for j, v in enumerate(outs[n_state:]):
             per_step[j].append(v)
@@ -242,6 +252,50 @@ def scan(node: OriginNode, g: MapContext) -> Any:
         stacked = [g.op("Unsqueeze", [v], axes=[axis]) for v in parts]
         results.append(stacked[0] if len(stacked) == 1 else g.op("Concat", stacked, axis=axis))
     return results
+
+
+@mapping(ONNX, "Scan", since_opset=8)
+def scan_8(node: OriginNode, g: MapContext) -> Any:
+    """Scan-8: states and scan inputs carry a leading batch axis ([batch, seq, ...]), and
+    ``sequence_lens`` (optional) gives each row's length. Each row is unrolled as Scan-9 would
+    (on its first ``sequence_lens[b]`` steps; its scan outputs padded with zeros after them, as
+    onnxruntime does) and the rows are stacked again on the batch axis."""
+    body: OriginGraph = node.get_attr("body")
+    m = int(node.get_attr("num_scan_inputs"))
+    inputs = g.inputs()[1:]
+    if len(inputs) < m or any(v is None for v in inputs):
+        raise g.error("a state or scan input is absent; ONNX requires every one")
+    values = [v for v in inputs if v is not None]
+    n_state = len(values) - m
+    batch, seq = values[n_state].shape[0], values[n_state].shape[1]
+    if any(len(v.shape) < 1 + (i >= n_state) or v.shape[0] != batch or (i >= n_state and v.shape[1] != seq)
+           for i, v in enumerate(values)):
+        raise g.error(f"states need [batch, ...] and scan inputs [batch, seq, ...] with one batch "
+                      f"({batch}) and sequence length ({seq})", hint="check the Scan's input shapes")
+    if not isinstance(batch, int) or not isinstance(seq, int) or seq > MAX_UNROLL:
+        raise g.unsupported(f"Scan-8 needs a static batch and sequence length (have {batch}, {seq})",
+                            hint="fix the graph inputs' shapes with --input-shape")
+    lens = [seq] * batch
+    if g.has_input(0):
+        lens = [int(n) for n in np.asarray(g.require_const(0, "sequence_lens")).reshape(-1)]
+        if len(lens) != batch or not all(1 <= n <= seq for n in lens):
+            raise g.error(f"sequence_lens {lens} needs {batch} lengths in 1..{seq}",
+                          hint="give one length per batch row, at most the scan inputs' length")
+    dirs = list(node.get_attr("directions", [0] * m))
+    rows: list[list[Value | None]] = []
+    for b, n in enumerate(lens):
+        row = [g.op("Squeeze", [g.op("Slice", [v], starts=[b], ends=[b + 1], axes=[0])], axes=[0])
+               for v in values]
+        xs = [g.op("Slice", [x], starts=[0], ends=[n], axes=[0]) if n < seq else x for x in row[n_state:]]
+        k = len(body.outputs) - n_state
+        outs = _unrolled_scan(g, body, list(row[:n_state]), xs, [0] * m, dirs, [0] * k, [0] * k, n,
+                              tag=f"row{b}/")
+        if n < seq:
+            outs[n_state:] = [g.op("Pad", [y], pads=[0, seq - n], axes=[0]) for y in outs[n_state:]
+                              if y is not None]
+        rows.append(outs)
+    return [g.op("Concat", [g.op("Unsqueeze", [r[j]], axes=[0]) for r in rows], axis=0)
+            if batch > 1 else g.op("Unsqueeze", [rows[0][j]], axes=[0]) for j in range(len(rows[0]))]
 
 
 def _runtime_scan(node: OriginNode, g: MapContext, body: OriginGraph, m: int,
