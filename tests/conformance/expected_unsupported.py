@@ -13,13 +13,4 @@ EXPECTED_UNSUPPORTED: dict[str, str] = {
     "test_flexattention_relative_positional": "FlexAttention: the ONNX function body cannot be built: graph-valued attribute 'score_mod' cannot be passed back to onnx.defs",
     "test_flexattention_score_mod": "FlexAttention: the ONNX function body cannot be built: graph-valued attribute 'score_mod' cannot be passed back to onnx.defs",
     "test_flexattention_soft_cap": "FlexAttention: the ONNX function body cannot be built: graph-valued attribute 'score_mod' cannot be passed back to onnx.defs",
-    "test_image_decoder_decode_bmp_rgb": "ImageDecoder (opset 20): no mapping registered",
-    "test_image_decoder_decode_jpeg2k_rgb": "ImageDecoder (opset 20): no mapping registered",
-    "test_image_decoder_decode_jpeg_bgr": "ImageDecoder (opset 20): no mapping registered",
-    "test_image_decoder_decode_jpeg_grayscale": "ImageDecoder (opset 20): no mapping registered",
-    "test_image_decoder_decode_jpeg_rgb": "ImageDecoder (opset 20): no mapping registered",
-    "test_image_decoder_decode_png_rgb": "ImageDecoder (opset 20): no mapping registered",
-    "test_image_decoder_decode_pnm_rgb": "ImageDecoder (opset 20): no mapping registered",
-    "test_image_decoder_decode_tiff_rgb": "ImageDecoder (opset 20): no mapping registered",
-    "test_image_decoder_decode_webp_rgb": "ImageDecoder (opset 20): no mapping registered",
 }

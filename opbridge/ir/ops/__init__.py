@@ -17,6 +17,7 @@ FAMILIES = (
     "elementwise",
     "fused",
     "generate",
+    "image",
     "linalg",
     "logical",
     "matmul",

@@ -16,6 +16,7 @@ FAMILIES = (
     "dynamic",
     "elementwise",
     "functions",
+    "image",
     "linalg",
     "logical",
     "matmul",
