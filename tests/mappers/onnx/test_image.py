@@ -151,3 +151,13 @@ def test_without_pillow(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
     assert main(["convert", str(path), "-o", str(tmp_path / "d.obir")]) == 2
     err_text = capsys.readouterr().err
     assert "error:" in err_text and "hint:" in err_text and "pip install pillow" in err_text
+
+
+def test_obir_round_trip(tmp_path: Path) -> None:
+    g = ob.convert(_model(pixel_format="Grayscale"))
+    ob.save(g, tmp_path / "d.obir")
+    loaded = ob.load(tmp_path / "d.obir")
+    feeds = {"data": _encode(".bmp", _picture())}
+    got = np.asarray(ob.interpret(loaded, feeds)["image"])
+    assert got.shape == (23, 37, 1)
+    np.testing.assert_array_equal(got, np.asarray(ob.interpret(g, feeds)["image"]))

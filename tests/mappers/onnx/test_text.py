@@ -138,3 +138,12 @@ def test_large_ids_and_long_ngrams_match_onnxruntime() -> None:
     got = np.asarray(ob.interpret(ob.convert(model), {"x": x})["y"])
     assert got[:, 6:].sum() >= 3
     np.testing.assert_array_equal(got, ReferenceEvaluator(model).run(None, {"x": x})[0])
+
+
+def test_obir_round_trip(tmp_path: Path) -> None:
+    x = np.asarray(X2, np.int64)
+    g = ob.convert(_model(x, **POOL, mode="TFIDF", min_gram_length=1, max_gram_length=3,
+                          max_skip_count=1, ngram_indexes=IDENT, weights=[.5, 1, 2, 3, 4, 5, 6, 7]))
+    ob.save(g, tmp_path / "t.obir")
+    np.testing.assert_array_equal(np.asarray(ob.interpret(ob.load(tmp_path / "t.obir"), {"x": x})["y"]),
+                                  np.asarray(ob.interpret(g, {"x": x})["y"]))
