@@ -272,16 +272,18 @@ def scan_8(node: OriginNode, g: MapContext) -> Any:
            for i, v in enumerate(values)):
         raise g.error(f"states need [batch, ...] and scan inputs [batch, seq, ...] with one batch "
                       f"({batch}) and sequence length ({seq})", hint="check the Scan's input shapes")
-    if not isinstance(batch, int) or not isinstance(seq, int) or seq > MAX_UNROLL:
-        raise g.unsupported(f"Scan-8 needs a static batch and sequence length (have {batch}, {seq})",
-                            hint="fix the graph inputs' shapes with --input-shape")
+    if not isinstance(batch, int):
+        raise g.unsupported(f"Scan-8 needs a static batch (have {batch})",
+                            hint="fix the graph inputs' batch dim with --input-shape")
+    dirs = list(node.get_attr("directions", [0] * m))
+    if not isinstance(seq, int) or seq > MAX_UNROLL:
+        return _scan_8_runtime(node, g, body, values, n_state, batch, dirs)
     lens = [seq] * batch
     if g.has_input(0):
         lens = [int(n) for n in np.asarray(g.require_const(0, "sequence_lens")).reshape(-1)]
         if len(lens) != batch or not all(1 <= n <= seq for n in lens):
             raise g.error(f"sequence_lens {lens} needs {batch} lengths in 1..{seq}",
                           hint="give one length per batch row, at most the scan inputs' length")
-    dirs = list(node.get_attr("directions", [0] * m))
     rows: list[list[Value | None]] = []
     for b, n in enumerate(lens):
         row = [g.op("Squeeze", [g.op("Slice", [v], starts=[b], ends=[b + 1], axes=[0])], axes=[0])
@@ -294,23 +296,49 @@ def scan_8(node: OriginNode, g: MapContext) -> Any:
             outs[n_state:] = [g.op("Pad", [y], pads=[0, seq - n], axes=[0]) for y in outs[n_state:]
                               if y is not None]
         rows.append(outs)
+    return _stack_rows(g, rows)
+
+
+def _stack_rows(g: MapContext, rows: Sequence[Sequence[Value | None]]) -> list[Value]:
+    """The rows' outputs stacked again on a new leading (batch) axis."""
     return [g.op("Concat", [g.op("Unsqueeze", [r[j]], axes=[0]) for r in rows], axis=0)
-            if batch > 1 else g.op("Unsqueeze", [rows[0][j]], axes=[0]) for j in range(len(rows[0]))]
+            if len(rows) > 1 else g.op("Unsqueeze", [rows[0][j]], axes=[0]) for j in range(len(rows[0]))]
+
+
+def _scan_8_runtime(node: OriginNode, g: MapContext, body: OriginGraph, values: Sequence[Value],
+                    n_state: int, batch: int, dirs: Sequence[int]) -> list[Value]:
+    """Scan-8 over a sequence too long to unroll (or of run-time length): a Scan-9 node per
+    batch row, every row running the whole sequence."""
+    if g.has_input(0):
+        raise g.unsupported("sequence_lens with a sequence length known only at run time",
+                            hint="fix the scan inputs' sequence dim with --input-shape, or drop "
+                                 "sequence_lens when every row runs the whole sequence")
+    m = len(values) - n_state
+    rows = []
+    for b in range(batch):
+        row = [g.op("Squeeze", [g.op("Slice", [v], starts=[b], ends=[b + 1], axes=[0])], axes=[0])
+               for v in values]
+        rows.append(_runtime_scan(node, g, body, m, row[:n_state], row[n_state:], [0] * m,
+                                  directions=dirs, tag=f"row{b}/"))
+    return _stack_rows(g, rows)
 
 
 def _runtime_scan(node: OriginNode, g: MapContext, body: OriginGraph, m: int,
-                  states: Sequence[Value | None], xs: Sequence[Value], axes: Sequence[int]) -> Any:
-    """A Scan node (a sequence too long to unroll)."""
+                  states: Sequence[Value | None], xs: Sequence[Value], axes: Sequence[int],
+                  directions: Sequence[int] | None = None, tag: str = "") -> Any:
+    """A Scan node (a sequence too long to unroll); ``directions`` are Scan-8's, for a row."""
     if any(v is None for v in states) or len(xs) != m:
         raise g.error("a state or scan input is absent; ONNX requires every one")
     given = [v for v in states if v is not None]
     sliced = [(x.dtype, tuple(d for k, d in enumerate(x.shape) if k != a)) for x, a in zip(xs, axes)]
     body_g, caps = g.map_to_graph(body, [*((v.dtype, v.shape) for v in given), *sliced],
-                                  prefix=f"{node.name}/body/")
+                                  prefix=f"{node.name}/{tag}body/")
     k = len(body_g.outputs) - len(given)
     layout = {name: list(node.get_attr(name, [0] * n)) for name, n in (
         ("scan_input_axes", m), ("scan_input_directions", m),
         ("scan_output_axes", k), ("scan_output_directions", k))}
+    if directions is not None:
+        layout["scan_input_directions"] = list(directions)
     outs = g.op("Scan", [*given, *xs, *caps], body=body_g, num_scan_inputs=m,
                 num_captures=len(caps), num_outputs=len(body_g.outputs), **layout)
     return list(outs) if isinstance(outs, tuple) else [outs]

@@ -27,14 +27,15 @@ def _body() -> onnx.GraphProto:
                              [helper.make_tensor_value_info(n, F, [D]) for n in ("s2", "y")])
 
 
-def _model(lens: list[int] | None, directions: list[int] | None, runtime_lens: bool = False) -> onnx.ModelProto:
+def _model(lens: list[int] | None, directions: list[int] | None, runtime_lens: bool = False,
+           seq: int | str = T) -> onnx.ModelProto:
     attrs: dict[str, Any] = {"body": _body(), "num_scan_inputs": 2}
     if directions is not None:
         attrs["directions"] = directions
     node = helper.make_node("Scan", ["lens" if lens is not None or runtime_lens else "", "s0", "x1", "x2"],
                             ["s", "y"], name="scan", **attrs)
-    inputs = [helper.make_tensor_value_info("s0", F, [B, D]), helper.make_tensor_value_info("x1", F, [B, T, D]),
-              helper.make_tensor_value_info("x2", F, [B, T, D])]
+    inputs = [helper.make_tensor_value_info("s0", F, [B, D]), helper.make_tensor_value_info("x1", F, [B, seq, D]),
+              helper.make_tensor_value_info("x2", F, [B, seq, D])]
     inits = []
     if runtime_lens:
         inputs.append(helper.make_tensor_value_info("lens", TensorProto.INT64, [B]))
@@ -70,6 +71,20 @@ def test_matches_onnxruntime(case: str) -> None:
         np.testing.assert_allclose(np.asarray(got[name]), want[name], rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("directions", [None, [1, 0]], ids=["directions=absent", "directions=reverse-one"])
+def test_runtime_sequence_length_matches_onnxruntime(directions: list[int] | None) -> None:
+    """A symbolic sequence dim: a Scan node per batch row instead of unrolled steps."""
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime's Scan-8 is the reference")
+    model = _model(None, directions, seq="T")
+    g = ob.convert(model)
+    assert any(n.op == "Scan" for n in g.nodes)
+    feeds = _feeds()
+    got = ob.interpret(g, feeds)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for name, want in zip(("s", "y"), sess.run(None, feeds), strict=True):
+        np.testing.assert_allclose(np.asarray(got[name]), want, rtol=1e-6, atol=1e-6)
+
+
 def test_simulator_matches_interpreter() -> None:
     g = ob.convert(_model([4, 2, 3], [1, 0]))
     feeds = _feeds()
@@ -80,10 +95,12 @@ def test_simulator_matches_interpreter() -> None:
 
 
 @pytest.mark.parametrize("case,match", [("runtime-lens", "computed at run time"),
+                                        ("lens-with-symbolic-seq", "known only at run time"),
                                         ("lens-too-long", "sequence_lens"), ("lens-zero", "sequence_lens")])
 def test_refused(case: str, match: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     model = {"runtime-lens": _model(None, None, runtime_lens=True), "lens-too-long": _model([4, 5, 4], None),
-             "lens-zero": _model([4, 0, 4], None)}[case]
+             "lens-zero": _model([4, 0, 4], None),
+             "lens-with-symbolic-seq": _model([4, 4, 4], None, seq="T")}[case]
     path = tmp_path / "scan.onnx"
     onnx.save(model, str(path))
     with pytest.raises(ob.OpbridgeError, match=rf"'scan' \(Scan\).*{match}|{match}.*") as err:
