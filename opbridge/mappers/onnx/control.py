@@ -262,6 +262,11 @@ def scan_8(node: OriginNode, g: MapContext) -> Any:
     onnxruntime does) and the rows are stacked again on the batch axis."""
     body: OriginGraph = node.get_attr("body")
     m = int(node.get_attr("num_scan_inputs"))
+    dirs = list(node.get_attr("directions", [0] * m))
+    if m < 1 or len(dirs) != m:
+        raise g.error(f"num_scan_inputs {m} with directions {dirs}: needs one direction (0 or 1) "
+                      "per scan input, and at least one", attr="directions",
+                      hint="give num_scan_inputs >= 1 and one direction per scan input")
     inputs = g.inputs()[1:]
     if len(inputs) < m or any(v is None for v in inputs):
         raise g.error("a state or scan input is absent; ONNX requires every one")
@@ -275,7 +280,6 @@ def scan_8(node: OriginNode, g: MapContext) -> Any:
     if not isinstance(batch, int):
         raise g.unsupported(f"Scan-8 needs a static batch (have {batch})",
                             hint="fix the graph inputs' batch dim with --input-shape")
-    dirs = list(node.get_attr("directions", [0] * m))
     if not isinstance(seq, int) or seq > MAX_UNROLL:
         return _scan_8_runtime(node, g, body, values, n_state, batch, dirs)
     lens = [seq] * batch

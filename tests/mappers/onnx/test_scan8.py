@@ -96,11 +96,13 @@ def test_simulator_matches_interpreter() -> None:
 
 @pytest.mark.parametrize("case,match", [("runtime-lens", "computed at run time"),
                                         ("lens-with-symbolic-seq", "known only at run time"),
+                                        ("directions-too-few", "directions"),
                                         ("lens-too-long", "sequence_lens"), ("lens-zero", "sequence_lens")])
 def test_refused(case: str, match: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     model = {"runtime-lens": _model(None, None, runtime_lens=True), "lens-too-long": _model([4, 5, 4], None),
              "lens-zero": _model([4, 0, 4], None),
-             "lens-with-symbolic-seq": _model([4, 4, 4], None, seq="T")}[case]
+             "lens-with-symbolic-seq": _model([4, 4, 4], None, seq="T"),
+             "directions-too-few": _model(None, [1])}[case]
     path = tmp_path / "scan.onnx"
     onnx.save(model, str(path))
     with pytest.raises(ob.OpbridgeError, match=rf"'scan' \(Scan\).*{match}|{match}.*") as err:
