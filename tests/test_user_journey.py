@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,7 +56,8 @@ def test_a_folder_as_the_model_names_it_and_a_model_inside(files, capsys, comman
 
 def test_an_empty_folder_as_the_model_lists_the_endings(files, capsys):
     error, hint = _fails(capsys, ["show", str(files["empty"])])
-    assert "is a folder" in error and ".onnx, .prototxt, .ts.json, .obir" in hint
+    assert "is a folder" in error and hint.startswith("hint: give a model file (")
+    assert all(e in hint for e in (".onnx", ".prototxt", ".ts.json", ".obir"))
 
 
 def test_a_caffemodel_as_the_model_says_to_give_the_prototxt(files, capsys):
@@ -111,18 +113,64 @@ def test_an_output_in_a_missing_folder_is_refused_before_any_work(files, capsys,
     assert hint == f"hint: create it first (mkdir -p {tmp_path / 'no' / 'such'}), or write somewhere else"
 
 
-@pytest.mark.parametrize("argv,ending", [
-    (["convert", "{onnx}", "-o", "{tmp}/x.onnx"], ".obir"),
-    (["compile", "{obir}", "-o", "{tmp}/x.obir"], ".obprog"),
-    (["run", "{obprog}", "--random-input", "-o", "{tmp}/out"], ".npz"),
-], ids=["convert-to-.onnx", "compile-to-.obir", "run-to-no-ending"])
-def test_an_output_whose_ending_opbridge_cannot_read_back_is_refused(files, capsys, tmp_path, argv, ending):
-    """A .obir named x.onnx would be read back as ONNX; numpy writes 'out' as 'out.npz'."""
+@pytest.mark.parametrize("argv,ending,hint", [
+    (["convert", "{onnx}", "-o", "{tmp}/x.onnx"], ".obir", "{tmp}/x.obir"),
+    (["quantize", "{onnx}", "--table", "t.json", "-o", "{tmp}/x.onnx"], ".obir", "{tmp}/x.obir"),
+], ids=["convert-to-.onnx", "quantize-to-.onnx"])
+def test_a_graph_named_as_another_kind_is_refused(files, capsys, tmp_path, argv, ending, hint):
+    """A .obir named x.onnx would be read back as ONNX: graphs are told apart by their endings."""
     argv = [a.format(tmp=tmp_path, **{k: str(v) for k, v in files.items()}) for a in argv]
-    error, hint = _fails(capsys, argv)
+    error, hint_line = _fails(capsys, argv)
     assert f"'{argv[-1]}' does not end in {ending}" in error
-    assert hint.startswith("hint: name it ") and hint.endswith(ending)
+    assert hint_line == f"hint: name it {hint.format(tmp=tmp_path)}"
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["x.obir", "x.onnx", "x.prototxt", "x.ts.json"])
+def test_a_program_named_like_a_model_is_refused(files, capsys, tmp_path, name):
+    """load_program reads a program of any name; only a model's ending would make it read back
+    as a model."""
+    out = tmp_path / name
+    error, hint = _fails(capsys, ["compile", str(files["obir"]), "-o", str(out)])
+    assert error.startswith(f"error: -o '{out}' ends in .{name.split('.', 1)[1]}: opbridge would read it back")
+    assert hint == f"hint: name it {tmp_path / 'x.obprog'}"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_program_of_any_other_name_compiles_and_runs(files, tmp_path, capsys):
+    """compile -o m.bin, then run m.bin: a program need not end in .obprog."""
+    import numpy as np
+
+    prog = tmp_path / "m.bin"
+    assert main(["compile", str(files["onnx"]), "-o", str(prog)]) == 0
+    assert main(["run", str(prog), "--random-input", "-o", str(tmp_path / "outs")]) == 0
+    assert f"wrote {tmp_path / 'outs.npz'}" in capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.bin", "outs.npz"]
+    np.testing.assert_allclose(np.load(tmp_path / "outs.npz")["prob"], _onnxruntime(files, _random_image()),
+                               rtol=1e-4, atol=1e-6)
+
+
+def _onnxruntime(files: dict[str, Path], feeds: dict) -> Any:
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(str(files["onnx"]), providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)[0]
+
+
+def _random_image() -> dict:
+    """What run --random-input --seed 0 feeds the example (numpy's generator, written out)."""
+    import numpy as np
+
+    return {"image": np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype(np.float32)}
+
+
+def test_validate_debug_takes_any_name(files, tmp_path, capsys):
+    """np.savez adds .npz to a name without it, as it did before."""
+    import numpy as np
+
+    assert main(["validate", str(files["onnx"]), "--no-simulator", "--debug", str(tmp_path / "dump")]) == 0
+    with np.load(tmp_path / "dump.npz") as dump:
+        assert dump.files
 
 
 def test_an_output_that_is_a_folder_is_refused(files, capsys):

@@ -177,6 +177,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write("hint: 'opbridge demo' runs the whole job on two bundled example models; "
                          "'opbridge COMMAND --help' shows a command's options and examples\n")
         return EXIT_USAGE
+    # rich points stdout at /dev/null when the reader of a pipe goes away; one that was
+    # /dev/null from the start (opbridge ... >/dev/null) keeps its exit status
+    devnull_before = _stdout_is_devnull()
     try:
         rc = args.func(args)
         return int(rc or 0)
@@ -201,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as err:
         # rich meets a closed pipe (opbridge validate ... | head) by pointing stdout at
         # /dev/null and exiting 1, which would read as "a validation did not pass"
-        if err.code == 1 and _stdout_is_devnull():
+        if err.code == 1 and not devnull_before and _stdout_is_devnull():
             return 0
         raise
     except OSError as err:

@@ -17,23 +17,28 @@ def _echo(text: str) -> str:
     return repr(text) if len(text) <= 60 else repr(text[:57] + "...")
 
 
-def non_negative_int(text: str) -> int:
-    """An ``argparse`` type: a whole number >= 0 (a seed, a count where 0 means all or none)."""
-    try:
-        n = int(text)
-    except ValueError:
-        n = -1
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"'{text}': give a whole number >= 0")
-    return n
+def int_at_least(floor: int, note: str = "") -> Callable[[str], int]:
+    """An ``argparse`` type: a whole number >= ``floor``; every refusal names that floor (and
+    ``note``, what the floor value means, e.g. "0: BLAS's own setting")."""
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            n = floor - 1
+        if n < floor:
+            raise argparse.ArgumentTypeError(
+                f"'{text}': give a whole number >= {floor}" + (f" ({note})" if note else ""))
+        return n
+
+    parse.__name__ = f"whole number >= {floor}"  # what argparse names in its own messages
+    return parse
 
 
-def positive_int(text: str) -> int:
-    """An ``argparse`` type: a whole number >= 1 (jobs, workers)."""
-    n = non_negative_int(text)
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"'{text}': give a whole number >= 1")
-    return n
+#: a whole number >= 0 (a seed, a count where 0 means all or none)
+non_negative_int = int_at_least(0)
+#: a whole number >= 1 (jobs, workers, sizes)
+positive_int = int_at_least(1)
 
 
 def input_shape_arg(text: str) -> tuple[str, tuple[int, ...]]:
@@ -147,10 +152,32 @@ _NOT_A_MODEL = {
            "-o model.ts.json)",
     ".pth": "PyTorch weights: export the model as TorchScript-json (opbridge export-torchscript) "
             "or ONNX (torch.onnx.export) first",
-    ".npy": "an array, not a model: give it to --input NAME={path}",
-    ".npz": "arrays, not a model: give them to --input {path}",
+    ".npy": "an array, not a model: ",
+    ".npz": "arrays, not a model: ",
 }
-MODEL_ENDINGS = (".onnx", ".prototxt", ".ts.json", ".obir")
+#: How each command that takes arrays is told about one given as MODEL; the rest name both.
+_ARRAYS_GO_TO = {
+    "validate": "give {them} to --input {name}{path}",
+    "run": "give {them} to --input {name}{path}",
+}
+
+
+def _arrays_hint(command: str, path: str) -> str:
+    one = path.lower().endswith(".npy")
+    name, them = ("NAME=", "it") if one else ("", "them")
+    how = _ARRAYS_GO_TO.get(command)
+    if how:
+        return how.format(them=them, name=name, path=path)
+    return "arrays are inputs: opbridge validate MODEL --input ... or opbridge run PROG --input ..."
+
+
+@functools.lru_cache(maxsize=1)
+def model_endings() -> tuple[str, ...]:
+    """The endings of the files a command reads as a model: every ending ``convert`` has a
+    parser for, and .obir (imported on first use: the parsers' table pulls in numpy)."""
+    from ..convert import PARSERS
+
+    return (*PARSERS, ".obir")
 
 
 def check_model_file(path: str, command: str) -> None:
@@ -162,11 +189,11 @@ def check_model_file(path: str, command: str) -> None:
 
     p = Path(path)
     if p.is_dir():
-        inside = sorted(str(f) for f in p.iterdir() if f.name.lower().endswith(MODEL_ENDINGS))[:3]
+        inside = sorted(str(f) for f in p.iterdir() if f.name.lower().endswith(model_endings()))[:3]
         raise ModelFormatError(
             f"'{path}' is a folder; opbridge {command} reads one model file",
             hint=(f"give a model file in it, e.g. {inside[0]}" if inside else
-                  f"give a model file ({', '.join(MODEL_ENDINGS)})")
+                  f"give a model file ({', '.join(model_endings())})")
             + ("; 'opbridge batch' takes folders" if command in ("validate", "convert", "compile") else ""))
     if p.name.lower().endswith(".obprog"):
         raise ModelFormatError(f"'{path}' is a compiled program; {command} reads a graph (.obir) or "
@@ -175,14 +202,20 @@ def check_model_file(path: str, command: str) -> None:
                                "'opbridge profile' and 'opbridge run' read programs")
     for ending, what in _NOT_A_MODEL.items():
         if p.name.lower().endswith(ending):
-            raise ModelFormatError(f"'{path}' is not a model file (.onnx, .prototxt, .ts.json or .obir)",
-                                   hint=f"it is {what.format(path=path)}")
+            what = what.format(path=path)
+            if ending in (".npy", ".npz"):
+                what += _arrays_hint(command, path)
+            raise ModelFormatError(f"'{path}' is not a model file ({', '.join(model_endings())})",
+                                   hint=f"it is {what}")
 
 
-def check_output(path: str | None, option: str, what: str, ending: str | None = None) -> None:
+def check_output(path: str | None, option: str, what: str, ending: str | None = None, *,
+                 not_a_model: str | None = None) -> None:
     """Refuse, before any work, an output path that cannot be written: a folder, a file in a
-    folder that does not exist, or (with ``ending``) a name opbridge would not read back as
-    ``what`` (it picks a reader by the file's ending)."""
+    folder that does not exist, or a name opbridge would not read back as ``what``: with
+    ``ending``, one without it (model files and graphs are told apart by their endings); with
+    ``not_a_model`` (the usual ending, for the hint), one ending like a model or graph, which
+    would be read back as that whatever was written."""
     from pathlib import Path
 
     from ..errors import OpbridgeError
@@ -192,7 +225,7 @@ def check_output(path: str | None, option: str, what: str, ending: str | None = 
     p = Path(path)
     if p.is_dir():
         raise OpbridgeError(f"{option} '{path}' is a folder; it takes the file to write ({what})",
-                            hint=f"give a file name, e.g. {option} {p / ('out' + (ending or ''))}")
+                            hint=f"give a file name, e.g. {option} {p / ('out' + (ending or not_a_model or ''))}")
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
         raise OpbridgeError(f"{option} '{path}': folder '{parent}' does not exist",
@@ -202,6 +235,12 @@ def check_output(path: str | None, option: str, what: str, ending: str | None = 
         raise OpbridgeError(f"{option} '{path}' does not end in {ending}, the ending of {what} "
                             "(opbridge tells a file's kind by its ending)",
                             hint=f"name it {p.with_name(stem + ending)}")
+    model_ending = not_a_model and next((e for e in model_endings() if p.name.lower().endswith(e)), None)
+    if not_a_model and model_ending:
+        stem = p.name[: -len(model_ending)] or "out"
+        raise OpbridgeError(f"{option} '{path}' ends in {model_ending}: opbridge would read it back as "
+                            f"a model file of that kind, not as {what}",
+                            hint=f"name it {p.with_name(stem + not_a_model)}")
 
 
 def load_model(args: argparse.Namespace, *, input_shapes: bool = True) -> Any:
@@ -298,21 +337,10 @@ def convert_checked(model: Any, args: argparse.Namespace, *, passes: Any = None,
     return graph
 
 
-def _threads_arg(text: str) -> int:
-    try:
-        n = int(text)
-        if n < 0:
-            raise ValueError
-        return n
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"'{text}': give a number of threads >= 0 (0: BLAS's own setting)") from None
-
-
 def add_threads_option(p: Any) -> None:
     """``--threads N``: the BLAS threads of every run the command makes (see opbridge.threads);
     the command's function must be wrapped in :func:`with_threads`."""
-    p.add_argument("--threads", type=_threads_arg, default=None, metavar="N",
+    p.add_argument("--threads", type=int_at_least(0, "0: BLAS's own setting"), default=None, metavar="N",
                    help="BLAS threads of the interpreter and the simulator (default: "
                    "OPBRIDGE_NUM_THREADS, else 1, which stays fast on a busy machine; 0: BLAS's "
                    "own setting, usually one per core)")

@@ -13,6 +13,7 @@ from .common import (
     check_output,
     input_shapes_from_args,
     load_model,
+    positive_int,
 )
 
 
@@ -37,7 +38,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--target", default="bm1684",
                    help="target preset: bm1684 or bm1684x (default: bm1684)")
     p.add_argument("--target-json", metavar="F", help="a target JSON file (overrides --target)")
-    p.add_argument("--lmem-kib", type=int, metavar="N",
+    p.add_argument("--lmem-kib", type=positive_int, metavar="N",
                    help="local memory per lane in KiB (overrides the target's)")
     p.add_argument("-o", "--output", required=True, metavar="OUT.obprog",
                    help="where to write the program")
@@ -45,14 +46,10 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..errors import OpbridgeError
     from ..simulator import Target, compile
     from . import EXIT_FAILED
 
-    check_output(args.output, "-o", "a .obprog program", ".obprog")
-    if args.lmem_kib is not None and args.lmem_kib < 1:
-        raise OpbridgeError(f"--lmem-kib {args.lmem_kib}: must be at least 1",
-                            hint="give the local memory per lane in KiB, e.g. --lmem-kib 512 (bm1684's)")
+    check_output(args.output, "-o", "a .obprog program", not_a_model=".obprog")
     target = Target.load(args.target_json) if args.target_json else Target.preset(args.target)
     if args.lmem_kib is not None:
         target = Target.from_dict({**target.to_dict(), "lmem_bytes_per_lane": args.lmem_kib * 1024})

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AttrError, ModelFormatError, first_line
-from .common import MODEL_ENDINGS, _echo, check_output, non_negative_int
+from .common import _echo, check_output, model_endings, non_negative_int
 
 _DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "int32", "int64",
            "bool")
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         dtypes[name] = dt
     check_output(args.output, "-o", "a TorchScript-json file", ".ts.json")
     path = Path(args.model)
-    if path.name.lower().endswith(MODEL_ENDINGS):
+    if path.name.lower().endswith(model_endings()):
         raise ModelFormatError(f"'{path}' is already a model file opbridge reads, not a saved TorchScript "
                                "module (.pt)", hint=f"convert it directly: opbridge convert {path} -o OUT.obir")
     if not path.is_file():

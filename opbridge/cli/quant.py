@@ -7,7 +7,15 @@ import sys
 import time
 from typing import Any
 
-from .common import add_model_options, add_threads_option, load_model, with_threads
+from .common import (
+    add_model_options,
+    add_threads_option,
+    check_output,
+    load_model,
+    non_negative_int,
+    positive_int,
+    with_threads,
+)
 
 
 def _floats(text: str) -> tuple[float, ...]:
@@ -27,7 +35,7 @@ def _data_options(p: Any, *, required: bool) -> None:
     p.add_argument("--data", required=required, metavar="PATH",
                    help="samples: a folder (or file) of .npy/.npz arrays (one array per input name "
                    "in .npz) or of images (.jpg, .png, .bmp, .ppm, ...)")
-    p.add_argument("--samples", type=int, default=None, metavar="N",
+    p.add_argument("--samples", type=positive_int, default=None, metavar="N",
                    help="use at most N samples, in file-name order (default: all)")
     p.add_argument("--mean", type=_floats, default=(0.0,), metavar="M[,M,M]",
                    help="images: subtracted per channel, pixels in 0..255 (default 0)")
@@ -37,7 +45,7 @@ def _data_options(p: Any, *, required: bool) -> None:
     p.add_argument("--layout", choices=("nchw", "nhwc"), default="nchw", help="images: input layout")
     p.add_argument("--pixel-format", choices=("rgb", "bgr", "gray"), default="rgb",
                    help="images: channel order the model wants (default rgb)")
-    p.add_argument("--crops", type=int, default=0, metavar="N",
+    p.add_argument("--crops", type=non_negative_int, default=0, metavar="N",
                    help="images: N more samples from each image, windows of two thirds of its "
                    "width spread from left to right (default 0); more calibration samples from "
                    "the same images make the mixed-precision search generalise better")
@@ -137,6 +145,7 @@ def run_quantize(args: argparse.Namespace) -> int:
     from ..ir.io import save
     from ..quant import quantize
 
+    check_output(args.output, "-o", "a .obir graph", ".obir")
     t0 = time.perf_counter()
     graph = _graph(args)
     q = quantize(graph, args.table, dtype=args.dtype, per_channel=not args.per_tensor,

@@ -20,15 +20,16 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "run",
         help="run a compiled .obprog program on the simulator",
-        description="Run PROG on inputs given as .npy files (--input NAME=FILE.npy) or random "
+        description="Run PROG on inputs given as .npy/.npz files (--input NAME=FILE.npy) or random "
         "ones (--random-input); prints each output's shape and range, and writes them to an "
         ".npz with -o.",
     )
     p.add_argument("program", help="a .obprog file")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
-                     help="an input from a .npy file (repeatable); FILE.npy alone for a program "
-                     "with one input")
+                     help="an input from a .npy file, or NAME=FILE.npz (its array NAME, or its one "
+                     "array) (repeatable); FILE.npz alone gives the inputs its arrays name, "
+                     "FILE.npy alone the input of a program with one")
     src.add_argument("--random-input", action="store_true", help="random inputs (seeded)")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed of --random-input (default 0)")
     add_plugin_option(p)
@@ -56,29 +57,6 @@ def random_feeds(graph: Any, seed: int) -> dict[str, Any]:
     return feeds
 
 
-def file_feeds(specs: list[str], input_names: list[str] | None = None) -> dict[str, Any]:
-    """The ``--input`` arrays by input name: ``NAME=FILE.npy``, or ``FILE.npy`` alone when the
-    program has one input (``input_names``), as ``validate`` takes them."""
-    from ..arrayfile import ArrayFileError, read_npy
-    from ..errors import ModelFormatError, OpbridgeError
-
-    feeds = {}
-    for spec in specs:
-        name, sep, path = spec.rpartition("=")
-        if not sep and spec.lower().endswith(".npy") and input_names is not None and len(input_names) == 1:
-            name, path = input_names[0], spec
-        if not name or not path:
-            raise OpbridgeError(f"--input '{spec}': write NAME=FILE.npy",
-                                hint="one --input per graph input, e.g. --input "
-                                     f"{(input_names or ['data'])[0]}=x.npy")
-        try:
-            feeds[name] = read_npy(path)
-        except ArrayFileError as err:
-            raise ModelFormatError(f"--input '{spec}': cannot read '{path}': it {err.reason}",
-                                   hint="give a .npy file written by numpy.save") from None
-    return feeds
-
-
 def run(args: argparse.Namespace) -> int:
     import time
 
@@ -87,7 +65,9 @@ def run(args: argparse.Namespace) -> int:
     from ..plugins_loader import load_plugins
     from ..simulator import load_program
 
-    check_output(args.output, "-o", "an .npz archive of the outputs", ".npz")
+    if args.output and not args.output.lower().endswith(".npz"):
+        args.output += ".npz"  # as numpy.savez names it
+    check_output(args.output, "-o", "an .npz archive of the outputs")
     load_plugins(args.plugin)
     prog = load_program(args.program)
     # a program compiled with --dynamic gets random inputs of the largest shapes it was compiled for
@@ -99,8 +79,13 @@ def run(args: argparse.Namespace) -> int:
         raise OpbridgeError(f"'{args.program}' needs its inputs: give --input NAME=FILE.npy for each "
                             f"(its inputs: {names}) or --random-input",
                             hint=f"opbridge run {args.program} --random-input runs it on random data")
-    names = [v.name for v in graph.inputs]
-    feeds = random_feeds(graph, args.seed) if args.random_input else file_feeds(args.input, names)
+    if args.random_input:
+        feeds = random_feeds(graph, args.seed)
+    else:
+        from ..validate.inputs import load_input_specs
+
+        # a --dynamic program takes any shape up to its largest; it names an input too large
+        feeds, _ = load_input_specs(graph, args.input, shapes=static_program(prog) is prog)
     t0 = time.perf_counter()
     outs = prog.run(feeds)
     dt = time.perf_counter() - t0

@@ -45,9 +45,6 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as err:
         raise OpbridgeError(f"opbridge serve needs {err.name or 'starlette and uvicorn'}",
                             hint="pip install 'opbridge[serve]'") from None
-    if args.workers < 1:
-        raise OpbridgeError(f"--workers {args.workers}: must be at least 1",
-                            hint="give the number of conversion worker processes, e.g. --workers 2")
     config = ServeConfig(data=Path(args.data).resolve(), workers=args.workers,
                          allow_plugins=args.allow_plugins, max_upload_mb=args.max_upload_mb,
                          job_timeout_s=args.job_timeout, job_memory_mb=args.job_memory_mb)

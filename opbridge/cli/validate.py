@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     if dump == "":
         base = os.path.basename(args.model)
         dump = (base.split(".")[0] or "model") + "_debug.npz"
-    check_output(dump, "--debug", "an .npz dump", ".npz")
+    check_output(dump, "--debug", "an .npz dump")  # np.savez adds .npz when it is missing
     image = None
     if args.image:
         image = image_spec(args.image, args.mean, args.scale, args.pixel_format)

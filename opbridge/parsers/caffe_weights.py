@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 from typing import Any
 
@@ -108,16 +107,15 @@ def write_caffemodel(path: Path, net_name: str,
     blobs do not go through Python float lists; tests read the file back with caffe_pb2 and
     OpenCV.
     """
-    path = Path(path)
-    # written beside it and renamed: an interrupted run leaves no half-written caffemodel
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
+    from ..ir.io import atomic_write  # the one temp-file-and-rename (it touches no IR)
+
+    def write(tmp: str) -> None:
         with open(tmp, "wb") as f:
             f.write(len_field(1, net_name.encode()))
             for name, op_type, arrays in layers:
                 body = len_field(1, name.encode()) + len_field(2, op_type.encode())
                 body += b"".join(len_field(7, _blob_bytes(a)) for a in arrays)
                 f.write(len_field(100, body))
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+
+    # an interrupted run leaves no half-written caffemodel
+    atomic_write(path, write)

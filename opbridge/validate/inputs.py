@@ -53,9 +53,9 @@ def _find(graph: Graph, name: str) -> Value:
     )
 
 
-def _fit(v: Value, arr: np.ndarray, source: str) -> np.ndarray:
+def _fit(v: Value, arr: np.ndarray, source: str, *, shape: bool = True) -> np.ndarray:
     want = to_numpy_dtype(v.dtype)
-    if tuple(arr.shape) != tuple(v.shape):
+    if shape and tuple(arr.shape) != tuple(v.shape):
         if arr.size == int(np.prod(v.shape)) and arr.ndim < len(v.shape):
             arr = arr.reshape(v.shape)  # e.g. a CHW array for a 1xCxHxW input
         else:
@@ -86,14 +86,21 @@ def _read_array_file(path: str, key: str | None) -> dict[str, np.ndarray]:
     return data if isinstance(data, dict) else {key or "": data}
 
 
-def load_input_specs(graph: Graph, specs: Sequence[str]) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """Parse ``NAME=FILE.npy``, ``NAME=FILE.npz``, ``FILE.npz`` or (one-input models) ``FILE.npy``."""
+def load_input_specs(graph: Graph, specs: Sequence[str], *,
+                     shapes: bool = True) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Parse ``NAME=FILE.npy``, ``NAME=FILE.npz``, ``FILE.npz`` or (one-input models) ``FILE.npy``.
+    ``shapes=False`` takes an array of any shape (for a program that runs several; it checks
+    them itself), still cast to the input's dtype."""
     feeds: dict[str, np.ndarray] = {}
     where: dict[str, str] = {}
     for spec in specs:
         name, sep, path = spec.partition("=")
         if not sep:
             name, path = "", spec
+        if (sep and not name) or (not sep and any(v.name == spec for v in graph.inputs)):
+            example = spec if not sep else graph.inputs[0].name if graph.inputs else "x"
+            raise InputError(f"--input '{spec}': write NAME=FILE.npy",
+                             hint=f"one --input per graph input, e.g. --input {example}=x.npy")
         if path.endswith(".npz"):
             arrays = _read_array_file(path, None)
             if name:
@@ -120,7 +127,7 @@ def load_input_specs(graph: Graph, specs: Sequence[str]) -> tuple[dict[str, np.n
             picked = {name: arr}
         for k, arr in picked.items():
             v = _find(graph, k)
-            feeds[k] = _fit(v, np.asarray(arr), f"'{path}'")
+            feeds[k] = _fit(v, np.asarray(arr), f"'{path}'", shape=shapes)
             where[k] = f"{_describe(v)} from {os.path.basename(path)}"
     return feeds, where
 

@@ -482,7 +482,8 @@ def _convint_shape(ctx: ShapeContext) -> Any:
             if tuple(ctx.input_shape(i)) not in allowed:
                 raise ctx.error(f"'{name}' has shape {list(ctx.input_shape(i))}; give a scalar"
                                 + (f" or one per output channel ({m})" if i == 3 else ""),
-                                hint="give a scalar zero point, or one per output channel")
+                                hint="give a scalar zero point" + (", or one per output channel"
+                                                                    if i == 3 else " (one for the whole input)"))
     return shape, "i32"
 
 

@@ -53,7 +53,7 @@ def _resize_params(ctx: ShapeContext) -> tuple[list[int], list[int], list[float]
     scales, sizes = ctx.attr("scales"), ctx.attr("sizes")
     if bool(scales) == bool(sizes):
         raise ctx.error("give exactly one of 'scales' and 'sizes'", attr="sizes" if sizes else "scales",
-                        hint="give scales or sizes, not both (an empty tensor counts as absent)")
+                        hint="give exactly one of scales and sizes (an empty tensor counts as absent)")
     name, given = ("scales", scales) if scales else ("sizes", sizes)
     if len(given) != len(axes):
         raise ctx.error(f"has {len(given)} entries for {len(axes)} resized axes", attr=name,
