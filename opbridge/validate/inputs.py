@@ -101,6 +101,8 @@ def load_input_specs(graph: Graph, specs: Sequence[str], *,
             example = spec if not sep else graph.inputs[0].name if graph.inputs else "x"
             raise InputError(f"--input '{spec}': write NAME=FILE.npy",
                              hint=f"one --input per graph input, e.g. --input {example}=x.npy")
+        if name:
+            _find(graph, name)  # a wrong name is named before its file is read
         if path.endswith(".npz"):
             arrays = _read_array_file(path, None)
             if name:
