@@ -186,3 +186,14 @@ def test_stdout_turned_to_devnull_during_the_run_is_a_closed_pipe(files, monkeyp
     argv = ["show", str(files["obir"])]
     assert _exit_with_stdout_on(str(tmp_path / "out.txt"), monkeypatch, argv, becomes_devnull=True) == 0
     assert _exit_with_stdout_on(str(tmp_path / "out.txt"), monkeypatch, argv, becomes_devnull=False) == 1
+
+
+@pytest.mark.parametrize("command", ["run", "validate"])
+def test_an_archive_named_npy_is_refused_by_run_and_validate_alike(files, capsys, tmp_path, command):
+    f = tmp_path / "z.npy"
+    with open(f, "wb") as fh:  # a file object: numpy keeps the name as given
+        np.savez(fh, image=_image())
+    model = files["obprog"] if command == "run" else files["onnx"]
+    error, hint = _fails(capsys, [command, str(model), "--input", f"image={f}"])
+    assert error == f"error: input file '{f}' is an .npz archive (1 array), not one .npy array"
+    assert hint.startswith("hint: name it .npz")

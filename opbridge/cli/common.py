@@ -28,7 +28,7 @@ def int_at_least(floor: int, note: str = "") -> Callable[[str], int]:
             n = floor - 1
         if n < floor:
             raise argparse.ArgumentTypeError(
-                f"'{text}': give a whole number >= {floor}" + (f" ({note})" if note else ""))
+                f"{_echo(text)}: give a whole number >= {floor}" + (f" ({note})" if note else ""))
         return n
 
     parse.__name__ = f"whole number >= {floor}"  # what argparse names in its own messages

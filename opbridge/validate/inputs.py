@@ -83,6 +83,12 @@ def _read_array_file(path: str, key: str | None) -> dict[str, np.ndarray]:
     except ArrayFileError as err:
         raise InputError(f"input file '{path}' is not a readable .npy/.npz: {err.reason}",
                          hint="write it with numpy.save / numpy.savez (object arrays are refused)") from None
+    if isinstance(data, dict) and path.lower().endswith(".npy"):
+        # told apart by content: an archive named .npy is no one array, whatever it holds
+        raise InputError(f"input file '{path}' is an .npz archive "
+                         f"({len(data)} array{'' if len(data) == 1 else 's'}), not one .npy array",
+                         hint="name it .npz (--input NAME=FILE.npz picks its array NAME), or save "
+                              "the array with numpy.save")
     return data if isinstance(data, dict) else {key or "": data}
 
 
