@@ -197,3 +197,24 @@ def test_an_archive_named_npy_is_refused_by_run_and_validate_alike(files, capsys
     error, hint = _fails(capsys, [command, str(model), "--input", f"image={f}"])
     assert error == f"error: input file '{f}' is an .npz archive (1 array), not one .npy array"
     assert hint.startswith("hint: name it .npz")
+
+
+def test_a_new_parser_ending_is_a_model_ending_everywhere(files, capsys, tmp_path, monkeypatch):
+    """The endings come from convert.PARSERS: a frontend added there is refused as a program's
+    name and listed for a folder given as MODEL, with no second list to update."""
+    import importlib
+
+    from opbridge.cli.common import model_endings
+
+    convert = importlib.import_module("opbridge.convert")  # the module, not the function
+    monkeypatch.setitem(convert.PARSERS, ".tflite", "opbridge.parsers.none:parse_file")
+    model_endings.cache_clear()
+    try:
+        error, hint = _fails(capsys, ["compile", str(files["obir"]), "-o", str(tmp_path / "m.tflite")])
+        assert "ends in .tflite: opbridge would read it back as a model file" in error
+        assert hint == f"hint: name it {tmp_path / 'm.obprog'}"
+        (tmp_path / "empty").mkdir()
+        _, hint = _fails(capsys, ["show", str(tmp_path / "empty")])
+        assert ".tflite" in hint
+    finally:
+        model_endings.cache_clear()

@@ -180,6 +180,13 @@ def model_endings() -> tuple[str, ...]:
     return (*PARSERS, ".obir")
 
 
+def __getattr__(name: str) -> Any:
+    """``MODEL_ENDINGS``, the old name of :func:`model_endings`' answer, made on first use."""
+    if name == "MODEL_ENDINGS":
+        return model_endings()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def check_model_file(path: str, command: str) -> None:
     """Refuse, before any work, a MODEL that is a folder or a file of a kind that is no model
     (a .caffemodel, a .pt): the error names it and says what to give instead."""
