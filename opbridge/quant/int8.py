@@ -33,7 +33,7 @@ import numpy as np
 
 from ..ir.graph import Graph, GraphBuilder, Node, Value
 from ..ir.quantparams import QuantParams, depthwise, input_scale
-from .table import CalibrationTable, QuantError, TensorRange
+from .table import MIN_THRESHOLD, CalibrationTable, QuantError, TensorRange
 
 #: Ops the target runs as int8 x int8 -> int32.
 INT8_OPS = ("Conv", "MatMul", "Gemm")
@@ -270,7 +270,7 @@ def activation_params(r: TensorRange, asymmetric: bool = False) -> ActParams:
     TPU-MLIR's asymmetric scheme): a tensor such as a hardswish output, in [-0.375, 6], then
     gets 255 levels over its own span instead of 127 over [-6, 6].
     """
-    if r.threshold <= 0:
+    if r.threshold < MIN_THRESHOLD:  # an all-zero (or all but zero) tensor: any scale keeps it 0
         return ActParams(1.0, 0, "i8")
     if r.min >= 0:
         return ActParams(r.threshold / 255.0, 0, "u8")
@@ -286,10 +286,11 @@ def channel_params(r: TensorRange) -> ActParams | None:
     ``c``'s threshold is its own largest |x|, capped at the tensor's threshold (so a method
     that clips outliers still clips them), u8 for a never-negative tensor as in
     :func:`activation_params`; None when the table has no channel ranges for it."""
-    if r.channels is None or r.threshold <= 0:
+    if r.channels is None or r.threshold < MIN_THRESHOLD:
         return None
     t = np.minimum(np.asarray(r.channels, np.float64), r.threshold)
-    t = np.where(t > 0, t, r.threshold)  # an all-zero channel: any scale keeps it 0
+    # an all-zero channel (or one whose scale would not be a float32): any scale keeps it 0
+    t = np.where(t >= MIN_THRESHOLD, t, r.threshold)
     levels = 255.0 if r.min >= 0 else 127.0
     return ActParams((t / levels).astype(np.float32), 0, "u8" if r.min >= 0 else "i8")
 

@@ -27,6 +27,12 @@ class QuantError(OpbridgeError, ValueError):
     """Calibration or quantization was given something it cannot use (samples, table, dtype)."""
 
 
+#: The smallest threshold (or channel maximum) quantized with its own scale: below it the
+#: int8 scale, threshold / 127, would not be a normal float32 (numpy's finfo(float32).tiny),
+#: so such a tensor is quantized as an all-zero one (scale 1; its values round to 0 anyway).
+MIN_THRESHOLD = 127 * 1.1754943508222875e-38
+
+
 @dataclass(frozen=True)
 class TensorRange:
     """What calibration found for one tensor."""
@@ -40,8 +46,9 @@ class TensorRange:
 
     @property
     def scale(self) -> float:
-        """The symmetric int8 scale, ``threshold / 127`` (1.0 for an all-zero tensor)."""
-        return self.threshold / 127.0 if self.threshold > 0 else 1.0
+        """The symmetric int8 scale, ``threshold / 127`` (1.0 for an all-zero tensor, and for a
+        threshold below :data:`MIN_THRESHOLD`, whose scale would not be a normal float32)."""
+        return self.threshold / 127.0 if self.threshold >= MIN_THRESHOLD else 1.0
 
 
 @dataclass
@@ -117,33 +124,28 @@ class CalibrationTable:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> CalibrationTable:
         """Read a table written by :meth:`save`; a malformed file is a QuantError naming it."""
+        from ..ir.io import read_json
+
         p = os.fspath(path)
         try:
-            with open(p, encoding="utf-8") as f:
-                data = json.load(f)
+            with open(p, "rb") as f:
+                text = f.read()
         except FileNotFoundError:
             raise QuantError(f"calibration table '{p}' does not exist",
                              hint="make one with 'opbridge calibrate MODEL --data PATH -o table.json'") from None
         except OSError as err:
             raise QuantError(f"calibration table '{p}' cannot be read: {err.strerror or err}",
                              hint="give the path of the table.json file 'opbridge calibrate' wrote") from None
-        # ValueError: a JSONDecodeError, bytes that are not UTF-8, or an integer past Python's
-        # digit limit; RecursionError: nesting too deep for the parser
-        except (ValueError, RecursionError) as err:
-            why = "nested too deeply" if isinstance(err, RecursionError) else str(err)[:200]
-            raise QuantError(f"calibration table '{p}' is not valid JSON: {why}",
-                             hint="give the table.json that 'opbridge calibrate MODEL --data PATH -o "
-                             "table.json' wrote") from None
+        data = read_json(text, f"calibration table '{p}'", QuantError,
+                         hint="give the table.json that 'opbridge calibrate MODEL --data PATH -o table.json' wrote")
         return cls.from_dict(data, p)
 
 
 #: the fields of a saved table and of one tensor's record
 _TABLE_FIELDS = ("format", "version", "graph", "method", "samples", "equalized", "tensors")
 _RANGE_FIELDS = ("min", "max", "threshold", "channel_max")
-#: ranges are float32 values (numpy's finfo(float32).max and .tiny); a threshold's int8 scale
-#: (threshold / 127) must be a normal float32, above 0
+#: ranges are float32 values (numpy's finfo(float32).max)
 _F32_MAX = 3.4028234663852886e38
-_MIN_THRESHOLD = 127 * 1.1754943508222875e-38
 _FIX_HINT = ("calibrate again ('opbridge calibrate MODEL --data PATH -o table.json'), or correct the "
              "field in the file")
 
@@ -178,11 +180,12 @@ def _number(value: Any, where: str, source: str) -> float:
 
 
 def _magnitude(value: Any, where: str, source: str) -> float:
-    """A threshold or channel maximum: 0, or large enough that its int8 scale is a float32."""
+    """A threshold or channel maximum: a number >= 0. Calibration writes subnormal ones (an
+    Exp fed -100, a channel that is almost always 0); they are read as they are and the
+    quantizer treats any below :data:`MIN_THRESHOLD` as a zero range."""
     v = _number(value, where, source)
-    if v < 0 or 0 < v < _MIN_THRESHOLD:
-        raise _bad(source, f"{where} = {v!r}: want 0 or a number >= {_MIN_THRESHOLD:.3g} (its int8 "
-                   "scale, the value / 127, must be a float32 above 0)")
+    if v < 0:
+        raise _bad(source, f"{where} = {v!r}: want a number >= 0 (a largest |x|)")
     return v
 
 
