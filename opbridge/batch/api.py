@@ -136,8 +136,10 @@ def batch(
     t0 = time.perf_counter()
     out = _output_dir(output)
     names = safe_names(paths)
-    _check_options(target, tolerance if mode == "validate" else None)
+    fields = _check_options(mode, target, tolerance if mode == "validate" else None)
     common = _common_options(mode, plugins, input_shapes, target, seed, tolerance)
+    # the target travels as its fields (a target .json file need not exist where a task runs)
+    common["target"] = fields if fields is not None else target
     common["passes"] = list(passes) if passes is not None else None
     # plain lists and numbers: a task travels to worker processes and Ray nodes as data
     import numpy as np
@@ -178,13 +180,18 @@ def _output_dir(output: str | os.PathLike[str]) -> Path:
     return out
 
 
-def _check_options(target: str, tolerance: str | tuple[float, float] | None) -> None:
-    """Options every model shares are checked once, not failed once per model."""
-    from ..simulator.target import Target
+def _check_options(mode: str, target: str, tolerance: str | tuple[float, float] | None) -> dict[str, Any] | None:
+    """Options every model shares are checked once, not failed once per model. Returns the
+    target's fields (a preset name or a target .json file, read as ``opbridge validate`` reads
+    ``--target``), or None in convert mode, which has no target."""
     from ..validate.compare import parse_tolerance
+    from ..validate.runners import resolve_target
 
-    Target.preset(target)
     parse_tolerance(tolerance)
+    if mode == "convert":
+        return None
+    fields: dict[str, Any] = resolve_target(target).to_dict()
+    return fields
 
 
 def expand_models(models: Sequence[str | os.PathLike[str]]) -> list[Path]:

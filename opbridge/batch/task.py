@@ -118,13 +118,22 @@ def _task_convert(task: Task, model: Path, weights: str | None, plugins: list[st
             "outputs": _read_outputs(work, ("model.obir",))}
 
 
+def _target(task: Task) -> Any:
+    """The task's simulator Target: the driver sends its fields (a preset name from an older
+    driver is taken as it is)."""
+    from ..simulator.target import Target
+
+    t = task["target"]
+    return Target.from_dict(t, where="the batch's target") if isinstance(t, dict) else t
+
+
 def _task_compile(task: Task, model: Path, weights: str | None, plugins: list[str], work: Path) -> TaskResult:
     from ..simulator import compile
     from ..validate.html import profile_html
 
     graph = _convert(task, model, weights, plugins, work)
     t0 = time.perf_counter()
-    program = compile(graph, task["target"])
+    program = compile(graph, _target(task))
     compile_s = time.perf_counter() - t0
     program.save(work / "model.obprog")
     (work / "profile.html").write_text(profile_html(program), encoding="utf-8")
@@ -138,7 +147,7 @@ def _task_validate(task: Task, model: Path, weights: str | None, plugins: list[s
     from ..validate import validate
 
     report = validate(str(model), weights=weights, plugins=plugins, tolerance=task.get("tolerance"),
-                      input_shapes=task.get("input_shapes") or None, target=task["target"],
+                      input_shapes=task.get("input_shapes") or None, target=_target(task),
                       seed=task.get("seed", 0), passes=task.get("passes") or (),
                       input_values=task.get("input_values") or None)
     report.model = task["name"]  # the caller's path, not the task's temporary copy
