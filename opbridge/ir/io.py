@@ -218,17 +218,20 @@ def read_safetensors(path: str | os.PathLike[str], kind: str) -> tuple[dict[str,
     return meta, f
 
 
-def read_json(text: str, what: str) -> dict[str, Any]:
-    """Parse a JSON object from a file's metadata; malformed or absurdly nested JSON is a
-    ModelFormatError naming ``what``."""
+def read_json(text: str | bytes, what: str, error: Callable[..., OpbridgeError] = ModelFormatError,
+              hint: str | None = None) -> dict[str, Any]:
+    """Parse a JSON object (a file's text, or a file's metadata); malformed or absurdly nested
+    JSON, bytes that are not UTF-8, an integer past Python's digit limit or a document that is
+    not an object are an ``error`` (with ``hint``) naming ``what``."""
     try:
         doc = json.loads(text)
-    except ValueError as err:  # a JSONDecodeError, or an integer past Python's digit limit
-        raise ModelFormatError(f"{what} is malformed: {str(err)[:200]}") from None
+    # ValueError: a JSONDecodeError, bytes that are not UTF-8, or an integer past Python's digit limit
+    except ValueError as err:
+        raise error(f"{what} is not valid JSON (malformed): {str(err)[:200]}", hint=hint) from None
     except RecursionError:
-        raise ModelFormatError(f"{what} is nested too deeply to be a valid document") from None
+        raise error(f"{what} is not valid JSON: nested too deeply to be a valid document", hint=hint) from None
     if not isinstance(doc, dict):
-        raise ModelFormatError(f"{what} is a {type(doc).__name__}, not an object")
+        raise error(f"{what} is a {type(doc).__name__}, not an object", hint=hint)
     return doc
 
 

@@ -128,8 +128,9 @@ def read(path: str | os.PathLike[str]) -> tuple[dict[str, str], Callable[[str], 
             raise TensorFileError(f"header length {n} does not fit the file's {size} bytes")
         try:
             header = json.loads(f.read(n))
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
-            raise TensorFileError(f"the header is not JSON: {err}") from None
+        # ValueError: a JSONDecodeError, bytes that are not UTF-8, or an integer past Python's digit limit
+        except (ValueError, RecursionError) as err:
+            raise TensorFileError(f"the header is not JSON: {str(err)[:200] or 'nested too deeply'}") from None
         if not isinstance(header, dict):
             raise TensorFileError("the header is not a JSON object")
     # One copy-on-write map of the whole file: views are writable like any array, and a write

@@ -263,8 +263,8 @@ def _read_document(p: Path, src: str) -> tuple[dict[str, Any], int]:
                                     "export-torchscript wrote") from None
     try:
         doc = json.loads(text, parse_constant=lambda c: math.nan)
-    except json.JSONDecodeError as err:
-        raise ModelFormatError(f"{src}: not valid JSON: {err}", hint="re-export the model") from None
+    except ValueError as err:  # a JSONDecodeError, or an integer past Python's digit limit
+        raise ModelFormatError(f"{src}: not valid JSON: {str(err)[:200]}", hint="re-export the model") from None
     except RecursionError:
         raise ModelFormatError(f"{src}: the JSON is nested too deeply", hint="re-export the model") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:

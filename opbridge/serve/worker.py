@@ -147,16 +147,11 @@ def _validate(graph: Any, program: Any, model: str, weights: str | None) -> Any:
 def _name_weights_in_json(model: Path, weights_name: str) -> None:
     """A TorchScript-json names its weights file, a bare name beside it; the upload was stored
     under a fixed name, so point the stored JSON at it (its weights then come from the JSON)."""
-    from ..errors import ModelFormatError
 
-    try:
-        doc = json.loads(model.read_text(encoding="utf-8"))
-    except (ValueError, RecursionError) as err:  # not UTF-8 or JSON, digit limit, deep nesting
-        why = "nested too deeply" if isinstance(err, RecursionError) else str(err)[:200]
-        raise ModelFormatError(f"[torchscript] the uploaded .ts.json is not valid JSON: {why}",
-                               hint="upload the .ts.json that opbridge export-torchscript wrote") from None
-    if not isinstance(doc, dict):
-        raise ModelFormatError("[torchscript] the uploaded .ts.json is not a JSON object")
+    from ..ir.io import read_json
+
+    doc = read_json(model.read_bytes(), "[torchscript] the uploaded .ts.json",
+                    hint="upload the .ts.json that opbridge export-torchscript wrote")
     doc["weights"] = weights_name
     model.write_text(json.dumps(doc), encoding="utf-8")
 

@@ -312,18 +312,15 @@ class Target:
     def load(cls, path: str | os.PathLike[str]) -> Target:
         """Read a target JSON file (as :meth:`save` writes it); errors name the file and field."""
         where = f"target file '{os.fspath(path)}'"
+        from ..ir.io import read_json
+
         try:
-            with open(path, encoding="utf-8") as f:
-                d = json.load(f)
+            with open(path, "rb") as f:
+                text = f.read()
         except OSError as err:
             raise ModelFormatError(f"{where} cannot be read: {err.strerror}",
                                    hint="give the path of a target JSON file, or --target PRESET") from None
-        # ValueError: a JSONDecodeError, bytes that are not UTF-8, or an integer past Python's
-        # digit limit; RecursionError: nesting too deep for the parser
-        except (ValueError, RecursionError) as err:
-            why = "nested too deeply" if isinstance(err, RecursionError) else str(err)[:200]
-            raise ModelFormatError(f"{where} is not valid JSON: {why}",
-                                   hint="write one with opbridge.Target.save (a JSON object of the target's fields)") from None
+        d = read_json(text, where, hint="write one with opbridge.Target.save (a JSON object of the target's fields)")
         try:
             return cls.from_dict(d, where=where)
         except SimulatorError as err:  # a field's value: say which file holds it
