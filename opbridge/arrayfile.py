@@ -4,7 +4,11 @@ One reader for every place that takes an array file (``--input``, ``--input-valu
 ``--data``, ``validate``), so each refuses the same things the same way: no pickle (object
 arrays and pickled files), only arrays of numbers or booleans, and a header checked against the
 file's size before anything is allocated (a 100-byte file claiming 10^11 elements would
-otherwise make numpy allocate 373 GiB), no blocking on a pipe. The format is numpy's
+otherwise make numpy allocate 373 GiB), no blocking on a pipe. An ``.npz`` member's header is
+checked against the member's size as the archive declares it, uncompressed: a
+``numpy.savez_compressed`` member may truly expand about 1000 times (deflate's limit, an
+array of zeros), so a small compressed file can still hold, and allocate, a large array (a
+member whose data falls short of its declared size is refused when the short read is met). The format is numpy's
 (``numpy/lib/format.py``): magic, version, a header dict parsed with ``ast.literal_eval``.
 """
 
@@ -111,12 +115,14 @@ def _read_npz(f: IO[bytes], p: str) -> dict[str, np.ndarray]:
                     continue
                 where = f"{p}[{info.filename}]"
                 with z.open(info) as m:
-                    shape, fortran, dtype = _header(m, where)
-                    need = _checked_size(where, shape, dtype, info.file_size - m.tell())
-                    data = m.read(need)
-                arr = np.frombuffer(data, dtype=dtype, count=math.prod(shape)).copy()
+                    shape, _, dtype = _header(m, where)
+                    _checked_size(where, shape, dtype, info.file_size - m.tell())
+                    # numpy reads a member that is not a real file in chunks into the final
+                    # array: the member is held once, not as bytes and then as a copy
+                    m.seek(0)
+                    arr = np.lib.format.read_array(m, allow_pickle=False)
                 name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
-                out[name] = arr.reshape(shape, order="F" if fortran else "C")
+                out[name] = arr
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, NotImplementedError) as err:
         raise ArrayFileError(p, f"is not a readable .npz archive: {str(err)[:200]}") from None
     return out
