@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ModelFormatError, OpbridgeError, SimulatorError
-from ..ir.graph import Graph
+from ..ir.graph import Graph, Value
 from ..ir.io import (
     atomic_write,
     graph_from_json,
@@ -223,7 +223,8 @@ def load_program(path: str | os.PathLike[str]) -> Program:
 
 def _check_program(prog: Program, where: str) -> None:
     """Structural checks of a loaded program, before anything is allocated."""
-    _check_ddr(prog, where)
+    values = prog.graph.values()  # walks the whole graph: once, not per instruction
+    _check_ddr(prog, values, where)
     by_name = {n.name: n for n in prog.graph.nodes}
     nodes = set(by_name)
     tensors = prog.ddr.tensors
@@ -231,12 +232,12 @@ def _check_program(prog: Program, where: str) -> None:
         if isinstance(ins, (Compute, GlobalOp, HostOp)) and ins.node not in nodes:
             raise ModelFormatError(f"{where}: instruction {i} names unknown node {ins.node!r}")
         if isinstance(ins, Compute):
-            _check_operands(prog, ins, by_name[ins.node], f"{where}: instruction {i} ({ins.TAG})")
+            _check_operands(values, ins, by_name[ins.node], f"{where}: instruction {i} ({ins.TAG})")
         if isinstance(ins, (Load, Store)) and ins.tensor not in tensors:
             raise ModelFormatError(f"{where}: instruction {i} names unknown tensor {ins.tensor!r}")
         _check_costs(ins, prog.target.lmem_bytes_per_lane, prog.target.lmem_align_bytes,
                      f"{where}: instruction {i} ({ins.TAG})")
-        _check_layout(prog, ins, f"{where}: instruction {i} ({ins.TAG})")
+        _check_layout(prog.target, values, ins, f"{where}: instruction {i} ({ins.TAG})")
     end = 0
     for i, u in enumerate(prog.units):
         unknown = [n for n in u.nodes if n not in nodes]
@@ -251,7 +252,7 @@ def _check_program(prog: Program, where: str) -> None:
         raise ModelFormatError(f"{where}: the units cover {end} of {len(prog.instrs)} instructions")
 
 
-def _check_operands(prog: Program, ins: Compute, node: Any, where: str) -> None:
+def _check_operands(values: Mapping[str, Value], ins: Compute, node: Any, where: str) -> None:
     """A compute's operands are its node's tensors, one per input slot, and each tile lies
     inside its tensor (its rows, batch items and columns inside the tile): what the kernels
     index by, so that an edited file is refused here rather than failing inside numpy."""
@@ -263,7 +264,6 @@ def _check_operands(prog: Program, ins: Compute, node: Any, where: str) -> None:
     if not node.outputs or ins.out.tensor != node.outputs[0].name:
         raise ModelFormatError(f"{where}: it writes '{ins.out.tensor}', not an output of node '{node.name}'",
                                hint=RECOMPILE_HINT)
-    values = prog.graph.values()
     for a in (ins.out, *ins.ins):
         if a is None:
             continue
@@ -309,10 +309,9 @@ _TARGET_HINT = ("the program's memory plan was made for another target than the 
                 "--target-json/--lmem-kib)")
 
 
-def _check_layout(prog: Program, ins: Instruction, where: str) -> None:
+def _check_layout(target: Target, values: Mapping[str, Value], ins: Instruction, where: str) -> None:
     """Each tile the plan places takes, under the stored target's layout (``lanes``, ``eu_bytes``,
     ``int8_batch_pack``), no more bytes per lane than the plan reserves for it."""
-    target, values = prog.target, prog.graph.values()
     tiles: list[tuple[str, tuple[int, ...], int, bool]] = []
     if isinstance(ins, Compute):
         tiles = [(a.tensor, tuple(a.shape), a.lane_bytes, a.const) for a in (ins.out, *ins.ins) if a is not None]
@@ -334,13 +333,12 @@ def _check_layout(prog: Program, ins: Instruction, where: str) -> None:
                                    f"its plan reserves {stored}", hint=_TARGET_HINT)
 
 
-def _check_ddr(prog: Program, where: str) -> None:
+def _check_ddr(prog: Program, values: Mapping[str, Value], where: str) -> None:
     """The DDR plan: every tensor is the graph's own and lies inside the plan."""
     tensors = prog.ddr.tensors
     total = prog.ddr.total_bytes
     if total < 0 or total > (1 << 36):
         raise ModelFormatError(f"{where}: DDR size {total!r} is not a sane byte count")
-    values = prog.graph.values()
     align_bytes = max(int(prog.target.ddr_align_bytes), 1)
     for name, t in tensors.items():
         if t.addr < 0 or t.nbytes < 0 or t.addr + t.nbytes > total:
