@@ -71,7 +71,11 @@ def image_decoder(encoded: np.ndarray, *, pixel_format: str) -> np.ndarray:
                              f"format ImageDecoder reads ({', '.join(FORMATS)})",
                              hint="feed the bytes of a BMP, JPEG, JPEG 2000, TIFF, PNG, WebP or "
                                   "PNM file") from err
-    except (OSError, ValueError, Image.DecompressionBombError) as err:
+    except Image.DecompressionBombError as err:  # Pillow's own check, past twice its limit
+        raise InterpretError(f"the encoded image claims more pixels than opbridge decodes: {err}",
+                             hint="check the image; if it is real, raise "
+                                  "PIL.Image.MAX_IMAGE_PIXELS") from err
+    except (OSError, ValueError) as err:
         raise InterpretError(f"the encoded image could not be decoded: {err}",
                              hint="the file may be truncated or corrupt; check it opens in an "
                                   "image viewer") from err

@@ -4,8 +4,10 @@ Semantics: https://onnx.ai/onnx/operators/onnx__TfIdfVectorizer.html. The pool h
 n-grams to count, grouped by length: ``ngram_counts[k]`` is where the (k+1)-grams start in
 ``pool_int64s``. An n-gram of length n >= 2 is also matched with ``s`` skipped tokens between
 its items, for every ``s`` in 0..max_skip_count (each counted); unigrams are counted once. The
-i-th n-gram of the pool is counted at output ``ngram_indexes[i]``. ``weights`` are read per
-output coordinate, as onnxruntime and onnx.reference read them. The IR has no string dtype:
+i-th n-gram of the pool is counted at output ``ngram_indexes[i]`` with weight ``weights[i]``
+(the spec's reading and onnxruntime's; onnx.reference reads the weights per output coordinate,
+which differs when ``ngram_indexes`` is not the identity). In IDF mode an output shared by
+several n-grams takes the weight of the last one present, as onnxruntime. The IR has no string dtype:
 tokens are integer ids (the ONNX mapping refuses ``pool_strings``).
 """
 
@@ -67,9 +69,9 @@ def _tfidf_shape(ctx: ShapeContext) -> Any:
         raise ctx.error(f"has {len(indexes)} entries for {total} n-grams in the pool (each >= 0)",
                         attr="ngram_indexes", hint="give one output index per n-gram of the pool")
     size = max(indexes) + 1
-    if weights and len(weights) < size:
-        raise ctx.error(f"has {len(weights)} entries for {size} outputs", attr="weights",
-                        hint="give one weight per output coordinate, or none")
+    if weights and len(weights) != total:
+        raise ctx.error(f"has {len(weights)} entries for {total} n-grams in the pool",
+                        attr="weights", hint="give one weight per n-gram of the pool, or none")
     out = (size,) if len(shape) == 1 else (shape[0], size)
     return out, "f32"
 
@@ -93,11 +95,11 @@ def _match(pool: np.ndarray, window: np.ndarray, radix: int) -> np.ndarray:
     return np.where(found, wc + 1, 0)
 
 
-def _count(x: np.ndarray, grams: list[np.ndarray], indexes: np.ndarray, lo: int, hi: int,
-           max_skip: int, size: int) -> np.ndarray:
-    """[rows, size] counts of the pool's n-grams in each row of x (2-D)."""
+def _count(x: np.ndarray, grams: list[np.ndarray], lo: int, hi: int,
+           max_skip: int) -> np.ndarray:
+    """[rows, n-grams of the pool] counts of the pool's n-grams in each row of x (2-D)."""
     rows, c = x.shape
-    freq = np.zeros((rows, size), np.float64)
+    freq = np.zeros((rows, sum(len(g) for g in grams)), np.float64)
     vocab = np.unique(np.concatenate([g.ravel() for g in grams]))
     pos = np.minimum(np.searchsorted(vocab, x), len(vocab) - 1)
     ids = np.where(vocab[pos] == x, pos + 1, 0)  # 0: a token not in the pool
@@ -109,10 +111,10 @@ def _count(x: np.ndarray, grams: list[np.ndarray], indexes: np.ndarray, lo: int,
             continue
         pool_ids = np.searchsorted(vocab, pool) + 1
         ranks = _match(pool_ids, pool_ids[None], len(vocab) + 1)[0]
-        # the output of each distinct n-gram; with duplicates the last wins, as in the
+        # the pool n-gram of each distinct one; with duplicates the last wins, as in the
         # runtimes' tries
         out_of = np.zeros(int(ranks.max()) + 1, np.int64)
-        out_of[ranks] = indexes[ngram_ids]
+        out_of[ranks] = ngram_ids
         for skip in range(max_skip + 1 if n > 1 else 1):
             step = skip + 1
             starts = c - step * (n - 1)
@@ -134,15 +136,14 @@ def tfidf_vectorizer(x: np.ndarray, *, mode: str, min_gram_length: int, max_gram
     size = int(indexes.max()) + 1
     rows = x.reshape(1, -1) if x.ndim == 1 else x
     grams = pool_ngrams(pool_int64s, ngram_counts)
-    freq = _count(rows.astype(np.int64), grams, indexes, min_gram_length, max_gram_length,
-                  max_skip_count, size)
-    w = np.asarray(weights[:size], np.float64) if weights else None
+    freq = _count(rows.astype(np.int64), grams, min_gram_length, max_gram_length, max_skip_count)
+    w = np.asarray(weights, np.float64) if weights else np.ones(len(indexes))
+    y = np.zeros((len(rows), size), np.float64)
     if mode == "IDF":
-        y = (freq > 0) * (w if w is not None else 1.0)
-    elif mode == "TFIDF" and w is not None:
-        y = freq * w
+        for i, out in enumerate(indexes):  # the last n-gram present sets a shared output
+            y[:, out] = np.where(freq[:, i] > 0, w[i], y[:, out])
     else:
-        y = freq
+        np.add.at(y.T, indexes, (freq * w if mode == "TFIDF" else freq).T)
     y = y.astype(np.float32)
     return y[0] if x.ndim == 1 else y
 
@@ -160,7 +161,7 @@ def tfidf_vectorizer(x: np.ndarray, *, mode: str, min_gram_length: int, max_gram
     .param("ngram_counts", "ints", doc="where the 1-grams, 2-grams, ... start in the pool")
     .param("ngram_indexes", "ints", doc="the output coordinate of each n-gram of the pool")
     .param("pool_int64s", "ints", doc="the n-grams to count, as token ids")
-    .param("weights", "floats", default=(), doc="a weight per output coordinate (IDF, TFIDF)")
+    .param("weights", "floats", default=(), doc="a weight per n-gram of the pool (IDF, TFIDF)")
     .type_param("T", ("i32", "i64"))
     .shape_fn(_tfidf_shape)
     .compute(tfidf_vectorizer)

@@ -272,6 +272,9 @@ def scan_8(node: OriginNode, g: MapContext) -> Any:
         raise g.error("a state or scan input is absent; ONNX requires every one")
     values = [v for v in inputs if v is not None]
     n_state = len(values) - m
+    if len(values[n_state].shape) < 2:
+        raise g.error(f"scan input 0 has shape {list(values[n_state].shape)}; scan inputs need "
+                      "[batch, seq, ...]", hint="check the Scan's input shapes")
     batch, seq = values[n_state].shape[0], values[n_state].shape[1]
     if any(len(v.shape) < 1 + (i >= n_state) or v.shape[0] != batch or (i >= n_state and v.shape[1] != seq)
            for i, v in enumerate(values)):
@@ -280,7 +283,7 @@ def scan_8(node: OriginNode, g: MapContext) -> Any:
     if not isinstance(batch, int):
         raise g.unsupported(f"Scan-8 needs a static batch (have {batch})",
                             hint="fix the graph inputs' batch dim with --input-shape")
-    if not isinstance(seq, int) or seq > MAX_UNROLL:
+    if not isinstance(seq, int) or batch * seq > MAX_UNROLL:  # every row is unrolled
         return _scan_8_runtime(node, g, body, values, n_state, batch, dirs)
     lens = [seq] * batch
     if g.has_input(0):
@@ -314,7 +317,10 @@ def _scan_8_runtime(node: OriginNode, g: MapContext, body: OriginGraph, values: 
     """Scan-8 over a sequence too long to unroll (or of run-time length): a Scan-9 node per
     batch row, every row running the whole sequence."""
     if g.has_input(0):
-        raise g.unsupported("sequence_lens with a sequence length known only at run time",
+        seq = values[n_state].shape[1]
+        what = (f"{batch} rows of {seq} steps, more than the {MAX_UNROLL} unrolled"
+                if isinstance(seq, int) else "a sequence length known only at run time")
+        raise g.unsupported(f"sequence_lens with {what}",
                             hint="fix the scan inputs' sequence dim with --input-shape, or drop "
                                  "sequence_lens when every row runs the whole sequence")
     m = len(values) - n_state

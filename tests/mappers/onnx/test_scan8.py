@@ -112,3 +112,36 @@ def test_refused(case: str, match: str, tmp_path: Path, capsys: pytest.CaptureFi
     lines = capsys.readouterr().err.strip().splitlines()
     assert any(line.startswith("error:") and "Scan" in line for line in lines)
     assert any(line.startswith("hint:") for line in lines)
+
+
+def test_unroll_limit_counts_every_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every batch row is unrolled, so the limit holds batch x steps: past it each row runs a
+    Scan node at run time (matching the unrolled result), and with sequence_lens the refusal
+    says how many steps, not that the length is unknown."""
+    from opbridge.mappers.onnx import control
+
+    unrolled = ob.convert(_model(None, None))
+    monkeypatch.setattr(control, "MAX_UNROLL", B * T - 1)  # each row fits, the batch does not
+    g = ob.convert(_model(None, None))
+    assert any(n.op == "Scan" for n in g.nodes) and not any(n.op == "Scan" for n in unrolled.nodes)
+    feeds = _feeds()
+    want, got = ob.interpret(unrolled, feeds), ob.interpret(g, feeds)
+    for name in ("s", "y"):
+        np.testing.assert_allclose(np.asarray(got[name]), np.asarray(want[name]), rtol=1e-6)
+    with pytest.raises(ob.OpbridgeError, match=f"{B} rows of {T} steps"):
+        ob.convert(_model([4, 4, 4], None))
+
+
+def test_a_one_dim_scan_input_is_a_shape_error() -> None:
+    """A scan input without its [batch, seq] axes is refused as a model error naming the
+    shapes, not reported as a bug of the mapping."""
+    node = helper.make_node("Scan", ["", "s0", "x1", "x2"], ["s", "y"], name="scan", body=_body(),
+                            num_scan_inputs=2)
+    graph = helper.make_graph([node], "scan8", [helper.make_tensor_value_info("s0", F, [B, D]),
+                                                helper.make_tensor_value_info("x1", F, [T]),
+                                                helper.make_tensor_value_info("x2", F, [T])],
+                              [helper.make_tensor_value_info("s", F, None), helper.make_tensor_value_info("y", F, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 8)], ir_version=7)
+    with pytest.raises(ob.OpbridgeError, match=r"\[batch, seq") as err:
+        ob.convert(model)
+    assert "bug" not in str(err.value) + str(err.value.hint)

@@ -147,3 +147,20 @@ def test_obir_round_trip(tmp_path: Path) -> None:
     ob.save(g, tmp_path / "t.obir")
     np.testing.assert_array_equal(np.asarray(ob.interpret(ob.load(tmp_path / "t.obir"), {"x": x})["y"]),
                                   np.asarray(ob.interpret(g, {"x": x})["y"]))
+
+
+@pytest.mark.parametrize("mode", ["TF", "IDF", "TFIDF"])
+@pytest.mark.parametrize("indexes", [[7, 6, 5, 4, 3, 2, 1, 0], [3, 3, 0, 5, 1, 1, 2, 4]],
+                         ids=["shuffled", "shared"])
+def test_weights_follow_the_pool_ngram_as_onnxruntime(mode: str, indexes: list[int]) -> None:
+    """The i-th weight belongs to the i-th n-gram of the pool (the spec; onnxruntime), so with
+    ngram_indexes not the identity the outputs differ from onnx.reference's per-output reading:
+    onnxruntime is the reference here (a skl2onnx TF-IDF model shuffles its indexes)."""
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime reads the weights per n-gram; "
+                              "onnx.reference does not")
+    x = np.asarray(X2, np.int64)
+    model = _model(x, **POOL, mode=mode, min_gram_length=1, max_gram_length=3, max_skip_count=1,
+                   ngram_indexes=indexes, weights=[.5, 1, 2, 3, 4, 5, 6, 7])
+    got = np.asarray(ob.interpret(ob.convert(model), {"x": x})["y"])
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(got, sess.run(None, {"x": x})[0], rtol=1e-6)
