@@ -47,7 +47,7 @@ def add_parser(sub: Any) -> None:
     add_input_value_option(p)
     add_plugin_option(p)
     add_pass_option(p, check=False)
-    p.add_argument("--target", default="bm1684", help="simulator target preset (default: bm1684)")
+    p.add_argument("--target", default="bm1684", help="simulator target: a preset name or a target .json file (default: bm1684)")
     p.add_argument("--seed", type=non_negative_int, default=0,
                    help="seed of random inputs and random Caffe weights (default 0)")
     p.add_argument("--tolerance", metavar="COS,EUC",
