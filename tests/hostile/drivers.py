@@ -31,7 +31,8 @@ def leaf_paths(doc: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ..
         yield from leaf_paths(v, (*prefix, k))
 
 
-def _set(doc: Any, path: tuple[Any, ...], value: Any, delete: bool = False) -> Any:
+def edited(doc: Any, path: tuple[Any, ...], value: Any = None, delete: bool = False) -> Any:
+    """A deep copy of ``doc`` with the leaf at ``path`` set to ``value`` (or deleted)."""
     out = copy.deepcopy(doc)
     cur = out
     for k in path[:-1]:
@@ -53,9 +54,9 @@ def json_mutants(doc: dict[str, Any], skip: Callable[[tuple[Any, ...]], bool] = 
         if skip(path):
             continue
         where = "/".join(map(str, path))
-        yield f"{where}:deleted", _set(doc, path, None, delete=True)
+        yield f"{where}:deleted", edited(doc, path, None, delete=True)
         for v in EDGE:
-            yield f"{where}={v!r:.20}", _set(doc, path, v)
+            yield f"{where}={v!r:.20}", edited(doc, path, v)
     yield "unknown-key", {**doc, "zzz_unknown": 1}
 
 

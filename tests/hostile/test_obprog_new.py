@@ -14,7 +14,7 @@ from safetensors.numpy import save_file
 
 import opbridge as ob
 
-from .drivers import drive, json_mutants
+from .drivers import drive, edited, json_mutants
 
 
 @pytest.fixture(scope="module")
@@ -39,18 +39,6 @@ def _save(seed, path, program=None, **meta_edits):
     save_file(tensors, str(path), metadata=meta)
 
 
-def _edit(doc, path, value=None, delete=False):
-    d = json.loads(json.dumps(doc))
-    cur = d
-    for k in path[:-1]:
-        cur = cur[k]
-    if delete:
-        del cur[path[-1]]
-    else:
-        cur[path[-1]] = value
-    return d
-
-
 # each loaded, then failed at run time inside the kernel ("kernel failed on a tile of shapes
 # ...: ValueError/TypeError/AttributeError") with no hint
 @pytest.mark.parametrize("edit", [
@@ -64,7 +52,7 @@ def test_edited_compute_is_refused_on_load(seed, tmp_path, edit):
     where, value, delete = edit
     path = ("instructions", conv, *(int(k) if k.isdigit() else k for k in where.split("/")))
     bad = tmp_path / "bad.obprog"
-    _save(seed, bad, _edit(doc, path, value, delete))
+    _save(seed, bad, edited(doc, path, value, delete))
     with pytest.raises(ob.ModelFormatError, match=rf"bad\.obprog.*instruction {conv} \(compute\)") as err:
         ob.load_program(bad).run(feed)
     assert "compile" in (err.value.hint or "")
