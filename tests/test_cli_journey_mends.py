@@ -204,17 +204,11 @@ def test_a_new_parser_ending_is_a_model_ending_everywhere(files, capsys, tmp_pat
     name and listed for a folder given as MODEL, with no second list to update."""
     import importlib
 
-    from opbridge.cli.common import model_endings
-
     convert = importlib.import_module("opbridge.convert")  # the module, not the function
     monkeypatch.setitem(convert.PARSERS, ".tflite", "opbridge.parsers.none:parse_file")
-    model_endings.cache_clear()
-    try:
-        error, hint = _fails(capsys, ["compile", str(files["obir"]), "-o", str(tmp_path / "m.tflite")])
-        assert "ends in .tflite: opbridge would read it back as a model file" in error
-        assert hint == f"hint: name it {tmp_path / 'm.obprog'}"
-        (tmp_path / "empty").mkdir()
-        _, hint = _fails(capsys, ["show", str(tmp_path / "empty")])
-        assert ".tflite" in hint
-    finally:
-        model_endings.cache_clear()
+    error, hint = _fails(capsys, ["compile", str(files["obir"]), "-o", str(tmp_path / "m.tflite")])
+    assert "ends in .tflite: opbridge would read it back as a model file" in error
+    assert hint == f"hint: name it {tmp_path / 'm.obprog'}"
+    (tmp_path / "empty").mkdir()
+    _, hint = _fails(capsys, ["show", str(tmp_path / "empty")])
+    assert ".tflite" in hint

@@ -171,6 +171,18 @@ def test_validate_debug_takes_any_name(files, tmp_path, capsys):
     assert main(["validate", str(files["onnx"]), "--no-simulator", "--debug", str(tmp_path / "dump")]) == 0
     with np.load(tmp_path / "dump.npz") as dump:
         assert dump.files
+    note = capsys.readouterr().out
+    assert str(tmp_path / "dump.npz") in note  # the note names the file written
+
+
+def test_run_into_a_folder_is_refused(files, tmp_path, capsys):
+    """-o naming a folder (with or without a trailing slash) is refused as typed, not written
+    as a hidden res/.npz or beside it as res.npz."""
+    (tmp_path / "res").mkdir()
+    for out in (str(tmp_path / "res"), str(tmp_path / "res") + "/"):
+        assert main(["run", str(files["obprog"]), "--random-input", "-o", out]) == 2
+        assert "is a folder" in capsys.readouterr().err
+    assert not (tmp_path / "res" / ".npz").exists() and not (tmp_path / "res.npz").exists()
 
 
 def test_an_output_that_is_a_folder_is_refused(files, capsys):

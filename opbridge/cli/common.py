@@ -31,7 +31,6 @@ def int_at_least(floor: int, note: str = "") -> Callable[[str], int]:
                 f"{_echo(text)}: give a whole number >= {floor}" + (f" ({note})" if note else ""))
         return n
 
-    parse.__name__ = f"whole number >= {floor}"  # what argparse names in its own messages
     return parse
 
 
@@ -155,36 +154,23 @@ _NOT_A_MODEL = {
     ".npy": "an array, not a model: ",
     ".npz": "arrays, not a model: ",
 }
-#: How each command that takes arrays is told about one given as MODEL; the rest name both.
-_ARRAYS_GO_TO = {
-    "validate": "give {them} to --input {name}{path}",
-    "run": "give {them} to --input {name}{path}",
-}
 
 
 def _arrays_hint(command: str, path: str) -> str:
-    one = path.lower().endswith(".npy")
-    name, them = ("NAME=", "it") if one else ("", "them")
-    how = _ARRAYS_GO_TO.get(command)
-    if how:
-        return how.format(them=them, name=name, path=path)
+    """What to do with arrays given as MODEL: validate takes them as --input (the only command
+    of those that read a model which does), the rest are told which commands do."""
+    if command == "validate":
+        one = path.lower().endswith(".npy")
+        return f"give {'it' if one else 'them'} to --input {'NAME=' if one else ''}{path}"
     return "arrays are inputs: opbridge validate MODEL --input ... or opbridge run PROG --input ..."
 
 
-@functools.lru_cache(maxsize=1)
 def model_endings() -> tuple[str, ...]:
     """The endings of the files a command reads as a model: every ending ``convert`` has a
     parser for, and .obir (imported on first use: the parsers' table pulls in numpy)."""
     from ..convert import PARSERS
 
     return (*PARSERS, ".obir")
-
-
-def __getattr__(name: str) -> Any:
-    """``MODEL_ENDINGS``, the old name of :func:`model_endings`' answer, made on first use."""
-    if name == "MODEL_ENDINGS":
-        return model_endings()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def check_model_file(path: str, command: str) -> None:

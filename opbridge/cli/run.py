@@ -65,9 +65,10 @@ def run(args: argparse.Namespace) -> int:
     from ..plugins_loader import load_plugins
     from ..simulator import load_program
 
-    if args.output and not args.output.lower().endswith(".npz"):
-        args.output += ".npz"  # as numpy.savez names it
-    check_output(args.output, "-o", "an .npz archive of the outputs")
+    check_output(args.output, "-o", "an .npz archive of the outputs")  # the name as typed
+    if args.output and not args.output.endswith(".npz"):
+        args.output += ".npz"  # as numpy.savez names it (it adds .npz unless the name ends so)
+        check_output(args.output, "-o", "an .npz archive of the outputs")
     load_plugins(args.plugin)
     prog = load_program(args.program)
     # a program compiled with --dynamic gets random inputs of the largest shapes it was compiled for

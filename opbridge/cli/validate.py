@@ -98,7 +98,9 @@ def run(args: argparse.Namespace) -> int:
     if dump == "":
         base = os.path.basename(args.model)
         dump = (base.split(".")[0] or "model") + "_debug.npz"
-    check_output(dump, "--debug", "an .npz dump")  # np.savez adds .npz when it is missing
+    if dump is not None and not dump.endswith(".npz"):
+        dump += ".npz"  # as np.savez names it, so the note printed names the file written
+    check_output(dump, "--debug", "an .npz dump")
     image = None
     if args.image:
         image = image_spec(args.image, args.mean, args.scale, args.pixel_format)

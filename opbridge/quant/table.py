@@ -28,9 +28,10 @@ class QuantError(OpbridgeError, ValueError):
 
 
 #: The smallest threshold (or channel maximum) quantized with its own scale: below it the
-#: int8 scale, threshold / 127, would not be a normal float32 (numpy's finfo(float32).tiny),
-#: so such a tensor is quantized as an all-zero one (scale 1; its values round to 0 anyway).
-MIN_THRESHOLD = 127 * 1.1754943508222875e-38
+#: scale, threshold / 127 (i8) or / 255 (u8), would not be a normal float32 (numpy's
+#: finfo(float32).tiny), so such a tensor is quantized as an all-zero one (scale 1; its values
+#: round to 0 anyway).
+MIN_THRESHOLD = 255 * 1.1754943508222875e-38
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,7 @@ def _fit(v: Value, arr: np.ndarray, source: str, *, shape: bool = True) -> np.nd
         else:
             raise InputError(
                 f"input '{v.name}' wants {_describe(v)}, {source} holds shape {format_shape(arr.shape)}",
-                hint="save the array with the input's shape, or convert with --input-shape",
+                hint="save the array with the input's shape, or convert (a program: compile) with --input-shape",
             )
     if arr.dtype != want:
         if arr.dtype.kind != want.kind and not (arr.dtype.kind in "iu" and want.kind in "iuf"):

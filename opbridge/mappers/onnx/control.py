@@ -283,7 +283,9 @@ def scan_8(node: OriginNode, g: MapContext) -> Any:
     if not isinstance(batch, int):
         raise g.unsupported(f"Scan-8 needs a static batch (have {batch})",
                             hint="fix the graph inputs' batch dim with --input-shape")
-    if not isinstance(seq, int) or batch * seq > MAX_UNROLL:  # every row is unrolled
+    # every row is unrolled: past the limit each row runs a Scan at run time, which takes no
+    # sequence_lens (those rows still unroll, one limit a row)
+    if not isinstance(seq, int) or seq > MAX_UNROLL or (batch * seq > MAX_UNROLL and not g.has_input(0)):
         return _scan_8_runtime(node, g, body, values, n_state, batch, dirs)
     lens = [seq] * batch
     if g.has_input(0):

@@ -116,8 +116,9 @@ def test_refused(case: str, match: str, tmp_path: Path, capsys: pytest.CaptureFi
 
 def test_unroll_limit_counts_every_row(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every batch row is unrolled, so the limit holds batch x steps: past it each row runs a
-    Scan node at run time (matching the unrolled result), and with sequence_lens the refusal
-    says how many steps, not that the length is unknown."""
+    Scan node at run time (matching the unrolled result); with sequence_lens (which the run-time
+    Scan does not take) rows still unroll up to the limit a row, and past that the refusal says
+    how many steps, not that the length is unknown."""
     from opbridge.mappers.onnx import control
 
     unrolled = ob.convert(_model(None, None))
@@ -128,6 +129,8 @@ def test_unroll_limit_counts_every_row(monkeypatch: pytest.MonkeyPatch) -> None:
     want, got = ob.interpret(unrolled, feeds), ob.interpret(g, feeds)
     for name in ("s", "y"):
         np.testing.assert_allclose(np.asarray(got[name]), np.asarray(want[name]), rtol=1e-6)
+    assert not any(n.op == "Scan" for n in ob.convert(_model([4, 2, 3], None)).nodes)  # still unrolls
+    monkeypatch.setattr(control, "MAX_UNROLL", T - 1)
     with pytest.raises(ob.OpbridgeError, match=f"{B} rows of {T} steps"):
         ob.convert(_model([4, 4, 4], None))
 
