@@ -35,6 +35,11 @@ PARSERS: dict[str, str] = {
 }
 
 
+def model_endings() -> tuple[str, ...]:
+    """The endings of the files read as a model: every ending with a parser, and .obir."""
+    return (*PARSERS, ".obir")
+
+
 def parser_for(path: str | os.PathLike[str]) -> Callable[..., OriginGraph]:
     """The parser function for a model file, by its name ending."""
     name = Path(path).name.lower()

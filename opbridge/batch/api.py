@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..convert import model_endings
 from ..errors import OpbridgeError
 from .task import Task, TaskResult, run_task, safe_file
 
@@ -19,8 +20,6 @@ SUMMARY_VERSION = 1
 EXIT_OK, EXIT_FAILED, EXIT_USER_ERROR, EXIT_INTERNAL_ERROR = 0, 1, 2, 3
 #: the files a batch writes into its output folder (no model's folder may take these names)
 RESERVED = ("summary.json", "summary.html")
-#: file endings a directory given as MODELS is searched for
-MODEL_SUFFIXES = (".onnx", ".prototxt", ".ts.json", ".obir")
 
 
 class BatchError(OpbridgeError, ValueError):
@@ -201,7 +200,8 @@ def expand_models(models: Sequence[str | os.PathLike[str]]) -> list[Path]:
     for m in models:
         p = Path(m)
         if p.is_dir():
-            paths.extend(sorted(f for f in p.rglob("*") if f.is_file() and f.name.lower().endswith(MODEL_SUFFIXES)))
+            endings = model_endings()  # what a folder given as MODELS is searched for
+            paths.extend(sorted(f for f in p.rglob("*") if f.is_file() and f.name.lower().endswith(endings)))
         else:
             paths.append(p)
     if not paths:
@@ -228,7 +228,7 @@ def safe_names(paths: Sequence[Path]) -> list[str]:
 
 def _stem(p: Path) -> str:
     name = p.name
-    for suffix in MODEL_SUFFIXES:
+    for suffix in model_endings():
         if name.lower().endswith(suffix):
             name = name[: -len(suffix)]
             break

@@ -166,11 +166,11 @@ def _arrays_hint(command: str, path: str) -> str:
 
 
 def model_endings() -> tuple[str, ...]:
-    """The endings of the files a command reads as a model: every ending ``convert`` has a
-    parser for, and .obir (imported on first use: the parsers' table pulls in numpy)."""
-    from ..convert import PARSERS
+    """The endings of the files a command reads as a model (:func:`opbridge.convert.model_endings`,
+    imported on first use: that module pulls in numpy)."""
+    from ..convert import model_endings as endings
 
-    return (*PARSERS, ".obir")
+    return endings()
 
 
 def check_model_file(path: str, command: str) -> None:
