@@ -210,6 +210,54 @@ def print_float_shares(shares: dict[tuple[str, int, str], FloatShare], estimates
               f"{s.f32_gdma_mb:.1f} ({s.gdma_mb:.1f}) | {s.global_ms:.3f} |")
 
 
+@dataclass
+class FixedPerImage:
+    """A straight line through two batch sizes' times a batch: t(b) = fixed + b * per_image."""
+
+    fixed: float
+    per_image: float
+
+
+def fixed_and_per_image(b1: int, ms1: float, b2: int, ms2: float) -> FixedPerImage:
+    """The line t(b) = F + b * P through two rows, each given as its batch and its time per
+    image (as chip-latency.md states it): a batch takes b * ms, so P = (b2 * ms2 - b1 * ms1) /
+    (b2 - b1) and F = b1 * ms1 - b1 * P. F is what a batch pays whatever its size (launch,
+    syncs, weights loaded once a batch and not hidden), P what each image adds."""
+    if b1 == b2:
+        raise ValueError(f"two different batch sizes are needed, got {b1} twice")
+    per_image = (b2 * ms2 - b1 * ms1) / (b2 - b1)
+    return FixedPerImage(b1 * ms1 - b1 * per_image, per_image)
+
+
+def print_fixed_per_image(results: list[tuple[Row, float]]) -> None:
+    """For each model, chip and precision with rows at two batch sizes (the two smallest), the
+    fixed and per-image parts of a batch's time, the chip's (from the published figures) and
+    ours (from the estimates), and ours / the chip's."""
+    by: dict[tuple[str, str, str], dict[int, tuple[float, float]]] = {}
+    for r, est in results:
+        by.setdefault((r.model, r.chip, r.precision), {})[r.batch] = (r.ms, est)
+    lines = []
+    for (model, chip, prec), rows in by.items():
+        if len(rows) < 2:
+            continue
+        b1, b2 = sorted(rows)[:2]
+        chip_fp = fixed_and_per_image(b1, rows[b1][0], b2, rows[b2][0])
+        ours = fixed_and_per_image(b1, rows[b1][1], b2, rows[b2][1])
+        lines.append(f"  {model:<24} {prec:<5} {chip:<8} b{b1}/b{b2}  chip F {chip_fp.fixed:8.3f} "
+                     f"P {chip_fp.per_image:8.3f} | ours F {ours.fixed:8.3f} P {ours.per_image:8.3f} | "
+                     f"ours/chip F {_ratio(ours.fixed, chip_fp.fixed)} P "
+                     f"{_ratio(ours.per_image, chip_fp.per_image)}")
+    if lines:
+        print()
+        print("a batch's time as t(b) = F + b * P (ms; F fixed a batch, P per image), "
+              "through the two smallest batch sizes:")
+        print("\n".join(lines))
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:6.2f}" if b > 0 else "     -"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--table", default=str(TABLE), help="the published figures (chip-latency.md)")
@@ -234,6 +282,7 @@ def main() -> None:
     shares: dict[tuple[str, int, str], FloatShare] = {}
     estimates: dict[Any, float] = {}
     out: list[tuple[Row, float]] = []
+    results: list[tuple[Row, float]] = []
     ratios: list[float] = []
     if args.markdown:
         print("| model | precision | batch | chip | estimate ms | published ms | ratio | role |")
@@ -244,7 +293,8 @@ def main() -> None:
         ratio = None if est is None else est / r.ms
         if est is not None and r.precision == "int8":
             estimates[(r.model, r.batch, r.chip)] = est
-        if ratio is not None:
+        if est is not None and ratio is not None:
+            results.append((r, est))
             ratios.append(ratio)
             if not within(r, ratio):
                 out.append((r, ratio))
@@ -266,6 +316,7 @@ def main() -> None:
     for (chip, prec), (ratio, where) in sorted(worst.items()):
         print(f"  {chip:<8} {prec:<5} {ratio:.3f} ({where})")
     print_bounds(ratios, out)
+    print_fixed_per_image(results)
     print_float_shares(shares, estimates)
 
 
