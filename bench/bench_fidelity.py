@@ -173,10 +173,14 @@ def float_share(prog: Any, p: Any, batch: int) -> FloatShare:
 
 
 def estimate(graphs: Graphs, row: Row, targets: dict[str, Any],
-             shares: dict[tuple[str, int, str], FloatShare] | None = None) -> tuple[float | None, str]:
+             shares: dict[tuple[str, int, str], FloatShare] | None = None,
+             work: dict[tuple[str, str, str, int], tuple[float, float]] | None = None,
+             ) -> tuple[float | None, str]:
     """(estimated ms per image, note) for one row; None with the reason when not built.
     ``targets``: chip name (lower case) -> a Target used instead of the preset of that name;
-    ``shares``: where an int8 row's :class:`FloatShare` is recorded."""
+    ``shares``: where an int8 row's :class:`FloatShare` is recorded; ``work``: where each row's
+    FLOPs per image and the target's peak for its precision are recorded (by model, chip,
+    precision, batch)."""
     import opbridge as ob
 
     reason = why_not(row)
@@ -192,6 +196,10 @@ def estimate(graphs: Graphs, row: Row, targets: dict[str, Any],
     p = prog.profile()
     if shares is not None and row.precision == "int8":
         shares[(row.model, row.batch, row.chip)] = float_share(prog, p, row.batch)
+    if work is not None:
+        dtype = PRECISION_DTYPE.get(row.precision, "f32")
+        work[(row.model, row.chip, row.precision, row.batch)] = (p.flops / row.batch,
+                                                                 prog.target.peak_flops(dtype))
     return p.est_latency_ms / row.batch, ""
 
 
@@ -229,10 +237,17 @@ def fixed_and_per_image(b1: int, ms1: float, b2: int, ms2: float) -> FixedPerIma
     return FixedPerImage(b1 * ms1 - b1 * per_image, per_image)
 
 
-def print_fixed_per_image(results: list[tuple[Row, float]]) -> None:
+#: the dtype whose peak a precision of chip-latency.md runs at
+PRECISION_DTYPE = {"fp32": "f32", "fp16": "f16", "bf16": "bf16", "int8": "i8"}
+
+
+def print_fixed_per_image(results: list[tuple[Row, float]],
+                          work: dict[tuple[str, str, str, int], tuple[float, float]] | None = None) -> None:
     """For each model, chip and precision with rows at two batch sizes (the two smallest), the
     fixed and per-image parts of a batch's time, the chip's (from the published figures) and
-    ours (from the estimates), and ours / the chip's."""
+    ours (from the estimates), and ours / the chip's; with ``work`` (FLOPs per image and the
+    peak, see :func:`estimate`), the fraction of the peak the chip's P implies for our FLOPs
+    (above 100%: no efficiency of the direct computation reaches the chip's extra image)."""
     by: dict[tuple[str, str, str], dict[int, tuple[float, float]]] = {}
     for r, est in results:
         by.setdefault((r.model, r.chip, r.precision), {})[r.batch] = (r.ms, est)
@@ -246,12 +261,21 @@ def print_fixed_per_image(results: list[tuple[Row, float]]) -> None:
         lines.append(f"  {model:<24} {prec:<5} {chip:<8} b{b1}/b{b2}  chip F {chip_fp.fixed:8.3f} "
                      f"P {chip_fp.per_image:8.3f} | ours F {ours.fixed:8.3f} P {ours.per_image:8.3f} | "
                      f"ours/chip F {_ratio(ours.fixed, chip_fp.fixed)} P "
-                     f"{_ratio(ours.per_image, chip_fp.per_image)}")
+                     f"{_ratio(ours.per_image, chip_fp.per_image)}"
+                     + _peak_share(work, (model, chip, prec, b2), chip_fp.per_image))
     if lines:
         print()
         print("a batch's time as t(b) = F + b * P (ms; F fixed a batch, P per image), "
               "through the two smallest batch sizes:")
         print("\n".join(lines))
+
+
+def _peak_share(work: dict[tuple[str, str, str, int], tuple[float, float]] | None,
+                key: tuple[str, str, str, int], per_image_ms: float) -> str:
+    if not work or key not in work or per_image_ms <= 0:
+        return ""
+    flops, peak = work[key]
+    return f" | chip P at {flops / (per_image_ms * 1e-3) / peak:4.0%} of the peak"
 
 
 def _ratio(a: float, b: float) -> str:
@@ -283,13 +307,14 @@ def main() -> None:
     estimates: dict[Any, float] = {}
     out: list[tuple[Row, float]] = []
     results: list[tuple[Row, float]] = []
+    work: dict[tuple[str, str, str, int], tuple[float, float]] = {}
     ratios: list[float] = []
     if args.markdown:
         print("| model | precision | batch | chip | estimate ms | published ms | ratio | role |")
         print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         t0 = time.perf_counter()
-        est, note = estimate(graphs, r, targets, shares)
+        est, note = estimate(graphs, r, targets, shares, work)
         ratio = None if est is None else est / r.ms
         if est is not None and r.precision == "int8":
             estimates[(r.model, r.batch, r.chip)] = est
@@ -316,7 +341,7 @@ def main() -> None:
     for (chip, prec), (ratio, where) in sorted(worst.items()):
         print(f"  {chip:<8} {prec:<5} {ratio:.3f} ({where})")
     print_bounds(ratios, out)
-    print_fixed_per_image(results)
+    print_fixed_per_image(results, work)
     print_float_shares(shares, estimates)
 
 

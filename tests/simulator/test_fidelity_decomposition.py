@@ -53,3 +53,15 @@ def test_printed_decomposition_pairs_chip_and_estimate(bench, capsys):
     ours = [float(x) for x in line.split("|")[1].split()[2::2]]
     assert ours == [0.0, 2.0]
     assert line.split("|")[2].split()[-1] == "2.00"  # ours / chip P
+
+
+def test_printed_decomposition_says_what_share_of_the_peak_the_chips_extra_image_takes(bench, capsys):
+    """With 2 GFLOP an image on a 2.5 TFLOP/s peak, the chip's P of 1.0 ms (the pair of the
+    test above) is 2e9 / 1e-3 = 2 TFLOP/s, 80% of the peak; 0.5 ms would be 160%."""
+    rows = [bench.Row("Net", "", "fp32", 1, "BM1684", 3.0), bench.Row("Net", "", "fp32", 4, "BM1684", 1.5)]
+    work = {("Net", "BM1684", "fp32", 4): (2e9, 2.5e12)}
+    bench.print_fixed_per_image(list(zip(rows, [2.0, 2.0])), work)
+    assert "chip P at  80% of the peak" in capsys.readouterr().out
+    rows[1] = bench.Row("Net", "", "fp32", 4, "BM1684", 1.125)  # 4.5 ms a batch: P = 1.5 / 3, F = 2.5
+    bench.print_fixed_per_image(list(zip(rows, [2.0, 2.0])), work)
+    assert "chip P at 160% of the peak" in capsys.readouterr().out
