@@ -13,6 +13,7 @@ The file is a safetensors file: the weights are its tensors, and the metadata ho
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import os
@@ -228,13 +229,21 @@ def _check_program(prog: Program, where: str) -> None:
     by_name = {n.name: n for n in prog.graph.nodes}
     nodes = set(by_name)
     tensors = prog.ddr.tensors
+    # which constant (name, shape) each local address last received, as the executor tracks it
+    const_at: dict[int, tuple[str, tuple[int, ...]]] = {}
+    keywords: dict[Any, frozenset[str] | None] = {}
     for i, ins in enumerate(prog.instrs):
         if isinstance(ins, (Compute, GlobalOp, HostOp)) and ins.node not in nodes:
             raise ModelFormatError(f"{where}: instruction {i} names unknown node {ins.node!r}")
-        if isinstance(ins, Compute):
-            _check_operands(values, ins, by_name[ins.node], f"{where}: instruction {i} ({ins.TAG})")
         if isinstance(ins, (Load, Store)) and ins.tensor not in tensors:
             raise ModelFormatError(f"{where}: instruction {i} names unknown tensor {ins.tensor!r}")
+        if isinstance(ins, Load) and ins.const:
+            const_at[ins.lmem] = (ins.tensor, _loaded_shape(ins, tensors[ins.tensor].shape,
+                                                            f"{where}: instruction {i} ({ins.TAG})"))
+        if isinstance(ins, Compute):
+            node = by_name[ins.node]
+            _check_operands(values, ins, node, f"{where}: instruction {i} ({ins.TAG})", const_at)
+            _check_tile_attrs(prog, ins, node, f"{where}: instruction {i} ({ins.TAG})", keywords)
         _check_costs(ins, prog.target.lmem_bytes_per_lane, prog.target.lmem_align_bytes,
                      f"{where}: instruction {i} ({ins.TAG})")
         _check_layout(prog.target, values, ins, f"{where}: instruction {i} ({ins.TAG})")
@@ -252,9 +261,11 @@ def _check_program(prog: Program, where: str) -> None:
         raise ModelFormatError(f"{where}: the units cover {end} of {len(prog.instrs)} instructions")
 
 
-def _check_operands(values: Mapping[str, Value], ins: Compute, node: Any, where: str) -> None:
+def _check_operands(values: Mapping[str, Value], ins: Compute, node: Any, where: str,
+                    const_at: Mapping[int, tuple[str, tuple[int, ...]]]) -> None:
     """A compute's operands are its node's tensors, one per input slot, and each tile lies
-    inside its tensor (its rows, batch items and columns inside the tile): what the kernels
+    inside its tensor (its rows, batch items and columns inside the tile); a weight tile is
+    what the last constant load at its address brought (``const_at``): what the kernels
     index by, so that an edited file is refused here rather than failing inside numpy."""
     if len(ins.ins) != len(node.inputs) or any((a is None) != (v is None) or (a is not None and a.tensor != v.name)
                                                for a, v in zip(ins.ins, node.inputs)):
@@ -279,6 +290,73 @@ def _check_operands(values: Mapping[str, Value], ins: Compute, node: Any, where:
         if not inside or any(not 0 <= lo < hi <= dim for (lo, hi), dim in spans):
             raise ModelFormatError(f"{where}: the tile {list(a.shape)} of '{a.tensor}' (n {a.n}, h {a.h}, "
                                    f"w {a.w}) does not lie inside the tensor {list(full)}", hint=RECOMPILE_HINT)
+        if a.const and const_at.get(a.lmem) != (a.tensor, tuple(a.shape)):
+            got = const_at.get(a.lmem)
+            had = "nothing" if got is None else f"{list(got[1])} of '{got[0]}'"
+            raise ModelFormatError(f"{where}: the weight tile {list(a.shape)} of '{a.tensor}' at local "
+                                   f"address {a.lmem} is not what the program loaded there ({had})",
+                                   hint=RECOMPILE_HINT)
+
+
+def _loaded_shape(ins: Load, shape: tuple[int, ...] | list[int], where: str) -> tuple[int, ...]:
+    """The shape a constant's load brings: the whole tensor, or its slice ``sel``."""
+    out = list(shape)
+    if ins.sel is not None:
+        axis, lo, hi = ins.sel
+        if not (0 <= axis < len(out) and 0 <= lo < hi <= out[axis]):
+            raise ModelFormatError(f"{where}: the slice (axis {axis}, [{lo}, {hi})) of '{ins.tensor}' "
+                                   f"does not lie inside the tensor {out}", hint=RECOMPILE_HINT)
+        out[axis] = hi - lo
+    return tuple(out)
+
+
+def _check_tile_attrs(prog: Program, ins: Compute, node: Any, where: str,
+                      keywords: dict[Any, frozenset[str] | None]) -> None:
+    """The attributes a tile overrides are parameters of the node's op, with values of their
+    type and range, or keywords the function that runs the node takes (``keywords`` caches
+    them per function; None: it takes any)."""
+    if not ins.attrs:
+        return
+    params = prog.graph.registry.get(node.op).params
+    for name, value in ins.attrs.items():
+        spec = params.get(name)
+        if spec is not None:
+            try:
+                spec.convert(value, f"tile attribute of node '{node.name}' ({node.op})")
+            except OpbridgeError as err:
+                raise ModelFormatError(f"{where}: {err.message}", hint=RECOMPILE_HINT) from None
+            continue
+        fn = _node_function(prog, node)
+        if fn not in keywords:
+            keywords[fn] = _keywords(fn)
+        known = keywords[fn]
+        if known is not None and name not in known:
+            raise ModelFormatError(
+                f"{where}: unknown tile attribute '{name}': not a parameter of node '{node.name}' "
+                f"({node.op}; it has {', '.join(params) or 'none'}) nor a keyword of its kernel",
+                hint=RECOMPILE_HINT)
+
+
+def _node_function(prog: Program, node: Any) -> Any:
+    """The function the executor runs a compute of ``node`` with (its kernel's own, else the
+    op's compute), as ``run.Executor`` picks it."""
+    from .kernels import DEFAULT_KERNELS
+
+    k = (prog.kernels if prog.kernels is not None else DEFAULT_KERNELS).get(node.op)
+    own = None if k is None else k.kernel_for(node, len(node.outputs) == 1)
+    return own[0] if own is not None else prog.graph.registry.get(node.op).compute_function
+
+
+def _keywords(fn: Any) -> frozenset[str] | None:
+    """The names ``fn`` takes by keyword (None: any, or it cannot tell)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values()):
+        return None
+    return frozenset(n for n, p in sig.parameters.items() if p.kind in kinds)
 
 
 def _check_costs(ins: Instruction, lane: int, align_bytes: int, where: str) -> None:
