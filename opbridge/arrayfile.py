@@ -8,8 +8,12 @@ otherwise make numpy allocate 373 GiB), no blocking on a pipe. An ``.npz`` membe
 checked against the member's size as the archive declares it, uncompressed: a
 ``numpy.savez_compressed`` member may truly expand about 1000 times (deflate's limit, an
 array of zeros), so a small compressed file can still hold, and allocate, a large array (a
-member whose data falls short of its declared size is refused when the short read is met). The format is numpy's
-(``numpy/lib/format.py``): magic, version, a header dict parsed with ``ast.literal_eval``.
+member whose data falls short of its declared size is refused when the short read is met).
+Whatever a header or an archive declares, an array (or the members of one archive together)
+larger than the machine's physical memory (:func:`memory_limit`) is refused before it is
+allocated: it could not be held, and an archive's header can claim any size. The format is
+numpy's (``numpy/lib/format.py``): magic, version, a header dict parsed with
+``ast.literal_eval``.
 """
 
 from __future__ import annotations
@@ -32,10 +36,43 @@ class ArrayFileError(ModelFormatError):
     """An array file that cannot be read safely; ``reason`` says why, without the path (the
     caller puts it in its own message)."""
 
-    def __init__(self, path: str, reason: str) -> None:
-        super().__init__(f"'{path}' {reason}", hint="write it with numpy.save / numpy.savez "
+    def __init__(self, path: str, reason: str, hint: str | None = None) -> None:
+        super().__init__(f"'{path}' {reason}", hint=hint or "write it with numpy.save / numpy.savez "
                          "(arrays of numbers; object arrays are refused)")
         self.reason = reason
+
+
+#: The limit when the machine does not say how much physical memory it has (no os.sysconf).
+FALLBACK_MEMORY_LIMIT = 64 << 30
+
+_TOO_LARGE_HINT = ("the file is damaged or forged, or the array is larger than this machine can "
+                   "hold: load it on a machine with more memory, or save it in smaller arrays")
+
+
+def memory_limit() -> int:
+    """The most bytes of arrays one file may declare: the machine's physical memory
+    (``os.sysconf``), else :data:`FALLBACK_MEMORY_LIMIT`."""
+    try:
+        pages, page = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return FALLBACK_MEMORY_LIMIT
+    return pages * page if pages > 0 and page > 0 else FALLBACK_MEMORY_LIMIT
+
+
+def _check_fits(p: str, what: str, nbytes: int, limit: int) -> None:
+    """Refuse ``nbytes`` of data beyond ``limit`` before anything is allocated; ``what`` says
+    what the file declares, with ``{size}`` where the size goes."""
+    if nbytes > limit:
+        raise ArrayFileError(p, f"{what.replace('{size}', _gib(nbytes))}, more than this machine's "
+                             f"physical memory ({_gib(limit)})", hint=_TOO_LARGE_HINT)
+
+
+def _gib(n: int) -> str:
+    """``n`` bytes for a reader: bytes, KiB, MiB, GiB or TiB."""
+    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.3g} {unit}"
+    return f"{n} bytes"
 
 
 def read_array_file(path: str | os.PathLike[str]) -> np.ndarray | dict[str, np.ndarray]:
@@ -101,18 +138,25 @@ def _checked_size(p: str, shape: tuple[int, ...], dtype: np.dtype[Any], have: in
 
 def _read_npy(f: IO[bytes], size: int, p: str) -> np.ndarray:
     shape, fortran, dtype = _header(f, p)
-    _checked_size(p, shape, dtype, size - f.tell())
+    need = _checked_size(p, shape, dtype, size - f.tell())
+    _check_fits(p, f"declares {dtype}{list(shape)} ({{size}})", need, memory_limit())
     arr = np.fromfile(f, dtype=dtype, count=math.prod(shape))
     return arr.reshape(shape, order="F" if fortran else "C")
 
 
 def _read_npz(f: IO[bytes], p: str) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
+    limit = memory_limit()
     try:
         with zipfile.ZipFile(f) as z:
-            for info in z.infolist():
-                if info.is_dir():
-                    continue
+            members = [info for info in z.infolist() if not info.is_dir()]
+            # what the archive declares, uncompressed, checked before any member is opened
+            for info in members:
+                what = f"member '{info.filename}' declares {{size}} of data uncompressed"
+                _check_fits(p, what, info.file_size, limit)
+            total = sum(info.file_size for info in members)
+            _check_fits(p, f"declares {len(members)} arrays of {{size}} in all, uncompressed", total, limit)
+            for info in members:
                 where = f"{p}[{info.filename}]"
                 with z.open(info) as m:
                     shape, _, dtype = _header(m, where)
@@ -123,6 +167,8 @@ def _read_npz(f: IO[bytes], p: str) -> dict[str, np.ndarray]:
                     arr = np.lib.format.read_array(m, allow_pickle=False)
                 name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
                 out[name] = arr
+    except ArrayFileError:
+        raise
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, NotImplementedError) as err:
         raise ArrayFileError(p, f"is not a readable .npz archive: {str(err)[:200]}") from None
     return out

@@ -114,7 +114,7 @@ def input_values_from_args(args: argparse.Namespace) -> dict[str, Any] | None:
                 value = read_npy(value)
             except ArrayFileError as err:
                 raise OpbridgeError(f"--input-value {name}={value}: cannot read it: it {err.reason}",
-                                    hint="give a .npy file written by numpy.save") from None
+                                    hint=err.hint) from None
         out[name] = value
     return out or None
 

@@ -115,7 +115,7 @@ def _read_arrays(graph: Graph, p: Path) -> dict[str, Any]:
         got = read_array_file(p)
     except ArrayFileError as err:
         raise QuantError(f"calibration sample '{p}' is not a readable numpy file: {err.reason}",
-                         hint="save samples with numpy.save / numpy.savez") from None
+                         hint=err.hint) from None
     if not isinstance(got, dict):
         return {_only_input(graph, p).name: got}
     arrays = got

@@ -82,7 +82,7 @@ def _read_array_file(path: str, key: str | None) -> dict[str, np.ndarray]:
         data = read_array_file(path)
     except ArrayFileError as err:
         raise InputError(f"input file '{path}' is not a readable .npy/.npz: {err.reason}",
-                         hint="write it with numpy.save / numpy.savez (object arrays are refused)") from None
+                         hint=err.hint) from None
     if isinstance(data, dict) and path.lower().endswith(".npy"):
         # told apart by content: an archive named .npy is no one array, whatever it holds
         raise InputError(f"input file '{path}' is an .npz archive "
