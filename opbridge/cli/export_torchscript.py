@@ -7,7 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AttrError, ModelFormatError, first_line
-from .common import _echo, check_output, model_endings, non_negative_int
+from .common import (
+    _echo,
+    check_output,
+    input_shape_arg,
+    input_shapes_from_args,
+    model_endings,
+    non_negative_int,
+)
 
 _DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "int32", "int64",
            "bool")
@@ -22,9 +29,10 @@ def add_parser(sub: Any) -> None:
         "Converting the result needs no torch.",
     )
     p.add_argument("model", help="a TorchScript module saved with torch.jit.save (.pt)")
-    p.add_argument("--input-shape", action=_InArgumentOrder, default=[], metavar="NAME=D0,D1,...",
-                   help="shape of a tensor forward() argument; give every argument, in argument "
-                   "order, with this or --example-value (repeatable)")
+    p.add_argument("--input-shape", action=_InArgumentOrder, default=[], type=input_shape_arg,
+                   metavar="NAME=DIMS", help="shape of a tensor forward() argument, e.g. "
+                   "x=1,3,224,224; give every argument, in argument order, with this or "
+                   "--example-value (repeatable)")
     p.add_argument("--example-value", action=_InArgumentOrder, default=[], metavar="NAME=VALUE",
                    help="example value of a forward() argument typed int, float, bool or a list of "
                    "them (e.g. sr=16000, shape=2,3, flag=true); it stays an input of the graph "
@@ -37,36 +45,19 @@ def add_parser(sub: Any) -> None:
 
 
 class _InArgumentOrder(argparse.Action):
-    """Appends to its own list and to ``forward_args``, which keeps --input-shape and
-    --example-value in the order given (the order of forward()'s arguments)."""
+    """Appends to its own list and to ``forward_args``, which keeps --input-shape (parsed by the
+    shared :func:`~.common.input_shape_arg`: (name, dims)) and --example-value (the text) in
+    the order given (the order of forward()'s arguments)."""
 
     def __call__(self, parser: Any, ns: argparse.Namespace, values: Any, option_string: Any = None) -> None:
         setattr(ns, self.dest, [*getattr(ns, self.dest), values])
         ns.forward_args = [*ns.forward_args, (self.dest, values)]
 
 
-def parse_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
-    """``["x=1,3,224,224"]`` -> ``{"x": (1, 3, 224, 224)}``, in the order given."""
-    out: dict[str, tuple[int, ...]] = {}
-    for item in items:
-        name, sep, dims = item.partition("=")
-        try:
-            shape = tuple(int(d) for d in dims.split(",")) if dims else ()
-        except ValueError:
-            shape = (-1,)
-        if not sep or not name or any(d < 0 for d in shape):
-            raise AttrError(
-                f"--input-shape {item!r}: expected NAME=D0,D1,... with sizes >= 0",
-                hint="e.g. --input-shape x=1,3,224,224",
-            )
-        out[name] = shape
-    return out
-
-
 def run(args: argparse.Namespace) -> int:
     from ..export.torchscript import export_torchscript, import_torch
 
-    shapes = parse_shapes(args.input_shape)
+    shapes = input_shapes_from_args(args) or {}
     dtypes: dict[str, str] = {}
     for item in args.input_dtype:
         name, _, dt = item.partition("=")
@@ -99,11 +90,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _arg_name(item: str) -> str:
+def _arg_name(item: str | tuple[str, tuple[int, ...]]) -> str:
+    """The argument an --input-shape (name, dims) or --example-value NAME=VALUE names."""
+    if isinstance(item, tuple):
+        return item[0]
     return item.rpartition("=")[0] or item  # as the value parsers split: a name may hold "="
 
 
-def _examples(torch: Any, module: Any, forward_args: list[tuple[str, str]],
+def _examples(torch: Any, module: Any, forward_args: list[tuple[str, Any]],
               shapes: dict[str, tuple[int, ...]], dtypes: dict[str, str], seed: int) -> list[Any]:
     """One example per forward() argument, in order: random tensors of the given shapes, and
     the --example-value numbers (a single number for a List argument is a one-element list)."""
