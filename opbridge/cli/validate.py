@@ -72,9 +72,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--html", metavar="R.html",
                    help="write the report as one self-contained HTML page (works offline): summary, "
                    "cosine/SQNR chart per layer, sortable table, graph diagram, profile timeline")
-    p.add_argument("--debug", dest="dump", nargs="?", const="", default=None, metavar="FILE.npz",
+    p.add_argument("--dump-layers", dest="dump", nargs="?", const="", default=None, metavar="FILE.npz",
                    help="dump every node's inputs and outputs to FILE.npz (default "
                    "MODEL_debug.npz; same as OPBRIDGE_DEBUG=1)")
+    # the option's former name, which read as the global --debug (tracebacks): still accepted,
+    # with a warning, and left out of --help
+    p.add_argument("--debug", dest="dump_deprecated", nargs="?", const="", default=None,
+                   metavar="FILE.npz", help=argparse.SUPPRESS)
     p.add_argument("--stop-after", metavar="NODE",
                    help="stop the interpreter after this node (origin or IR name) and compare what "
                    "was computed")
@@ -94,13 +98,13 @@ def run(args: argparse.Namespace) -> int:
     check_model_file(args.model, "validate")
     check_output(args.report, "--report", "a JSON report")
     check_output(args.html, "--html", "an HTML report")
-    dump = args.dump
+    dump = _dump_option(args)
     if dump == "":
         base = os.path.basename(args.model)
         dump = (base.split(".")[0] or "model") + "_debug.npz"
     if dump is not None and not dump.endswith(".npz"):
         dump += ".npz"  # as np.savez names it, so the note printed names the file written
-    check_output(dump, "--debug", "an .npz dump")
+    check_output(dump, "--dump-layers", "an .npz dump")
     image = None
     if args.image:
         image = image_spec(args.image, args.mean, args.scale, args.pixel_format)
@@ -134,3 +138,14 @@ def run(args: argparse.Namespace) -> int:
         report.write_html(args.html)
         console.print(f"HTML report written to {args.html}", highlight=False)
     return EXIT_OK if report.passed else EXIT_FAILED
+
+
+def _dump_option(args: argparse.Namespace) -> str | None:
+    """``--dump-layers``, or its deprecated spelling ``--debug`` after the command, which
+    prints one warning line (the global ``opbridge --debug validate`` shows tracebacks)."""
+    if args.dump_deprecated is None:
+        return args.dump
+    sys.stderr.write("warning: 'validate --debug [FILE.npz]' is deprecated: write --dump-layers "
+                     "[FILE.npz] (for tracebacks, put --debug before the command: opbridge --debug "
+                     "validate ...)\n")
+    return args.dump if args.dump is not None else args.dump_deprecated
