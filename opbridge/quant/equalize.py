@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir.graph import Graph, Node, Value
+from ..ir.passes.fuse_chain import Uses
 
 #: Activations ``f`` with ``f(x / s) = f(x) / s`` for every ``s > 0`` (per channel for PRelu,
 #: whose slope stays with its channel): a pair of convolutions is equalised through them.
@@ -68,19 +69,8 @@ def equalizable_pairs(graph: Graph) -> list[_Pair]:
     whose output feeds, alone and not as a graph output, one homogeneous activation or
     directly the data input of a Conv with constant weights; every weight and bias used by
     that node alone (so rescaling it changes nothing else)."""
-    outputs = {v.name for v in graph.outputs}
-    readers: dict[str, list[Node]] = {}
-    uses: dict[str, int] = {}
-    for n in graph.nodes:
-        for v in n.inputs:
-            if v is not None:
-                readers.setdefault(v.name, []).append(n)
-                uses[v.name] = uses.get(v.name, 0) + 1
-
-    def only_reader(v: Value) -> Node | None:
-        r = readers.get(v.name, [])
-        return r[0] if len(r) == 1 and v.name not in outputs else None
-
+    uses = Uses.of(graph)
+    only_reader = uses.only_reader
     pairs = []
     for first in graph.nodes:
         if not _own_weights(first, uses):
@@ -104,12 +94,12 @@ def _w(node: Node) -> np.ndarray:
     return w.data
 
 
-def _own_weights(node: Node, uses: dict[str, int]) -> bool:
+def _own_weights(node: Node, uses: Uses) -> bool:
     """A float Conv whose weights (and bias, if any) are constants that only it reads."""
     if node.op != "Conv" or len(node.inputs) < 2:
         return False
     consts = [v for v in node.inputs[1:3] if v is not None]
-    return (all(v.is_constant and v.data is not None and v.dtype == "f32" and uses.get(v.name) == 1
+    return (all(v.is_constant and v.data is not None and v.dtype == "f32" and len(uses.readers_of(v)) == 1
                 for v in consts) and node.inputs[1] is not None)
 
 

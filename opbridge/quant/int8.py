@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir.graph import Graph, GraphBuilder, Node, Value
+from ..ir.passes.fuse_chain import Uses
 from ..ir.quantparams import QuantParams, depthwise, input_scale
 from .table import MIN_THRESHOLD, CalibrationTable, QuantError, TensorRange
 
@@ -70,12 +71,7 @@ def quant_points(graph: Graph, nodes: Collection[str]) -> dict[str, str]:
     whose threshold they take: their inputs and outputs, each its own; an output whose only
     reader is a Relu or Clip takes that activation's threshold, and the activation's output is
     quantized too (at the same scale, so ``fold_qdq`` runs a Relu on the integers)."""
-    users: dict[str, list[Node]] = {}
-    for n in graph.nodes:
-        for v in n.inputs:
-            if v is not None:
-                users.setdefault(v.name, []).append(n)
-    outputs = {v.name for v in graph.outputs}
+    uses = Uses.of(graph)
     points: dict[str, str] = {}
     for n in graph.nodes:
         if n.name not in nodes:
@@ -84,9 +80,9 @@ def quant_points(graph: Graph, nodes: Collection[str]) -> dict[str, str]:
         assert x is not None
         points.setdefault(x.name, x.name)
         out = n.outputs[0].name
-        readers = users.get(out, [])
-        if len(readers) == 1 and readers[0].op in FUSED_ACTIVATIONS and out not in outputs:
-            act = readers[0].outputs[0].name
+        reader = uses.only_reader(n.outputs[0])
+        if reader is not None and reader.op in FUSED_ACTIVATIONS:
+            act = reader.outputs[0].name
             points.setdefault(out, act)
             points.setdefault(act, act)
         else:
@@ -303,14 +299,8 @@ def channel_points(graph: Graph, points: Mapping[str, str], nodes: Collection[st
     ops that run in float. After BatchNorm folding the channels of a MobileNet-style block
     differ by decades (0.1 against 30 in a PP-PicoDet stem): one scale per tensor rounds the
     narrow ones away, and cross-layer equalisation cannot even them out through a hard-swish."""
-    readers: dict[str, list[Node]] = {}
-    producer: dict[str, Node] = {}
-    for n in graph.nodes:
-        for v in n.inputs:
-            if v is not None:
-                readers.setdefault(v.name, []).append(n)
-        for v in n.outputs:
-            producer[v.name] = n
+    uses = Uses.of(graph)
+    producer = {v.name: n for n in graph.nodes for v in n.outputs}
     groups: dict[str, list[str]] = {}
     for name, entry in points.items():
         groups.setdefault(entry, []).append(name)
@@ -320,7 +310,8 @@ def channel_points(graph: Graph, points: Mapping[str, str], nodes: Collection[st
         if any(len(values[n].shape) < 3 for n in names if n in values):
             continue
         makers = [producer[n] for n in names if n in producer and producer[n].name in nodes]
-        if all(_takes_channels(r, nodes, points) for n in names for r in readers.get(n, [])) \
+        if all(_takes_channels(r, nodes, points) for n in names if n in values
+               for r in uses.readers_of(values[n])) \
                 and all(m.op == "Conv" for m in makers):
             free.update(names)
     return free
