@@ -42,12 +42,17 @@ class ArrayFileError(ModelFormatError):
         self.reason = reason
 
 
+class ArrayTooLargeError(ArrayFileError):
+    """An array file that declares more data than the machine could hold."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(path, reason, hint="the file is damaged or forged, or the array is larger "
+                         "than this machine can hold: load it on a machine with more memory, or save "
+                         "it in smaller arrays")
+
+
 #: The limit when the machine does not say how much physical memory it has (no os.sysconf).
 FALLBACK_MEMORY_LIMIT = 64 << 30
-
-_TOO_LARGE_HINT = ("the file is damaged or forged, or the array is larger than this machine can "
-                   "hold: load it on a machine with more memory, or save it in smaller arrays")
-
 
 def memory_limit() -> int:
     """The most bytes of arrays one file may declare: the machine's physical memory
@@ -63,8 +68,8 @@ def _check_fits(p: str, what: str, nbytes: int, limit: int) -> None:
     """Refuse ``nbytes`` of data beyond ``limit`` before anything is allocated; ``what`` says
     what the file declares, with ``{size}`` where the size goes."""
     if nbytes > limit:
-        raise ArrayFileError(p, f"{what.replace('{size}', _gib(nbytes))}, more than this machine's "
-                             f"physical memory ({_gib(limit)})", hint=_TOO_LARGE_HINT)
+        raise ArrayTooLargeError(p, f"{what.replace('{size}', _gib(nbytes))}, more than this "
+                                 f"machine's physical memory ({_gib(limit)})")
 
 
 def _gib(n: int) -> str:
@@ -167,7 +172,7 @@ def _read_npz(f: IO[bytes], p: str) -> dict[str, np.ndarray]:
                     arr = np.lib.format.read_array(m, allow_pickle=False)
                 name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
                 out[name] = arr
-    except ArrayFileError:
+    except ArrayTooLargeError:
         raise
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, NotImplementedError) as err:
         raise ArrayFileError(p, f"is not a readable .npz archive: {str(err)[:200]}") from None

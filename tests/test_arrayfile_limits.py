@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import opbridge.arrayfile as af
-from opbridge.arrayfile import ArrayFileError, memory_limit, read_array_file
+from opbridge.arrayfile import ArrayFileError, ArrayTooLargeError, memory_limit, read_array_file
 
 TIB = 1 << 40
 
@@ -63,7 +63,7 @@ def test_member_declaring_a_terabyte_is_refused_before_allocation(tmp_path, no_a
     p = tmp_path / "bomb.npz"
     p.write_bytes(_forged_npz("x.npy", _npy_header((TIB // 4,)) + b"\0" * 16, TIB))
     assert p.stat().st_size < 1000
-    with pytest.raises(ArrayFileError, match=r"bomb\.npz' member 'x\.npy' declares 1 TiB of data "
+    with pytest.raises(ArrayTooLargeError, match=r"bomb\.npz' member 'x\.npy' declares 1 TiB of data "
                                              r"uncompressed, more than this machine's physical memory") as err:
         read_array_file(p)
     assert "more memory" in (err.value.hint or "")
@@ -73,7 +73,7 @@ def test_members_together_past_the_limit_are_refused(tmp_path, monkeypatch, no_a
     p = tmp_path / "two.npz"
     np.savez(p, a=np.zeros(100_000, np.uint8), b=np.zeros(100_000, np.uint8))
     monkeypatch.setattr(af, "memory_limit", lambda: 150_000)
-    with pytest.raises(ArrayFileError, match=r"two\.npz' declares 2 arrays of .* in all, uncompressed"):
+    with pytest.raises(ArrayTooLargeError, match=r"two\.npz' declares 2 arrays of .* in all, uncompressed"):
         read_array_file(p)
 
 
@@ -81,7 +81,7 @@ def test_npy_past_the_limit_is_refused(tmp_path, monkeypatch):
     p = tmp_path / "big.npy"
     np.save(p, np.zeros((2, 1 << 18), np.float32))
     monkeypatch.setattr(af, "memory_limit", lambda: 1 << 20)
-    with pytest.raises(ArrayFileError, match=r"big\.npy' declares float32\[2, 262144\] \(2 MiB\), more than "
+    with pytest.raises(ArrayTooLargeError, match=r"big\.npy' declares float32\[2, 262144\] \(2 MiB\), more than "
                                              r"this machine's physical memory \(1 MiB\)"):
         read_array_file(p)
 
@@ -125,3 +125,13 @@ def test_cli_validate_input_names_the_member_with_one_error_and_hint(tmp_path, c
     assert "member 'input.npy' declares 1 TiB" in lines[0] and "physical memory" in lines[0]
     assert [ln for ln in lines if ln.startswith("hint:")] == lines[1:2] and "more memory" in lines[1], err
     assert "Traceback" not in err
+
+
+def test_a_bad_member_is_still_named_in_the_reason(tmp_path):
+    """Other member errors keep being reported as the archive's, naming the member."""
+    p = tmp_path / "obj.npz"
+    np.savez(p, a=np.array([{"x": 1}], dtype=object))
+    with pytest.raises(ArrayFileError) as err:
+        read_array_file(p)
+    assert not isinstance(err.value, ArrayTooLargeError)
+    assert "is not a readable .npz archive" in err.value.reason and "obj.npz[a.npy]" in err.value.reason
