@@ -40,9 +40,13 @@ non_negative_int = int_at_least(0)
 positive_int = int_at_least(1)
 
 
-def input_shape_arg(text: str) -> tuple[str, tuple[int, ...]]:
-    """``NAME=1,3,224,224`` -> ("NAME", (1, 3, 224, 224)); the name may itself contain '='."""
+def input_shape_arg(text: str, scalar: bool = False) -> tuple[str, tuple[int, ...]]:
+    """``NAME=1,3,224,224`` -> ("NAME", (1, 3, 224, 224)); the name may itself contain '='.
+    With ``scalar``, ``NAME=`` is a 0-d tensor (an export's scalar tensor argument); a model's
+    input given no dims is refused."""
     name, sep, dims = text.rpartition("=")
+    if scalar and sep and name and not dims:
+        return name, ()
     try:
         if not sep or not name or not dims:
             raise ValueError
@@ -108,13 +112,14 @@ def input_values_from_args(args: argparse.Namespace) -> dict[str, Any] | None:
         if name in out:
             raise OpbridgeError(f"--input-value gives '{name}' twice", hint="give each input once")
         if isinstance(value, str):
-            from ..arrayfile import ArrayFileError, read_npy
+            from ..arrayfile import ArrayFileError, ArrayTooLargeError, read_npy
 
             try:
                 value = read_npy(value)
             except ArrayFileError as err:
                 raise OpbridgeError(f"--input-value {name}={value}: cannot read it: it {err.reason}",
-                                    hint=err.hint) from None
+                                    hint=err.hint if isinstance(err, ArrayTooLargeError)
+                                    else "give a .npy file written by numpy.save") from None
         out[name] = value
     return out or None
 

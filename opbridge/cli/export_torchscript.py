@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +30,10 @@ def add_parser(sub: Any) -> None:
         "Converting the result needs no torch.",
     )
     p.add_argument("model", help="a TorchScript module saved with torch.jit.save (.pt)")
-    p.add_argument("--input-shape", action=_InArgumentOrder, default=[], type=input_shape_arg,
+    p.add_argument("--input-shape", action=_InArgumentOrder, default=[],
+                   type=functools.partial(input_shape_arg, scalar=True),
                    metavar="NAME=DIMS", help="shape of a tensor forward() argument, e.g. "
-                   "x=1,3,224,224; give every argument, in argument order, with this or "
+                   "x=1,3,224,224 (t= for a 0-d tensor); give every argument, in argument order, with this or "
                    "--example-value (repeatable)")
     p.add_argument("--example-value", action=_InArgumentOrder, default=[], metavar="NAME=VALUE",
                    help="example value of a forward() argument typed int, float, bool or a list of "

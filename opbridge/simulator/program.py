@@ -317,6 +317,8 @@ def _check_tile_attrs(prog: Program, ins: Compute, node: Any, where: str,
     them per function; None: it takes any)."""
     if not ins.attrs:
         return
+    from .run import node_function  # the executor's choice of function, not a copy of it
+
     params = prog.graph.registry.get(node.op).params
     for name, value in ins.attrs.items():
         spec = params.get(name)
@@ -326,7 +328,7 @@ def _check_tile_attrs(prog: Program, ins: Compute, node: Any, where: str,
             except OpbridgeError as err:
                 raise ModelFormatError(f"{where}: {err.message}", hint=RECOMPILE_HINT) from None
             continue
-        fn = _node_function(prog, node)
+        fn = node_function(prog, node, len(node.outputs) == 1)[0]
         if fn not in keywords:
             keywords[fn] = _keywords(fn)
         known = keywords[fn]
@@ -335,16 +337,6 @@ def _check_tile_attrs(prog: Program, ins: Compute, node: Any, where: str,
                 f"{where}: unknown tile attribute '{name}': not a parameter of node '{node.name}' "
                 f"({node.op}; it has {', '.join(params) or 'none'}) nor a keyword of its kernel",
                 hint=RECOMPILE_HINT)
-
-
-def _node_function(prog: Program, node: Any) -> Any:
-    """The function the executor runs a compute of ``node`` with (its kernel's own, else the
-    op's compute), as ``run.Executor`` picks it."""
-    from .kernels import DEFAULT_KERNELS
-
-    k = (prog.kernels if prog.kernels is not None else DEFAULT_KERNELS).get(node.op)
-    own = None if k is None else k.kernel_for(node, len(node.outputs) == 1)
-    return own[0] if own is not None else prog.graph.registry.get(node.op).compute_function
 
 
 def _keywords(fn: Any) -> frozenset[str] | None:

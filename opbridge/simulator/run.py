@@ -46,6 +46,18 @@ if TYPE_CHECKING:
 Step = tuple[Any, ...]
 
 
+
+def node_function(prog: Any, node: Any, into: bool = False) -> tuple[Any, bool, bool]:
+    """The function a compute of ``node`` runs (its kernel's own, else the op's compute; None
+    when it has neither), whether it writes into its output tile, and whether it is the
+    kernel's own. The executor and the program's load checks both ask this."""
+    reg = prog.kernels if prog.kernels is not None else DEFAULT_KERNELS
+    k = reg.get(node.op)
+    own = None if k is None else k.kernel_for(node, into)
+    if own is not None:
+        return own[0], own[1], True
+    return prog.graph.registry.get(node.op).compute_function, False, False
+
 class Executor:
     """The prepared form of a Program; ``run`` executes it on feeds."""
 
@@ -143,14 +155,11 @@ class Executor:
         k = self._kernel(node)
         if k is not None:
             k.check_dtype(node)
-            own = k.kernel_for(node, into)
-            if own is not None:
-                return own[0], own[1], True
-        fn = self.prog.graph.registry.get(node.op).compute_function
+        fn, writes_into, own = node_function(self.prog, node, into)
         if fn is None:
             raise SimulatorError(f"{node.where}: op has no compute function",
                                  hint="give its define_op a .compute(fn)")
-        return fn, False, False
+        return fn, writes_into, own
 
     @staticmethod
     def _copy(dst: np.ndarray, src: np.ndarray, ins: Load | Store) -> Step:

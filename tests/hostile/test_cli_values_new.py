@@ -101,6 +101,8 @@ def test_an_npz_named_npy_is_named_as_such(tmp_path, cnn, prog, capsys, surface)
         np.savez(fh, image=np.zeros((1, 3, 16, 16), np.float32))
     rc, err = cli(_argv(surface, cnn[0], prog, f, tmp_path), capsys)
     assert_one_error_and_hint(rc, err, str(f), "is an .npz archive")
+    if surface == "convert --input-value":  # it takes one .npy only: the hint says so
+        assert err.strip().splitlines()[-1] == "hint: give a .npy file written by numpy.save"
 
 
 def test_npz_member_with_a_lying_header(tmp_path, cnn, capsys):
