@@ -7,10 +7,4 @@ to say more, and remove an entry when its op gets a mapping.
 
 from __future__ import annotations
 
-EXPECTED_UNSUPPORTED: dict[str, str] = {
-    "test_flexattention_causal_mask": "FlexAttention: the ONNX function body cannot be built: graph-valued attribute 'score_mod' cannot be passed back to onnx.defs",
-    "test_flexattention_prob_mod": "FlexAttention: the ONNX function body cannot be built: graph-valued attribute 'prob_mod' cannot be passed back to onnx.defs",
-    "test_flexattention_relative_positional": "FlexAttention: the ONNX function body cannot be built: graph-valued attribute 'score_mod' cannot be passed back to onnx.defs",
-    "test_flexattention_score_mod": "FlexAttention: the ONNX function body cannot be built: graph-valued attribute 'score_mod' cannot be passed back to onnx.defs",
-    "test_flexattention_soft_cap": "FlexAttention: the ONNX function body cannot be built: graph-valued attribute 'score_mod' cannot be passed back to onnx.defs",
-}
+EXPECTED_UNSUPPORTED: dict[str, str] = {}

@@ -15,6 +15,7 @@ FAMILIES = (
     "decompose",
     "dynamic",
     "elementwise",
+    "flex",
     "functions",
     "image",
     "linalg",
