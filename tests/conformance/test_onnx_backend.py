@@ -19,7 +19,7 @@ import pytest
 from .harness import NODE, REAL, Outcome, case_names, run_case
 
 #: Node tests that must pass in a full run (raise it when more pass; never lower it).
-FLOOR = 1827
+FLOOR = 1832
 #: Real-model tests (the 9 light models shipped with onnx) that must pass.
 REAL_FLOOR = 9
 
