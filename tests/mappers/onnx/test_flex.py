@@ -161,13 +161,18 @@ def test_flexattention_causal_mask_folds_to_a_constant() -> None:
     assert {n.origin.name for n in g.nodes} == {"flex"}
 
 
-def test_flexattention_on_the_simulator_matches_the_interpreter() -> None:
+@pytest.mark.parametrize("lmem", [None, 1024], ids=["lmem=default", "lmem=1KiB"])
+def test_flexattention_on_the_simulator_matches_the_interpreter(lmem) -> None:
     q, k, v = (2, 4, 6, 16), (2, 2, 6, 16), (2, 2, 6, 8)
     model = _model(q, k, v, score_mod=_causal_graph(), prob_mod=_bias_graph(0.125), scale=0.2)
     g = ob.convert(model)
     feeds = _feeds(q, k, v)
     interp = ob.interpret(g, feeds)["Y"]
-    sim = ob.compile(g, target="bm1684").run(feeds)["Y"]
+    target = "bm1684" if lmem is None else ob.Target.preset("bm1684", lmem_bytes_per_lane=lmem)
+    prog = ob.compile(g, target=target)
+    if lmem is not None:  # a small lane cuts the attention's layer groups into tiles
+        assert any(group.tiles > 1 for group in prog.groups), [group.tiles for group in prog.groups]
+    sim = prog.run(feeds)["Y"]
     np.testing.assert_allclose(sim, interp, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(sim, ReferenceEvaluator(model).run(None, feeds)[0], rtol=1e-5, atol=1e-6)
 
