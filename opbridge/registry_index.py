@@ -452,7 +452,6 @@ MAPPINGS: dict[tuple[str, str | None, str], tuple[str, ...]] = {
     ('onnx', None, 'Upsample'): ('opbridge.mappers.onnx.resize',),
     ('onnx', None, 'Where'): ('opbridge.mappers.onnx.logical',),
     ('onnx', None, 'Xor'): ('opbridge.mappers.onnx.logical',),
-    ('onnx', 'ai.onnx.preview', 'FlexAttention'): ('opbridge.mappers.onnx.flex',),
     ('onnx', 'com.microsoft', 'BiasGelu'): ('opbridge.mappers.onnx.activation',),
     ('onnx', 'com.microsoft', 'DequantizeLinear'): ('opbridge.mappers.onnx.quant',),
     ('onnx', 'com.microsoft', 'DynamicQuantizeLSTM'): ('opbridge.mappers.onnx.quant_contrib',),

@@ -426,7 +426,7 @@ def parse_graph(g: onnx.GraphProto, opsets: dict[str, int], loader: ExternalData
         ))
     return OriginGraph(name=g.name or "onnx_graph", framework=Framework.ONNX, nodes=nodes,
                        inputs=inputs, outputs=outputs, tensors=tensors, value_info=value_info,
-                       opsets=dict(opsets), source=source)
+                       opsets=dict(opsets), source=source, proto=g if subgraph else None)
 
 
 def _check_opset_known(version: int | None, source: str | None) -> None:

@@ -139,3 +139,7 @@ class OriginGraph:
     opsets: dict[str, int] = field(default_factory=dict)
     source: str = ""
     metadata: dict[str, str] = field(default_factory=dict)
+    #: The framework's own message the graph was read from, when a mapper may need to hand it
+    #: back to the framework's library (an ONNX subgraph attribute passed to onnx.defs to build
+    #: a function body); None otherwise. Parsers set it; the IR never sees it.
+    proto: Any = field(default=None, repr=False, compare=False)

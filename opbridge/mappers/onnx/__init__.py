@@ -15,7 +15,6 @@ FAMILIES = (
     "decompose",
     "dynamic",
     "elementwise",
-    "flex",
     "functions",
     "image",
     "linalg",

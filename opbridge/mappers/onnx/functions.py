@@ -3,7 +3,10 @@
 When an op has no mapping but its ONNX schema defines it as a function of other ops (static
 or context-dependent), the node is expanded into that body, read as an OriginGraph, and mapped
 with ``g.map_subgraph`` like any nested graph. An explicit mapping always wins: this is the
-registry's fallback.
+registry's fallback. Graph-valued attributes go back to onnx.defs as the GraphProtos the
+parser kept (a context-dependent body may inline them: FlexAttention's score_mod/prob_mod).
+The op's own type and shape inference runs on the node first: a body checks only what its
+ops check.
 
 The IR nodes that come out keep the origin of the user's node (its op type and name), and
 the node's output tensors keep their names, so validation can still match them.
@@ -41,14 +44,29 @@ def _schema_at(op_type: str, version: int, domain: str) -> Any:
         return None
 
 
+#: The hint of a node the op's ONNX schema refuses.
+SPEC_HINT = ("make the node's inputs and attributes what the ONNX spec of {op} asks for "
+             "(onnx.shape_inference.infer_shapes(model, strict_mode=True) checks a model)")
+
+
 def _pick(versions: list[int], opset: int) -> int | None:
     usable = [v for v in versions if v <= opset]
     return max(usable) if usable else None
 
 
+def _graph_proto(name: str, value: OriginGraph) -> onnx.GraphProto:
+    """The GraphProto a graph-valued attribute was parsed from (the parser keeps it): onnx.defs
+    builds bodies that inline such graphs itself (FlexAttention's score_mod and prob_mod)."""
+    if not isinstance(value.proto, onnx.GraphProto):
+        raise ValueError(f"graph-valued attribute '{name}' was not read from an ONNX GraphProto")
+    return value.proto
+
+
 def _to_attribute(name: str, value: Any) -> onnx.AttributeProto | None:
-    if isinstance(value, OriginGraph) or (isinstance(value, list) and any(isinstance(v, OriginGraph) for v in value)):
-        raise ValueError(f"graph-valued attribute '{name}' cannot be passed back to onnx.defs")
+    if isinstance(value, OriginGraph):
+        return helper.make_attribute(name, _graph_proto(name, value))
+    if isinstance(value, list) and value and all(isinstance(v, OriginGraph) for v in value):
+        return helper.make_attribute(name, [_graph_proto(name, v) for v in value])
     if isinstance(value, np.ndarray):
         return helper.make_attribute(name, numpy_helper.from_array(value))
     if isinstance(value, (list, tuple)) and not value:
@@ -65,6 +83,43 @@ def _node_proto(node: OriginNode) -> onnx.NodeProto:
     return n
 
 
+def _input_types(g: MapContext) -> list[onnx.TypeProto | None]:
+    """The node's inputs as onnx TypeProtos (None for an absent one)."""
+    types: list[onnx.TypeProto | None] = []
+    for v in g.inputs():
+        if v is None:
+            types.append(None)
+            continue
+        elem = helper.np_dtype_to_tensor_dtype(to_numpy_dtype(v.dtype))
+        types.append(helper.make_tensor_type_proto(elem, list(v.shape)))
+    return types
+
+
+def check_with_schema(node: OriginNode, g: MapContext) -> None:
+    """Refuse a node the op's own ONNX type and shape inference refuses (onnx.defs' schema).
+
+    A function body checks only what its ops check: FlexAttention's body broadcasts a V of
+    one head to K's head count, where the spec's inference says K and V must share it.
+    Inputs that are not plain tensors are left to the body."""
+    schema = _schema(node, g.opset)
+    if schema is None or not schema.has_type_and_shape_inference_function:
+        return
+    if any(v is not None and v.kind != "tensor" for v in g.inputs()):
+        return
+    try:
+        types = {name: t for name, t in zip(node.inputs, _input_types(g)) if t is not None}
+        proto = _node_proto(node)
+    except (KeyError, ValueError, TypeError):  # a type onnx cannot express: nothing to check
+        return
+    opsets = [helper.make_opsetid(d, v) for d, v in {**g.origin_graph.opsets, node.domain: g.opset}.items()]
+    try:
+        onnx.shape_inference.infer_node_outputs(schema, proto, types, opset_imports=opsets)
+    except onnx.shape_inference.InferenceError as err:
+        detail = str(err).strip().rpartition("Error] ")[2]
+        raise g.error(f"the ONNX spec of {node.op_type} refuses it: {detail}",
+                      hint=SPEC_HINT.format(op=node.op_type)) from None
+
+
 def _function_body(node: OriginNode, g: MapContext) -> onnx.FunctionProto:
     schema = _schema(node, g.opset)
     if schema is None:
@@ -78,18 +133,13 @@ def _function_body(node: OriginNode, g: MapContext) -> onnx.FunctionProto:
     if schema.has_context_dependent_function:
         ver = _pick(list(schema.context_dependent_function_opset_versions), g.opset)
         if ver is not None:
-            types = []
-            for v in g.inputs():
-                if v is None:
-                    types.append(onnx.TypeProto())
-                    continue
-                elem = helper.np_dtype_to_tensor_dtype(to_numpy_dtype(v.dtype))
-                types.append(helper.make_tensor_type_proto(elem, list(v.shape)))
+            types = [onnx.TypeProto() if t is None else t for t in _input_types(g)]
             try:
                 body = schema.get_context_dependent_function_with_opset_version(
                     ver, _node_proto(node).SerializeToString(), [t.SerializeToString() for t in types])
             except Exception as err:  # onnx raises its own error types for bad contexts
-                raise g.unsupported(f"the ONNX function body cannot be built: {err}") from None
+                raise g.unsupported(f"the ONNX function body cannot be built: {err}",
+                                    hint=SPEC_HINT.format(op=node.op_type)) from None
             f = onnx.FunctionProto()
             f.ParseFromString(body)
             if len(f.node):
@@ -141,6 +191,7 @@ def function_graph(node: OriginNode, g: MapContext) -> OriginGraph:
 
 def expand_function(node: OriginNode, g: MapContext) -> Any:
     """Map ``node`` by expanding its ONNX function body and mapping each body node."""
+    check_with_schema(node, g)
     body = function_graph(node, g)
     bound = [g.input(i) for i in range(len(body.inputs))]
     # a body need not compute the optional outputs the node does not ask for

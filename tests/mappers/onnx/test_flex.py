@@ -1,13 +1,15 @@
 """ONNX FlexAttention-1 (ai.onnx.preview) vs onnx.reference.ReferenceEvaluator, beyond the node tests.
 
+FlexAttention has no mapping of its own: the ONNX function fallback (mappers/onnx/functions.py)
+hands the node, its score_mod/prob_mod GraphProtos included, to onnx.defs, which builds the
+body with the modifiers inlined; the op's own type and shape inference refuses what the body
+alone would not (K and V head counts that differ).
+
 The reference is onnx's own evaluator (onnx/reference/ops/aionnx_preview/op_flex_attention.py),
 which runs the modifier graphs with its own evaluator; onnxruntime has no FlexAttention kernel.
 """
 
 from __future__ import annotations
-
-import subprocess
-import sys
 
 import numpy as np
 import onnx
@@ -16,6 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import opbridge as ob
+from opbridge.cli import main
 from opbridge.errors import OpbridgeError
 
 F, D, H, I64 = TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.INT64
@@ -199,17 +202,21 @@ def _rank2() -> onnx.GraphProto:
     return helper.make_graph([helper.make_node("Neg", ["s"], ["y"])], "rank2", vi[:1], vi[1:])
 
 
+SPEC = "the ONNX spec of FlexAttention refuses it: "
 BAD = {
     "scale=int": ({"scale": 2}, r"attribute 'scale'.*expects FLOAT", "FLOAT"),
     "score_mod=int": ({"score_mod": 3}, r"attribute 'score_mod'.*expects GRAPH", "GRAPH"),
     "prob_mod=tensor": ({"prob_mod": _init("t", [1.0], np.float32)}, r"attribute 'prob_mod'.*expects GRAPH",
                         "GRAPH"),
-    "score_mod=2 inputs": ({"score_mod": _two_inputs()}, r"2 inputs and 1 outputs", "one rank-4 input"),
-    "prob_mod=2 outputs": ({"prob_mod": _two_outputs()}, r"1 inputs and 2 outputs", "one rank-4 input"),
-    "score_mod=f16 input": ({"score_mod": _bias_graph(1.0, H)}, r"declared float16", "softmax_precision"),
-    "prob_mod=rank-2 input": ({"prob_mod": _rank2()}, r"must be a rank-4 float32 tensor", "rank-4"),
-    "score_mod=changes shape": ({"score_mod": _reduces()}, r"output must keep both", "shape and type"),
-    "softmax_precision=int64": ({"softmax_precision": I64}, r"attribute 'softmax_precision'", "use one of"),
+    "score_mod=2 inputs": ({"score_mod": _two_inputs()}, SPEC + "Attribute score_mod expected 1 input",
+                           "ONNX spec of FlexAttention"),
+    "prob_mod=2 outputs": ({"prob_mod": _two_outputs()}, SPEC + "Attribute prob_mod must have exactly one output",
+                           "ONNX spec of FlexAttention"),
+    "score_mod=f16 input": ({"score_mod": _bias_graph(1.0, H)}, SPEC + r"Attribute score_mod input\(0\) type",
+                            "ONNX spec of FlexAttention"),
+    "prob_mod=rank-2 input": ({"prob_mod": _rank2()}, SPEC + "Attribute prob_mod input must be rank-4",
+                              "ONNX spec of FlexAttention"),
+    "softmax_precision=int64": ({"softmax_precision": I64}, SPEC + "softmax_precision", "ONNX spec of FlexAttention"),
 }
 
 
@@ -222,18 +229,59 @@ def test_flexattention_bad_attributes_are_refused(case: str) -> None:
     assert hint in (err.value.hint or ""), err.value.hint
 
 
-def test_flexattention_kv_heads_must_divide_q_heads() -> None:
-    with pytest.raises(OpbridgeError, match=NODE + r".*q_num_heads 3 is not a multiple of kv_num_heads 2"):
-        ob.convert(_model((1, 3, 2, 4), (1, 2, 2, 4), (1, 2, 2, 4)))
+def test_flexattention_modifier_that_changes_the_shape_is_refused_in_the_body() -> None:
+    """The spec's inference does not look at what a modifier returns; the body's MatMul with V
+    refuses it, naming the body node under the user's node, as onnx.reference's matmul does."""
+    q = (1, 2, 3, 4)
+    model = _model(q, q, q, score_mod=_reduces())
+    with pytest.raises(ValueError, match="matmul"):
+        ReferenceEvaluator(model).run(None, _feeds(q, q, q))
+    with pytest.raises(OpbridgeError, match=r"node 'flex/MatMul_\d+' \(MatMul\): inner dimensions differ") as err:
+        ob.convert(model)
+    assert err.value.hint, err.value
 
 
-def test_flexattention_bad_attribute_on_the_cli(tmp_path) -> None:
+#: Q, K, V shapes the spec's inference refuses, and the words of its refusal.
+BAD_SHAPES = {
+    "heads: K 2, V 1": ((1, 4, 3, 8), (1, 2, 4, 8), (1, 1, 4, 8), "Key and value must share the same head dimension"),
+    "heads: K 1, V 2": ((1, 4, 3, 8), (1, 1, 4, 8), (1, 2, 4, 8), "Key and value must share the same head dimension"),
+    "heads: Q 3, KV 2": ((1, 3, 2, 4), (1, 2, 2, 4), (1, 2, 2, 4), "q_num_heads must be a multiple of kv_num_heads"),
+    "seq: K 4, V 5": ((1, 2, 3, 8), (1, 2, 4, 8), (1, 2, 5, 8), "Key and value must share the same sequence length"),
+    "E: Q 8, K 7": ((1, 2, 3, 8), (1, 2, 4, 7), (1, 2, 4, 8), "Query and key must share the same embedding dimension"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_SHAPES, ids=list(BAD_SHAPES))
+def test_flexattention_inconsistent_qkv_shapes_are_refused(case: str) -> None:
+    q, k, v, words = BAD_SHAPES[case]
+    model = _model(q, k, v)
+    with pytest.raises((RuntimeError, ValueError)):  # onnx.reference's own check, or numpy's matmul
+        ReferenceEvaluator(model).run(None, _feeds(q, k, v))
+    with pytest.raises(OpbridgeError, match=NODE + ": " + SPEC + words) as err:
+        ob.convert(model)
+    assert "ONNX spec of FlexAttention" in (err.value.hint or ""), err.value.hint
+
+
+def test_flexattention_symbolic_head_size_scale_at_run_time() -> None:
+    """No scale attribute and a symbolic head size: 1/sqrt(E) is computed from Q's shape when
+    the graph runs."""
+    dims = [["B", 2, "L", "E"], ["B", 2, "S", "E"], ["B", 2, "S", 4]]
+    for attrs in ({}, {"score_mod": _causal_graph()}):
+        model = _model((), (), (), dims=dims, **attrs)
+        g = ob.convert(model)
+        for seed, (b, lq, s, e) in enumerate(((1, 3, 5, 8), (2, 4, 4, 5))):
+            feeds = _feeds((b, 2, lq, e), (b, 2, s, e), (b, 2, s, 4), seed=seed)
+            np.testing.assert_allclose(ob.interpret(g, feeds)["Y"], ReferenceEvaluator(model).run(None, feeds)[0],
+                                       rtol=1e-5, atol=1e-6)
+
+
+def test_flexattention_bad_attribute_on_the_cli(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
     q = (1, 2, 3, 4)
     path = tmp_path / "flex.onnx"
     onnx.save(_model(q, q, q, score_mod=_two_inputs()), path)
-    run = subprocess.run([sys.executable, "-m", "opbridge", "convert", str(path), "-o", str(tmp_path / "o.obir")],
-                         capture_output=True, text=True)
-    assert run.returncode == 2, run.stderr
-    lines = run.stderr.strip().splitlines()
+    assert main(["convert", str(path), "-o", str(tmp_path / "o.obir")]) == 2
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
     assert lines[0].startswith("error:") and "'flex'" in lines[0] and "score_mod" in lines[0], lines
-    assert lines[-1].startswith("hint:") and "Traceback" not in run.stderr, lines
+    assert [ln for ln in lines if ln.startswith("error:")] == lines[:1], lines
+    assert lines[-1].startswith("hint:") and "Traceback" not in err, lines
