@@ -114,7 +114,7 @@ def check_with_schema(node: OriginNode, g: MapContext) -> None:
     opsets = [helper.make_opsetid(d, v) for d, v in {**g.origin_graph.opsets, node.domain: g.opset}.items()]
     try:
         onnx.shape_inference.infer_node_outputs(schema, proto, types, opset_imports=opsets)
-    except onnx.shape_inference.InferenceError as err:
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as err:  # a type outside the spec's
         detail = str(err).strip().rpartition("Error] ")[2]
         raise g.error(f"the ONNX spec of {node.op_type} refuses it: {detail}",
                       hint=SPEC_HINT.format(op=node.op_type)) from None
