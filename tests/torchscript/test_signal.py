@@ -54,6 +54,26 @@ def test_stft_matches_torch(case: str) -> None:
     assert any(n.op == "STFT" for n in g.nodes)
 
 
+@pytest.mark.parametrize("shape", [(2, 40), (37,)], ids=["batched", "rank1"])
+def test_scripted_stft_centred_matches_torch(shape: tuple[int, ...]) -> None:
+    """torch.jit.script keeps torch.stft's Python pad for ``center=True``: it views the padded
+    signal back through ``input.shape[-signal_dim:]``, an aten::slice of a List[int]."""
+    import torch
+
+    class Stft(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("window", torch.hann_window(8))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = torch.stft(x, 8, hop_length=3, window=self.window, center=True, return_complex=True)
+            return torch.view_as_real(y) * 1.0
+
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(5))
+    g = check(Stft(), x, mode="script")
+    assert any(n.op == "STFT" for n in g.nodes) and any(n.op == "Pad" for n in g.nodes)
+
+
 def test_stft_simulator_matches_interpreter() -> None:
     import torch
 

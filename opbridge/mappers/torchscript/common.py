@@ -32,6 +32,10 @@ _SCALAR_KINDS = ("int", "float", "bool", "number", "Scalar", "SymInt", "SymFloat
 
 MapFn = Callable[[OriginNode, MapContext], Any]
 
+#: numpy dtypes of the lists the list overloads of aten ops (``aten::slice.t``, ``aten::add.t``)
+#: compute while converting, by TorchScript type.
+LIST_DTYPES = {"List[int]": np.int64, "List[float]": np.float64, "List[bool]": np.bool_}
+
 
 def ts_mapping(*kinds: str) -> Callable[[MapFn], MapFn]:
     """Register one function for several kinds (``"aten::relu"``; ``"relu"`` means aten::relu)."""
@@ -177,6 +181,33 @@ class Args:
         if not isinstance(v, (list, tuple)):
             v = [v]
         return [self._as_int(x, a, what) for x in v]
+
+    def list_type(self, a: int) -> str | None:
+        """The TorchScript list type of argument ``a`` (``List[int]``, ...), None if it is not a
+        list: aten ops overloaded on lists (``aten::slice.t``, ``aten::add.t``) dispatch on it.
+        The parser spreads a list built by prim::ListConstruct into its items (each typed) and
+        keeps any other list one input typed ``List[...]``."""
+        k = self.spec[a] if a < len(self.spec) else None
+        if isinstance(k, list):
+            items = {self.types[x] if isinstance(x, int) else "List" for x in k}
+            return f"List[{items.pop()}]" if len(items) == 1 else "List[Any]"
+        return self.types[k] if isinstance(k, int) and self.types[k].startswith("List[") else None
+
+    def known_list(self, a: int, what: str) -> tuple[list[Any], str]:
+        """List argument ``a`` as Python items and its list type, for a list overload that
+        computes while converting; a list of tensors (run-time values) is refused."""
+        kind = self.list_type(a) or "List[Any]"
+        if kind not in LIST_DTYPES:
+            raise self.g.unsupported(
+                f"{what} is a {kind} (a list of run-time values): opbridge computes lists while "
+                "converting only, from known ints, floats and bools",
+                hint="work on the tensors before building the list in the model's code, or "
+                     "export the model with mode='trace' (torch.jit.trace), which unrolls lists")
+        return list(self.py(a, what=what)), kind
+
+    def list_value(self, items: list[Any], kind: str) -> Value:
+        """A list computed while converting as the 1-D constant a list is."""
+        return self.g.constant(np.asarray(items, dtype=LIST_DTYPES[kind]))
 
     def is_tensor(self, a: int) -> bool:
         k = self.spec[a] if a < len(self.spec) else None

@@ -97,6 +97,9 @@ def _alpha(a: Args, idx: int) -> Any:
 @ts_mapping(*with_inplace("add", "sub"))
 def add_sub(node: OriginNode, g: MapContext) -> Any:
     a = Args(node, g)
+    if a.list_type(0) is not None:  # aten::add.t: two lists concatenate
+        first, kind = a.known_list(0, "the first list")
+        return a.list_value(first + a.known_list(1, "the second list")[0], kind)
     sub = node.op_type.startswith("sub")
     alpha = _alpha(a, 2)
     if _all_known(a, (0, 1)):
@@ -122,6 +125,10 @@ def rsub(node: OriginNode, g: MapContext) -> Any:
 @ts_mapping(*with_inplace("mul"), "multiply")
 def mul(node: OriginNode, g: MapContext) -> Any:
     a = Args(node, g)
+    at = next((i for i in (0, 1) if a.list_type(i) is not None), None)
+    if at is not None:  # aten::mul.left_t / right_: a list repeated n times
+        items, kind = a.known_list(at, "the repeated list")
+        return a.list_value(items * a.int(1 - at, what="the repeat count"), kind)
     if _all_known(a, (0, 1)):
         return _fold(a, lambda x, y: x * y, (0, 1))
     return g.op("Mul", list(operands(a, 0, 1)))

@@ -6,9 +6,8 @@ torch frames a signal [L] or [B, L] with windows of ``win_length`` samples zero-
 signal in Python before ``aten::stft``, so a traced graph holds that pad as its own node. The IR
 has no complex dtype: a complex value is a last axis of 2 (real, imaginary), which is what
 ``view_as_real`` gives, so a complex STFT converts only when view_as_real is all that reads it.
-Checked on traced modules; a scripted ``torch.stft`` with ``center=True`` does not convert (its
-``input.shape[-signal_dim:]`` list slice reaches the tensor Slice mapping), with ``center=False``
-it does.
+Checked on traced and scripted modules (a scripted ``center=True`` pad reshapes through the list
+slice ``input.shape[-signal_dim:]``, which the list overload of ``aten::slice`` computes).
 """
 
 from __future__ import annotations

@@ -116,10 +116,23 @@ def _slice(g: MapContext, x: Value, axis: int, start: int | None, end: int | Non
     return g.op("Slice", [x], starts=[s], ends=[e], axes=[axis], steps=[step])
 
 
+def _list_slice(a: Args) -> Value:
+    """``aten::slice.t(list, start=None, end=None, step=1)``: a list known while converting
+    (a scripted ``x.shape[-2:]``, as torch.stft's ``center=True`` pads) sliced as Python does
+    (torch's ``listSlice`` takes Python's slice rules)."""
+    items, kind = a.known_list(0, "the sliced list")
+    step = a.int(3, 1, what="step")
+    if step == 0:
+        raise a.g.error("slice step 0: must not be zero", attr="step")
+    return a.list_value(items[a.int(1, None, what="start"):a.int(2, None, what="end"):step], kind)
+
+
 @ts_mapping("slice")
 def slice_(node: OriginNode, g: MapContext) -> Any:
-    # (self, dim=0, start=None, end=None, step=1)
+    # (self, dim=0, start=None, end=None, step=1), or a list's (list, start, end, step)
     a = Args(node, g)
+    if a.list_type(0) is not None:
+        return _list_slice(a)
     x = a.tensor(0)
     axis = norm_axis(g, a.int(1, 0), len(x.shape))
     return _slice(g, x, axis, a.int(2), a.int(3), a.int(4, 1))
