@@ -63,6 +63,10 @@ class Conversion:
         self.inputs: dict[str, Value] = {}
         self.constant_inputs = constant_inputs
         self.const_requests = const_requests
+        #: graph inputs of a dtype the IR lacks (a string tensor), by name: refused where a node
+        #: reads one, so that the node's mapping refuses its own case first (it can say what
+        #: the model should give instead), and after mapping if nothing reads it
+        self.untyped: dict[str, Any] = {}
         # every origin tensor name is reserved, so names we invent never take one of them
         self.reserved: set[str] = {t.name for t in origin.inputs} | {t.name for t in origin.outputs}
         for n in origin.nodes:
@@ -116,6 +120,8 @@ class Conversion:
         v = self.values.get(name)
         if v is not None:
             return self.visible(v)
+        if name in self.untyped:
+            _ir_dtype(self.untyped[name], f"input '{name}'")
         if name in self.origin.tensors:
             arr = self.origin.tensors[name]
             _ir_dtype(arr.dtype, f"tensor '{name}'")
@@ -738,12 +744,19 @@ def convert_origin_graph(
         raise
     for t in fixed:
         conv._claim_origin(t.name)
-        v = conv.builder.input(t.name, _ir_dtype(t.dtype, f"input '{t.name}'"), t.shape, t.kind)
+        try:
+            dtype = _ir_dtype(t.dtype, f"input '{t.name}'")
+        except UnsupportedOpError:
+            conv.untyped[t.name] = t.dtype
+            continue
+        v = conv.builder.input(t.name, dtype, t.shape, t.kind)
         conv.values[t.name] = conv.inputs[t.name] = v
     for name, arr in bound.items():
         conv._claim_origin(name)
         conv.values[name] = conv.builder.constant(name, np.asarray(arr))
     _map_all(conv, origin, entries, type_lines)
+    for name, dt in conv.untyped.items():  # read by no node (a reader's mapping raised)
+        _ir_dtype(dt, f"input '{name}'")
     _add_outputs(conv, origin)
     conv.builder.metadata.update(origin.metadata)
     conv.builder.metadata.setdefault("framework", str(origin.framework))

@@ -1,7 +1,10 @@
 """ONNX mapping: TfIdfVectorizer-9, onto the IR op of the same name.
 
 Semantics: https://onnx.ai/onnx/operators/onnx__TfIdfVectorizer.html. The IR has no string
-dtype, so a pool of strings (``pool_strings``) is refused: the tokens must be integer ids.
+dtype, so a pool of strings (``pool_strings``) is refused: the tokens must be integer ids. A
+string-token model's input is a string tensor too; the converter refuses such an input where a
+node reads it, after that node's mapping, so the user reads this refusal, which says how to
+turn the model into one of ids.
 """
 
 from __future__ import annotations
@@ -22,9 +25,12 @@ _ATTRS = ("mode", "min_gram_length", "max_gram_length", "max_skip_count", "ngram
 def tfidf_vectorizer(node: OriginNode, g: MapContext) -> Any:
     if node.attrs.get("pool_strings"):
         raise g.unsupported(
-            "pool_strings is not supported: opbridge's IR has no string dtype",
-            hint="tokenize to integer ids before the vectorizer (a lookup table in the "
-                 "application) and give the pool as pool_int64s")
+            "a pool of string tokens (pool_strings) is not supported: opbridge's IR has no string "
+            "dtype; integer token ids (an int32 / int64 input with pool_int64s) are",
+            hint="give every string of pool_strings an id (its position in the list, say), store "
+                 "the ids as pool_int64s instead of pool_strings (onnx.helper.make_attribute), "
+                 "declare the input int64, and feed the ids of the tokens instead of the strings "
+                 "(a token outside the pool takes an id not in it, such as -1): the output is the same")
     # the schema's required attributes are checked before the mapping runs
     attrs = checked_attrs(node, g, _ATTRS, ignored=("pool_strings",))
     return g.op("TfIdfVectorizer", [required_input(g, 0, "X")], **attrs)

@@ -1,7 +1,8 @@
 """TfIdfVectorizer-9 against onnx.reference and onnxruntime, case by case beyond the official node
 tests (1-D input, IDF and TFIDF with and without weights, trigrams, min_gram_length > 1, skips,
 outputs shared by several n-grams, int64 ids), the simulator against the interpreter, and the
-refusal of pool_strings and of malformed pools (CLI exit 2 with error: and hint:)."""
+refusal of pool_strings (a real string-token model included) and of malformed pools (CLI exit 2
+with error: and hint:)."""
 
 from __future__ import annotations
 
@@ -124,6 +125,68 @@ def test_bad_attributes_are_refused(case: str, tmp_path: Path, capsys: pytest.Ca
     lines = capsys.readouterr().err.strip().splitlines()
     assert any(line.startswith("error:") and "TfIdfVectorizer" in line for line in lines)
     assert any(line.startswith("hint:") for line in lines)
+
+
+STRING_POOL = ["the", "cat", "sat", "on", "cat", "sat", "the", "mat"]  # 4 1-grams, 2 2-grams
+
+
+def _string_model(x_type: int, **pool: Any) -> onnx.ModelProto:
+    node = helper.make_node("TfIdfVectorizer", ["tokens"], ["y"], name="tfidf", mode="TF",
+                            min_gram_length=1, max_gram_length=2, max_skip_count=1,
+                            ngram_counts=[0, 4], ngram_indexes=list(range(6)), **pool)
+    graph = helper.make_graph([node], "text", [helper.make_tensor_value_info("tokens", x_type, [2, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 6])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)], ir_version=9)
+
+
+def test_string_token_model_gets_the_pool_strings_refusal(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture) -> None:
+    """A real string-token model (string input, pool_strings) is refused by the vectorizer's own
+    words, naming the node, not by the general error on its string input; and the way the hint
+    gives (ids for the strings, pool_int64s, an int64 input) converts to a model whose output on
+    the ids is onnxruntime's on the strings."""
+    model = _string_model(TensorProto.STRING, pool_strings=STRING_POOL)
+    onnx.checker.check_model(model)
+    path = tmp_path / "text.onnx"
+    onnx.save(model, str(path))
+    with pytest.raises(ob.UnsupportedOpError, match=r"'tfidf' \(TfIdfVectorizer\): a pool of string "
+                                                    r"tokens \(pool_strings\) is not supported") as err:
+        ob.convert(str(path))
+    assert "integer token ids" in str(err.value) and "pool_int64s" in err.value.hint
+    assert main(["convert", str(path), "-o", str(tmp_path / "t.obir")]) == 2
+    out = capsys.readouterr().err
+    assert "error:" in out and "pool_strings" in out and "hint:" in out and "dtype object" not in out
+
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime runs the string model")
+    tokens = np.array([["the", "cat", "sat", "on", "the"], ["mat", "dog", "cat", "the", "sat"]], object)
+    want = ort.InferenceSession(model.SerializeToString()).run(None, {"tokens": tokens})[0]
+    ids = {t: i for i, t in enumerate(dict.fromkeys(STRING_POOL))}  # the hint's recipe
+    g = ob.convert(_string_model(TensorProto.INT64, pool_int64s=[ids[t] for t in STRING_POOL]))
+    x = np.vectorize(lambda t: ids.get(t, -1))(tokens).astype(np.int64)
+    assert want.any()
+    np.testing.assert_array_equal(np.asarray(ob.interpret(g, {"tokens": x})["y"]), want)
+
+
+def test_string_input_read_by_a_mapped_op_names_the_node() -> None:
+    """A string input read by a node whose mapping has no refusal of its own: the general dtype
+    error, now naming that node."""
+    node = helper.make_node("Identity", ["s"], ["y"], name="ident")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("s", TensorProto.STRING, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.STRING, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(ob.UnsupportedOpError, match=r"'ident' \(Identity\): input 's' has dtype object"):
+        ob.convert(model)
+
+
+def test_unread_string_input_is_refused() -> None:
+    """A string input no node reads is still refused (the IR graph could not declare it)."""
+    node = helper.make_node("Relu", ["x"], ["y"], name="relu")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2]),
+                                            helper.make_tensor_value_info("s", TensorProto.STRING, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(ob.UnsupportedOpError, match=r"input 's' has dtype object"):
+        ob.convert(model)
 
 
 def test_large_ids_and_long_ngrams_match_onnxruntime() -> None:
