@@ -53,6 +53,18 @@ def test_grid_sample_mode_names_are_onnx_20s():
         _node("GridSample", [("x", (1, 3, 4, 4)), ("g", (1, 2, 2, 2))], mode="bilinear")
 
 
+@pytest.mark.parametrize("dtype", ["i32", "u8", "bool"])
+def test_grid_sample_integer_x_interpolated_is_refused(dtype):
+    """No runtime interpolates an integer image (see INTEGER_X_HINT): a hand-built graph gets
+    the refusal from the op's own checks; nearest is allowed."""
+    b = ob.GraphBuilder("g")
+    x, gr = b.input("x", dtype, (1, 2, 4, 4)), b.input("g", "f32", (1, 3, 3, 2))
+    with pytest.raises(AttrError, match=rf"'n' \(GridSample\) param 'mode': = 'linear' on X of dtype {dtype}") as err:
+        b.op("GridSample", [x, gr], name="n")
+    assert "nearest" in err.value.hint
+    assert b.op("GridSample", [x, gr], mode="nearest").dtype == dtype
+
+
 def test_deform_conv_offset_of_the_wrong_shape():
     with pytest.raises(ShapeError, match=r"node 'n' \(DeformConv\): offset has shape"):
         b = ob.GraphBuilder("g")

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..opdef import FillFn, ShapeContext, define_op, per_spatial_axis, spatial_shape_of
-from .common import FLOATS, NUMERIC
+from .common import ALL, FLOATS, NUMERIC
 from .conv import _compute_dtype, _conv_shape, check_spatial, out_size, taps
 from .resize import _kernel
 
@@ -38,6 +38,12 @@ GRID_MODES = ("linear", "nearest", "cubic")
 PADDING_MODES = ("zeros", "border", "reflection")
 #: Keys' cubic convolution coefficient GridSample uses (onnx.reference, PyTorch).
 CUBIC_A = -0.75
+#: What to do with an integer image and an interpolating mode. ONNX allows any X type, but
+#: neither runtime interpolates integers: onnxruntime has no integer GridSample kernel, and
+#: onnx.reference keeps the interpolation weights in X's type, so they truncate to 0 and every
+#: point between pixels reads 0. ``nearest`` is a pure gather: it follows onnx.reference, exactly.
+INTEGER_X_HINT = ("Cast X to float before GridSample (and the result back, rounding as the model "
+                  "needs), or sample with mode 'nearest', which reads integer images exactly")
 
 
 # -- GridSample -----------------------------------------------------------------------------
@@ -56,7 +62,11 @@ def _grid_sample_shape(ctx: ShapeContext) -> Any:
     if isinstance(xs[0], int) and isinstance(gs[0], int) and xs[0] != gs[0]:
         raise ctx.error(f"X has batch {xs[0]}, grid has batch {gs[0]}; they must agree",
                         hint="X and grid must have one batch size: check the input shapes (--input-shape)")
-    return (xs[0], xs[1], *gs[1:-1]), ctx.input_dtype(0)
+    mode, dtype = ctx.attr("mode"), ctx.input_dtype(0)
+    if dtype not in FLOATS and mode != "nearest":
+        raise ctx.error(f"= {mode!r} on X of dtype {dtype}: an integer or bool image is sampled "
+                        f"with mode 'nearest' only", attr="mode", hint=INTEGER_X_HINT)
+    return (xs[0], xs[1], *gs[1:-1]), dtype
 
 
 def denormalize(g: np.ndarray, length: int, align_corners: bool) -> np.ndarray:
@@ -160,7 +170,9 @@ def _grid_sample(x: np.ndarray, grid: np.ndarray, *, mode: str, padding_mode: st
     n, c, *in_sp = x.shape
     out_sp = grid.shape[1:-1]
     nsp = len(in_sp)
-    cdt = _compute_dtype(x.dtype)
+    # an integer or bool image is sampled nearest (the shape function): its one tap of weight
+    # 1 (0 outside in zeros padding) is gathered in its own type, exactly (int64 past 2**53 too)
+    cdt = _compute_dtype(x.dtype) if x.dtype.kind in "fc" else x.dtype
     if 0 in (n, c, *out_sp):
         return np.zeros((n, c, *out_sp), x.dtype)
     if 0 in in_sp:  # nothing to read: every tap is outside (zeros), there is no border
@@ -177,14 +189,15 @@ def _grid_sample(x: np.ndarray, grid: np.ndarray, *, mode: str, padding_mode: st
 (
     define_op("GridSample")
     .doc("Sample X (N, C, D1..Dr) at the normalised points of grid (N, D1_out..Dr_out, r): "
-         "nearest, N-linear or bicubic, zeros/border/reflection padding; ONNX GridSample-22")
+         "nearest, N-linear or bicubic (an integer or bool X: nearest only), "
+         "zeros/border/reflection padding; ONNX GridSample-22")
     .input("X", "T").input("grid", "T2").output("Y", "T")
     .param("mode", "str", "linear", allowed=GRID_MODES, doc="linear, nearest or cubic")
     .param("padding_mode", "str", "zeros", allowed=PADDING_MODES,
            doc="what points outside the image read")
     .param("align_corners", "int", 0, allowed=(0, 1),
            doc="1: -1 and 1 are the corner pixels' centres; 0: their outer edges")
-    .type_param("T", FLOATS).type_param("T2", FLOATS)
+    .type_param("T", ALL).type_param("T2", FLOATS)
     .shape_fn(_grid_sample_shape)
     .compute(_grid_sample)
 )

@@ -3,6 +3,9 @@
 Semantics: https://onnx.ai/onnx/operators/onnx__GridSample.html, onnx__Col2Im.html and
 onnx__DeformConv.html. GridSample-16 names its modes bilinear / bicubic and takes 4-D input
 only; GridSample-20 renamed them linear / cubic and takes any spatial rank (22: types only).
+Every version allows X of any type: an integer or bool X converts with mode nearest (as
+onnx.reference samples it; onnxruntime has no integer kernel) and is refused otherwise (see
+``INTEGER_X_HINT`` for why).
 Col2Im's image_shape and block_shape inputs must be constant; they become IR attributes.
 DeformConv-19 and -22 differ in types only.
 """
@@ -11,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...ir.ops.common import FLOATS
+from ...ir.ops.sample import INTEGER_X_HINT
 from ...parsers.origin import OriginNode
 from ..context import MapContext
 from ..registry import mapping
@@ -42,6 +47,9 @@ def _grid_sample(node: OriginNode, g: MapContext, modes: dict[str, str]) -> Any:
     align = int(node.get_attr("align_corners"))
     if align not in (0, 1):
         raise g.error(f"= {align}: must be 0 or 1", attr="align_corners")
+    if x.dtype not in FLOATS and modes[mode] != "nearest":  # why: INTEGER_X_HINT's comment
+        raise g.unsupported(f"mode {mode!r} on X of dtype {x.dtype} is not supported: an integer or "
+                            f"bool image is sampled with mode 'nearest' only", hint=INTEGER_X_HINT)
     return g.op("GridSample", [x, grid], mode=modes[mode], padding_mode=padding,
                 align_corners=align)
 

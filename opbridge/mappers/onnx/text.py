@@ -27,10 +27,11 @@ def tfidf_vectorizer(node: OriginNode, g: MapContext) -> Any:
         raise g.unsupported(
             "a pool of string tokens (pool_strings) is not supported: opbridge's IR has no string "
             "dtype; integer token ids (an int32 / int64 input with pool_int64s) are",
-            hint="give every string of pool_strings an id (its position in the list, say), store "
-                 "the ids as pool_int64s instead of pool_strings (onnx.helper.make_attribute), "
-                 "declare the input int64, and feed the ids of the tokens instead of the strings "
-                 "(a token outside the pool takes an id not in it, such as -1): the output is the same")
+            hint="give every distinct string of pool_strings one integer id (the same id wherever "
+                 "it appears in the pool), store the ids as pool_int64s instead of pool_strings "
+                 "(onnx.helper.make_attribute), declare the input int64, and feed the ids of the "
+                 "tokens instead of the strings (a token outside the pool takes an id not in it, "
+                 "such as -1): the output is the same")
     # the schema's required attributes are checked before the mapping runs
     attrs = checked_attrs(node, g, _ATTRS, ignored=("pool_strings",))
     return g.op("TfIdfVectorizer", [required_input(g, 0, "X")], **attrs)

@@ -128,6 +128,49 @@ def test_grid_sample_one_pixel_axis_vs_onnxruntime(padding, align):
     assert_close(run_ours(model, feeds), run_ort(model, feeds))
 
 
+def _image(dtype, *shape: int) -> np.ndarray:
+    """An integer (or bool) image using its type's whole range: int64 values past 2**53, which a
+    float gather would round."""
+    if dtype == np.bool_:
+        return RNG.integers(0, 2, shape).astype(np.bool_)
+    info = np.iinfo(dtype)
+    return RNG.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+
+
+@pytest.mark.parametrize("padding", PADDINGS)
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int32, np.int64, np.bool_],
+                         ids=["u8", "i8", "i32", "i64", "bool"])
+@pytest.mark.parametrize("opset, rank", [(16, 4), (20, 4), (22, 5)], ids=["16", "20", "22-rank5"])
+def test_grid_sample_integer_x_nearest_vs_reference(opset, rank, dtype, padding):
+    """ONNX allows X of any type; nearest gathers it exactly, as onnx.reference does
+    (onnxruntime has no integer GridSample kernel)."""
+    shape = (2, 3, 5, 6) if rank == 4 else (2, 2, 3, 4, 5)
+    x, gr = _image(dtype, *shape), grid(2, 4, 3, *([2] if rank == 5 else []), nsp=rank - 2)
+    model, feeds = model_of("GridSample", [x, gr], opset=opset, mode="nearest", padding_mode=padding,
+                            align_corners=1 if padding == "border" else 0)
+    got, want = run_ours(model, feeds), run_ref(model, feeds)
+    assert got.dtype == want.dtype == dtype
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("opset, mode", [(16, "bilinear"), (16, "bicubic"), (20, "linear"),
+                                         (22, "cubic"), (20, None)], ids=lambda v: str(v))
+def test_grid_sample_integer_x_interpolated_is_refused(opset, mode, tmp_path, capsys):
+    """No runtime interpolates an integer image (onnxruntime has no kernel, onnx.reference
+    truncates its weights to the integer type): refused with the node named, the way out in the
+    hint (mode=None: the attribute absent, linear by default)."""
+    attrs = {} if mode is None else {"mode": mode}
+    model, _ = model_of("GridSample", [_image(np.int32, 1, 2, 4, 4), grid(1, 3, 3, nsp=2)],
+                        opset=opset, **attrs)
+    model.graph.node[0].name = "warp"
+    with pytest.raises(ob.UnsupportedOpError, match=r"'warp' \(GridSample\): mode '\w+' on X of "
+                                                    r"dtype i32 is not supported") as err:
+        ob.convert(model)
+    assert "Cast X to float" in err.value.hint and "'nearest'" in err.value.hint
+    err_line, hint_line = _cli_error(capsys, model, tmp_path)
+    assert "warp" in err_line and "Cast X" in hint_line
+
+
 @pytest.mark.parametrize("shapes, match", [
     (((1, 2, 4, 4), (1, 3, 3, 3)), r"grid's last dim is 3; it must be 2"),
     (((1, 2, 4, 4), (1, 3, 3, 1, 2)), r"grid has rank 5, X has rank 4"),
