@@ -57,7 +57,11 @@ ENGINES = ("gdma", "tpu", "host")
 #: over the EUs)
 MATMUL_OPS = frozenset({"MatMul", "FusedMatMul", "Gemm", "MatMulInteger", "ScaledDotProductAttention"})
 #: ops the lanes run as convolutions (output channels over lanes, output pixels over the EUs)
-CONV_OPS = frozenset({"Conv", "FusedConv", "ConvTranspose", "ConvInteger"})
+CONV_OPS = frozenset({"Conv", "FusedConv", "ConvTranspose", "ConvInteger", "DeformConv"})
+#: convolutions that sample their input before the multiply-adds (a deformable convolution reads
+#: its columns bilinearly at learnt offsets): the multiply-adds of the convolution of the same
+#: shape run as that convolution's, the rest of their FLOPs (the sampling) on the vector path
+SAMPLED_CONV_OPS = frozenset({"DeformConv"})
 #: integer matrix ops whose i32 accumulator the chip rescales on the way out of the same
 #: instruction (the fix8b convolution's bias, per-channel multiplier and shift, and ReLU)
 INTEGER_MAC_OPS = frozenset({"ConvInteger", "MatMulInteger"})
@@ -183,13 +187,19 @@ def _fill(used: int, unit: int) -> float:
     return used / (-(-used // unit) * unit) if used > 0 else 1.0
 
 
-def compute_seconds(target: Target, node: Node, shape: tuple[int, ...], flops: float) -> float:
+def compute_seconds(target: Target, node: Node, shape: tuple[int, ...], flops: float,
+                    fam: str | None = None) -> float:
     """Time the lanes take for ``flops`` of ``node`` producing a tile of ``shape``: the peak of
     the op family (multiply-add peak for conv / matmul, twice the vector rate for depthwise,
     the vector rate otherwise), times the family's efficiency, times how much of the lanes,
     the EUs, the input-channel parallelism and (int8 on a 4N chip) the batch packing the tile
-    fills."""
-    fam = op_family(node)
+    fills. ``fam``: cost them as that family (default: the node's; a sampled convolution's
+    FLOPs past its multiply-adds then take the vector path)."""
+    if fam is None and node.op in SAMPLED_CONV_OPS and len(node.inputs) > 1 and node.inputs[1] is not None:
+        macs = min(flops, 2.0 * math.prod(shape) * math.prod(static_dims(node.inputs[1])[1:]))
+        return (compute_seconds(target, node, shape, macs, op_family(node))
+                + compute_seconds(target, node, shape, flops - macs, "vector"))
+    fam = fam or op_family(node)
     x = node.inputs[0] if node.inputs and node.inputs[0] is not None else node.outputs[0]
     mac = fam in ("conv", "conv1x1", "matmul")
     dtype = x.dtype if mac else node.outputs[0].dtype

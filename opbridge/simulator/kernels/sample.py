@@ -34,7 +34,9 @@ def col2im_cost(node: Node, out_shape: tuple[int, ...]) -> float:
 
 def deform_conv_cost(node: Node, out_shape: tuple[int, ...]) -> float:
     """The convolution's two FLOPs per weight tap per output element, plus the bilinear sample
-    (a multiply-add per corner, and the mask) of every column entry."""
+    (a multiply-add per corner, and the mask) of every column entry. The cost model times the
+    first as the convolution of the same shape and the rest on the vector path
+    (``cost.SAMPLED_CONV_OPS``)."""
     w = static_shape(node.inputs[1])
     x = static_shape(node.inputs[0])
     nsp = len(w) - 2
