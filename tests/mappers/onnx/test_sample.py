@@ -1,6 +1,8 @@
 """ONNX GridSample (16, 20), Col2Im (18) and DeformConv (19, 22): converted, interpreted and
-run on the simulator, against onnx.reference.ReferenceEvaluator and onnxruntime; bad
-attributes and ranks refused with the node named and a hint (CLI: exit 2)."""
+run on the simulator, against onnx.reference.ReferenceEvaluator and onnxruntime (DeformConv in
+1-D / 3-D with offsets: against a point-by-point reference written from the spec); integer
+images (GridSample nearest); bad attributes and ranks refused with the node named and a hint
+(CLI: exit 2)."""
 
 from __future__ import annotations
 
@@ -369,6 +371,75 @@ def test_deform_conv_without_offsets_is_conv(shape, k, attrs):
     offset = np.zeros((shape[0], int(np.prod(k)) * nsp, *want.shape[2:]), np.float32)
     model, feeds = model_of("DeformConv", [x, w, offset], opset=19, consts=(1,), **attrs)
     assert_close(run_ours(model, feeds), want, rtol=1e-4, atol=1e-4)
+
+
+def _sample_by_the_spec(image: np.ndarray, p: list[float]) -> float:
+    """``image`` read at real point ``p`` N-linearly: every corner of the cell around ``p``
+    weighs the product over the axes of 1 - |p_a - q_a|, and a corner outside the image reads 0."""
+    total = 0.0
+    for corner in np.ndindex(*([2] * len(p))):
+        q = [int(np.floor(pa)) + ca for pa, ca in zip(p, corner)]
+        if all(0 <= qa < size for qa, size in zip(q, image.shape)):
+            total += float(np.prod([1 - abs(pa - qa) for pa, qa in zip(p, q)])) * float(image[tuple(q)])
+    return total
+
+
+def deform_conv_by_the_spec(x, w, offset, b=None, mask=None, *, group=1, offset_group=1,
+                            strides, dilations, pads) -> np.ndarray:
+    """ONNX DeformConv (https://onnx.ai/onnx/operators/onnx__DeformConv.html) point by point, for
+    any spatial rank, in float64: tap t of output point o reads input channel c at
+    o * strides - pads_begin + t * dilations + its offset (per offset group and tap, one value
+    per axis, first axis first: the spec's (N, offset_group * prod(k) * r, out...) with the 2-D
+    layout's (y, x) pairs carried to r axes), sampled N-linearly with zeros outside, times its
+    mask; then the weights' grouped sum over channels and taps, plus the bias."""
+    n, c = x.shape[:2]
+    m, cg, *k = w.shape
+    nsp, taps = len(k), list(np.ndindex(*k))
+    out_sp = offset.shape[2:]
+    y = np.zeros((n, m, *out_sp))
+    for i in range(n):
+        for o in np.ndindex(*out_sp):
+            cols = np.zeros((c, len(taps)))
+            for ci in range(c):
+                for ti, t in enumerate(taps):
+                    ch = (ci // (c // offset_group)) * len(taps) + ti
+                    p = [o[a] * strides[a] - pads[a] + t[a] * dilations[a]
+                         + float(offset[(i, ch * nsp + a, *o)]) for a in range(nsp)]
+                    scale = 1.0 if mask is None else float(mask[(i, ch, *o)])
+                    cols[ci, ti] = _sample_by_the_spec(x[i, ci], p) * scale
+            for mi in range(m):
+                g = mi // (m // group)
+                y[(i, mi, *o)] = np.sum(w[mi].reshape(cg, -1).astype(np.float64) * cols[g * cg:(g + 1) * cg])
+                y[(i, mi, *o)] += 0.0 if b is None else float(b[mi])
+    return y
+
+
+@pytest.mark.parametrize("shape, k, attrs", [
+    ((2, 4, 6, 5), (3, 2), {"pads": [1, 0, 1, 1], "strides": [2, 1], "group": 2, "offset_group": 2}),
+    ((2, 4, 9), (3,), {"pads": [1, 2], "strides": [2], "group": 2, "offset_group": 2}),
+    ((2, 2, 11), (2,), {"dilations": [3]}),
+    ((1, 4, 4, 5, 6), (2, 3, 2), {"group": 2, "offset_group": 4, "dilations": [1, 1, 2],
+                                  "pads": [0, 1, 1, 1, 0, 0]}),
+], ids=["2-D(checks the reference)", "1-D,groups,pads,strides", "1-D,dilations", "3-D"])
+def test_deform_conv_random_offsets_vs_the_spec(shape, k, attrs):
+    """Non-zero offsets (some reading outside the input), mask and bias in 1-D and 3-D, where
+    onnx.reference has 2-D only and onnxruntime's Conv checks zero offsets only: against a
+    point-by-point reference written from the spec (which, in 2-D, onnx.reference confirms)."""
+    nsp, kk = len(k), int(np.prod(k))
+    group, og = attrs.get("group", 1), attrs.get("offset_group", 1)
+    pads = attrs.get("pads", [0] * 2 * nsp)
+    strides, dilations = attrs.get("strides", [1] * nsp), attrs.get("dilations", [1] * nsp)
+    out = [(shape[2 + a] + pads[a] + pads[a + nsp] - dilations[a] * (k[a] - 1) - 1) // strides[a] + 1
+           for a in range(nsp)]
+    x, w = randn(*shape), randn(6, shape[1] // group, *k)
+    offset = RNG.uniform(-2.5, 2.5, (shape[0], og * kk * nsp, *out)).astype(np.float32)
+    b, mask = randn(6), RNG.uniform(0, 1, (shape[0], og * kk, *out)).astype(np.float32)
+    model, feeds = model_of("DeformConv", [x, w, offset, b, mask], opset=22, consts=(1,), **attrs)
+    want = deform_conv_by_the_spec(x, w, offset, b, mask, group=group, offset_group=og,
+                                   strides=strides, dilations=dilations, pads=pads)
+    if nsp == 2:
+        np.testing.assert_allclose(run_ref(model, feeds), want, rtol=1e-4, atol=1e-4)
+    assert_close(run_ours(model, feeds).astype(np.float64), want, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("change, attrs, match", [
