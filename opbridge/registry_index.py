@@ -681,6 +681,7 @@ MAPPINGS: dict[tuple[str, str | None, str], tuple[str, ...]] = {
     ('torchscript', 'aten', 'linalg_det'): ('opbridge.mappers.torchscript.linalg',),
     ('torchscript', 'aten', 'linalg_vector_norm'): ('opbridge.mappers.torchscript.norm',),
     ('torchscript', 'aten', 'linear'): ('opbridge.mappers.torchscript.inplace',),
+    ('torchscript', 'aten', 'list'): ('opbridge.mappers.torchscript.prim',),
     ('torchscript', 'aten', 'log'): ('opbridge.mappers.torchscript.activation',),
     ('torchscript', 'aten', 'log_'): ('opbridge.mappers.torchscript.activation',),
     ('torchscript', 'aten', 'log_sigmoid'): ('opbridge.mappers.torchscript.activation',),

@@ -1,8 +1,8 @@
 """aten ops overloaded on lists (``aten::slice.t``, ``aten::add.t``, ``aten::mul.left_t`` /
-``right_``) in scripted modules, against torch: a list known while converting (the sizes of a
-tensor whose shape torch's own passes do not fold, here after a pad) is sliced, concatenated
-and repeated as TorchScript does, not taken for a tensor (a tensor slice of ``shape[-1:]``
-read its start as a dim; ``[-1] + shape`` was added element by element)."""
+``right_``) and ``aten::list`` in scripted modules, against torch: a list known while converting
+(the sizes of a tensor whose shape torch's own passes do not fold, here after a pad) is sliced,
+concatenated, copied and repeated as TorchScript does, not taken for a tensor (a tensor slice
+of ``shape[-1:]`` read its start as a dim; ``[-1] + shape`` was added element by element)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,11 @@ def _scripted(kind: str) -> Any:
             y = F.pad(x, [1, 2])
             return y.reshape([-1] + y.shape[-1:0:-2])
 
+    class Copy(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = F.pad(x, [1, 2])
+            return y.reshape(list(y.shape[1:]) + [-1])
+
     class RepeatLeft(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             y = F.pad(x, [1, 1])
@@ -42,11 +47,11 @@ def _scripted(kind: str) -> Any:
             return y.reshape(2 * y.shape[1:2] + [-1])
 
     mods = {"slice[::-1]": Slice, "slice[-1:0:-2],add": SliceStepAndConcat,
-            "mul.left_t": RepeatLeft, "mul.right_": RepeatRight}
+            "list": Copy, "mul.left_t": RepeatLeft, "mul.right_": RepeatRight}
     return torch.jit.script(mods[kind]())
 
 
-@pytest.mark.parametrize("kind", ["slice[::-1]", "slice[-1:0:-2],add", "mul.left_t", "mul.right_"])
+@pytest.mark.parametrize("kind", ["slice[::-1]", "slice[-1:0:-2],add", "list", "mul.left_t", "mul.right_"])
 def test_list_overloads_match_torch(kind: str) -> None:
     import torch
 

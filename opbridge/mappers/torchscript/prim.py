@@ -162,6 +162,14 @@ def length(node: OriginNode, g: MapContext) -> Any:
     return a.scalar_value(len(v) if isinstance(v, list) else int(np.shape(v)[0]))
 
 
+@ts_mapping("aten::list")
+def list_copy(node: OriginNode, g: MapContext) -> Any:
+    """``list(xs)`` of a list known while converting (a scripted ``list(x.shape)``): its items,
+    a copy nothing changes (lists changed in place are refused)."""
+    a = Args(node, g)
+    return a.list_value(*a.known_list(0, "the copied list"))
+
+
 @ts_mapping("prim::dtype")
 def dtype(node: OriginNode, g: MapContext) -> Any:
     a = Args(node, g)
