@@ -92,3 +92,23 @@ def test_slice_of_a_tensor_list_is_refused_naming_the_node(tmp_path) -> None:
     with pytest.raises(ob.UnsupportedOpError, match=r"'tail' \(slice\).*List\[Tensor\]") as err:
         ob.convert(str(path))
     assert "mode='trace'" in err.value.hint
+
+
+def test_list_changed_in_place_is_refused() -> None:
+    """``xs += [...]`` (aten::add_ on a list) changes the list every reader of it sees: refused,
+    as aten::append is, not computed as a new list (or, before, added element by element)."""
+    import torch
+    import torch.nn.functional as F
+
+    import opbridge as ob
+
+    class Extend(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = F.pad(x, [1, 2])
+            s = list(y.shape[1:])
+            s += [-1]
+            return y.reshape(s)
+
+    with pytest.raises(ob.UnsupportedOpError, match=r"\(add_\): changes a list in place") as err:
+        check(torch.jit.script(Extend()), torch.randn(2, 3, 4), mode="script")
+    assert "one expression" in err.value.hint

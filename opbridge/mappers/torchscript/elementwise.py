@@ -94,10 +94,20 @@ def _alpha(a: Args, idx: int) -> Any:
     return a.py(idx, 1) if len(a) > idx else 1
 
 
+def _refuse_list_in_place(node: OriginNode, g: MapContext) -> None:
+    """``xs += ys`` / ``xs *= n`` change the list itself, which every reader of ``xs`` would see:
+    opbridge converts lists built once (as for aten::append)."""
+    if node.op_type.endswith("_"):
+        raise g.unsupported(
+            f"changes a list in place (aten::{node.op_type}); opbridge converts lists that are "
+            "built once", hint="build a new list in one expression (xs = xs + ys, xs = xs * n)")
+
+
 @ts_mapping(*with_inplace("add", "sub"))
 def add_sub(node: OriginNode, g: MapContext) -> Any:
     a = Args(node, g)
     if a.list_type(0) is not None:  # aten::add.t: two lists concatenate
+        _refuse_list_in_place(node, g)
         first, kind = a.known_list(0, "the first list")
         return a.list_value(first + a.known_list(1, "the second list")[0], kind)
     sub = node.op_type.startswith("sub")
@@ -127,6 +137,7 @@ def mul(node: OriginNode, g: MapContext) -> Any:
     a = Args(node, g)
     at = next((i for i in (0, 1) if a.list_type(i) is not None), None)
     if at is not None:  # aten::mul.left_t / right_: a list repeated n times
+        _refuse_list_in_place(node, g)
         items, kind = a.known_list(at, "the repeated list")
         return a.list_value(items * a.int(1 - at, what="the repeat count"), kind)
     if _all_known(a, (0, 1)):
