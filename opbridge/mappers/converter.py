@@ -150,6 +150,8 @@ class Conversion:
         for scope in reversed(self.scopes):
             if name in scope and scope[name] in self.values:
                 return self.values[scope[name]]
+        if name in self.untyped:  # a graph input of a dtype the IR lacks, read here first
+            _ir_dtype(self.untyped[name], f"input '{name}'")
         return self.values.get(name)
 
     def visible(self, v: Value, depth: int | None = None) -> Value:
@@ -755,7 +757,7 @@ def convert_origin_graph(
         conv._claim_origin(name)
         conv.values[name] = conv.builder.constant(name, np.asarray(arr))
     _map_all(conv, origin, entries, type_lines)
-    for name, dt in conv.untyped.items():  # read by no node (a reader's mapping raised)
+    for name, dt in conv.untyped.items():  # no mapping read it (unread, or dropped by its reader)
         _ir_dtype(dt, f"input '{name}'")
     _add_outputs(conv, origin)
     conv.builder.metadata.update(origin.metadata)

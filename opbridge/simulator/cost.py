@@ -196,7 +196,9 @@ def compute_seconds(target: Target, node: Node, shape: tuple[int, ...], flops: f
     fills. ``fam``: cost them as that family (default: the node's; a sampled convolution's
     FLOPs past its multiply-adds then take the vector path)."""
     if fam is None and node.op in SAMPLED_CONV_OPS and len(node.inputs) > 1 and node.inputs[1] is not None:
-        macs = min(flops, 2.0 * math.prod(shape) * math.prod(static_dims(node.inputs[1])[1:]))
+        from .kernels.sample import deform_conv_macs
+
+        macs = min(flops, deform_conv_macs(node, shape))
         return (compute_seconds(target, node, shape, macs, op_family(node))
                 + compute_seconds(target, node, shape, flops - macs, "vector"))
     fam = fam or op_family(node)

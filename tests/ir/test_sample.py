@@ -115,3 +115,25 @@ def test_grid_sample_non_finite_points_do_not_crash(padding):
         assert out[0, 0, 0, 1] == 0
     if padding == "border":
         assert out[0, 0, 0, 1] == 6  # the middle row's last pixel
+
+
+def test_grid_sample_bf16_image_is_sampled_in_f32():
+    """A bf16 image's taps are weighted and summed in f32, then rounded once to bf16: the
+    result is onnx.reference's f32 GridSample of the same values, cast to bf16."""
+    import ml_dtypes
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((1, 2, 16, 16)).astype(ml_dtypes.bfloat16)
+    g = rng.uniform(-1.0, 1.0, (1, 8, 8, 2)).astype(np.float32)
+    b = ob.GraphBuilder("g")
+    y = b.op("GridSample", [b.input("x", "bf16", x.shape), b.input("g", "f32", g.shape)], name="n",
+             mode="cubic", padding_mode="zeros", align_corners=0)
+    b.output(y)
+    got = ob.interpret(b.build(), {"x": x, "g": g})[y.name]
+    model, feeds = onnx_node_model("GridSample", [x.astype(np.float32), g], opset=20, mode="cubic",
+                                   padding_mode="zeros", align_corners=0)
+    want = ReferenceEvaluator(model).run(None, feeds)[0].astype(ml_dtypes.bfloat16)
+    assert got.dtype == ml_dtypes.bfloat16
+    # one bf16 step at most (the f32 sums may round either way); taps summed in bf16 miss by ~8
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=2 ** -8, atol=2 ** -8)

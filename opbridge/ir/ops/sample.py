@@ -172,7 +172,7 @@ def _grid_sample(x: np.ndarray, grid: np.ndarray, *, mode: str, padding_mode: st
     nsp = len(in_sp)
     # an integer or bool image is sampled nearest (the shape function): its one tap of weight
     # 1 (0 outside in zeros padding) is gathered in its own type, exactly (int64 past 2**53 too)
-    cdt = _compute_dtype(x.dtype) if x.dtype.kind in "fc" else x.dtype
+    cdt = x.dtype if x.dtype.kind in "biu" else _compute_dtype(x.dtype)  # bf16 is kind "V"
     if 0 in (n, c, *out_sp):
         return np.zeros((n, c, *out_sp), x.dtype)
     if 0 in in_sp:  # nothing to read: every tap is outside (zeros), there is no border

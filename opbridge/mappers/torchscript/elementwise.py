@@ -98,9 +98,9 @@ def _refuse_list_in_place(node: OriginNode, g: MapContext) -> None:
     """``xs += ys`` / ``xs *= n`` change the list itself, which every reader of ``xs`` would see:
     opbridge converts lists built once (as for aten::append)."""
     if node.op_type.endswith("_"):
-        raise g.unsupported(
-            f"changes a list in place (aten::{node.op_type}); opbridge converts lists that are "
-            "built once", hint="build a new list in one expression (xs = xs + ys, xs = xs * n)")
+        from .prim import list_mutation
+
+        list_mutation(node, g, hint="build a new list in one expression (xs = xs + ys, xs = xs * n)")
 
 
 @ts_mapping(*with_inplace("add", "sub"))

@@ -206,11 +206,11 @@ def int_arith(node: OriginNode, g: MapContext) -> Any:
 
 @ts_mapping("aten::append", "aten::insert", "aten::extend", "aten::_set_item", "aten::pop",
             "aten::clear")
-def list_mutation(node: OriginNode, g: MapContext) -> Any:
+def list_mutation(node: OriginNode, g: MapContext,
+                  hint: str = "collect the results in a tensor instead (y = torch.cat([y, v.unsqueeze(0)]) "
+                              "in the loop), or build the list in one expression") -> Any:
     """A list changed in place (results collected in a loop): the argument view spreads lists
     built once, and has no value for a list that changes."""
     raise g.unsupported(
         f"changes a list in place (aten::{node.op_type}); opbridge converts lists that are "
-        "built once",
-        hint="collect the results in a tensor instead (y = torch.cat([y, v.unsqueeze(0)]) in the "
-             "loop), or build the list in one expression")
+        "built once", hint=hint)

@@ -32,6 +32,12 @@ def col2im_cost(node: Node, out_shape: tuple[int, ...]) -> float:
     return float(math.prod(static_shape(node.inputs[0])))
 
 
+def deform_conv_macs(node: Node, out_shape: tuple[int, ...]) -> float:
+    """The FLOPs of DeformConv's multiply-adds (two per weight tap per output element): what
+    a convolution of the same shape does."""
+    return 2.0 * math.prod(out_shape) * math.prod(static_shape(node.inputs[1])[1:])
+
+
 def deform_conv_cost(node: Node, out_shape: tuple[int, ...]) -> float:
     """The convolution's two FLOPs per weight tap per output element, plus the bilinear sample
     (a multiply-add per corner, and the mask) of every column entry. The cost model times the
@@ -42,7 +48,7 @@ def deform_conv_cost(node: Node, out_shape: tuple[int, ...]) -> float:
     nsp = len(w) - 2
     kprod = math.prod(w[2:])
     columns = x[0] * x[1] * kprod * math.prod(out_shape[2:])
-    return 2.0 * math.prod(out_shape) * math.prod(w[1:]) + (2.0 * 2 ** nsp + 1.0) * columns
+    return deform_conv_macs(node, out_shape) + (2.0 * 2 ** nsp + 1.0) * columns
 
 
 register_kernel("GridSample").global_only().cost(grid_sample_cost)

@@ -227,3 +227,19 @@ def test_weights_follow_the_pool_ngram_as_onnxruntime(mode: str, indexes: list[i
     got = np.asarray(ob.interpret(ob.convert(model), {"x": x})["y"])
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(got, sess.run(None, {"x": x})[0], rtol=1e-6)
+
+
+def test_string_input_a_branch_returns_is_refused_for_its_dtype() -> None:
+    """An If branch that returns the outer string input: the dtype refusal, not a claim that
+    the branch does not produce its output."""
+    def branch(name: str) -> onnx.GraphProto:  # no node: the branch's output is 's' itself
+        return helper.make_graph([], name, [], [helper.make_tensor_value_info("s", TensorProto.STRING, [2])])
+
+    node = helper.make_node("If", ["c"], ["y"], name="choose", then_branch=branch("then"),
+                            else_branch=branch("else"))
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                                            helper.make_tensor_value_info("s", TensorProto.STRING, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.STRING, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(ob.UnsupportedOpError, match=r"input 's' has dtype object"):
+        ob.convert(model)
