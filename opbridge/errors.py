@@ -23,6 +23,8 @@ _RENDERED = ("framework", "kind", "node", "op_type", "attribute", "value")
 #: The frameworks whose tag (``[onnx]``) a raiser may write at the start of its detail: the tag is
 #: then read into the ``framework`` field, so that the context added on the way up renders it once.
 _FRAMEWORK_TAGS = ("onnx", "caffe", "torchscript")
+#: The fields that say which node an error is about (its attribute, its domain's version).
+_NODE_FIELDS = ("kind", "node", "op_type", "attribute", "value", "opset")
 
 
 class OpbridgeError(Exception):
@@ -88,6 +90,29 @@ class OpbridgeError(Exception):
         ``located=True`` records fields the detail already names without rendering them.
         """
         self._set_fields(context, rendered=not located)
+        return self
+
+    def nest_in(self, where: str, **context: Any) -> OpbridgeError:
+        """Re-home an error raised at a node inside another node's body (an ONNX function body,
+        an If branch) at that enclosing node, the one the user's model has: ``context`` (the
+        enclosing node's fields) replaces the node-level fields, and the message so far follows
+        the enclosing node's name and ``where``: ``[onnx] node 'flex' (FlexAttention), in its
+        ONNX function body: node 'flex/MatMul_3' (MatMul): inner dimensions differ``. The class,
+        the hint and the other fields stay. Returns the error itself (re-raise it with ``raise``).
+        """
+        self._shown.discard("framework")
+        inner = self.message
+        tag, sep, rest = inner.partition("] ")
+        if sep and tag.startswith("[") and tag[1:] in _FRAMEWORK_TAGS:  # a located detail's own tag
+            inner = rest
+        for name in _NODE_FIELDS:
+            setattr(self, name, None)
+            self._shown.discard(name)
+        self._set_fields(context, rendered=False)  # named in the detail, in front of the inner text
+        if self.framework is not None:
+            self._shown.add("framework")
+        outer = node_ctx(self.node, self.op_type, kind=self.kind or "node") if self.node else "a node"
+        self.detail = f"{outer}, {where}: {inner}"
         return self
 
     @property

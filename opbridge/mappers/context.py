@@ -173,7 +173,7 @@ class MapContext:
 
     # -- nested graphs ----------------------------------------------------------------------
     def map_subgraph(self, body: OriginGraph, inputs: Sequence[Value | None], *,
-                     prefix: str | None = None) -> list[Value]:
+                     prefix: str | None = None, expands: bool = False) -> list[Value]:
         """Map ``body`` as part of this node; returns the Values of its outputs, in order.
 
         ``body`` is a graph-valued attribute (``node.get_attr("then_branch")``) or any
@@ -184,8 +184,14 @@ class MapContext:
         are named under ``prefix`` (default: ``"<this node's name>/"``; a name already taken
         gets a suffix), and every IR node it emits names this node as its origin. Call it
         several times to unroll a loop (a distinct prefix per call keeps names readable).
+
+        An error at one of the body's nodes is this node's: its message names this node, then
+        where the body is (``node 'flex' (FlexAttention), in its ONNX function body: node
+        'flex/MatMul_3' (MatMul): ...``), and its fields ``node``/``op_type`` are this node's.
+        ``expands=True`` says the body is this node's own definition (an ONNX function body)
+        rather than a graph of the model.
         """
-        return self._conv.map_subgraph(self, body, list(inputs), prefix)
+        return self._conv.map_subgraph(self, body, list(inputs), prefix, expands=expands)
 
     def map_to_graph(self, body: OriginGraph, types: Sequence[tuple[Any, ...]], *,
                      prefix: str | None = None, captures: Sequence[Value] = ()) -> tuple[Graph, list[Value]]:

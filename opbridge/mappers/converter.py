@@ -307,7 +307,7 @@ class Conversion:
             err.add_context(**where)  # fills only what the raiser did not know
             # a refused case may be one of several, listed in one report with a hint of its own:
             # _map_all gives one the fallback only when it is raised alone
-            if err.hint is None and not isinstance(err, UnsupportedOpError):
+            if err.hint is None and not isinstance(err, UnsupportedOpError) and origin_of is None:
                 err.hint = node_error_hint(err, node.framework, node.op_type)
             raise
         except Exception as err:
@@ -347,8 +347,10 @@ class Conversion:
 
     # -- nested graphs (If/Loop/Scan bodies, ONNX function bodies) ----------------------------
     def map_subgraph(self, ctx: MapContext, body: OriginGraph, bound: list[Value | None],
-                     prefix: str | None) -> list[Value]:
-        """Map ``body`` with its inputs bound to ``bound``; see :meth:`MapContext.map_subgraph`."""
+                     prefix: str | None, *, expands: bool = False) -> list[Value]:
+        """Map ``body`` with its inputs bound to ``bound``; see :meth:`MapContext.map_subgraph`.
+        ``expands``: the body is the node's own definition (an ONNX function body), not a graph
+        of the model."""
         if len(bound) != len(body.inputs):
             raise ctx.error(f"its subgraph '{body.name}' takes {len(body.inputs)} inputs, "
                             f"{len(bound)} given")
@@ -369,7 +371,7 @@ class Conversion:
         try:
             for i, inner in enumerate(body.nodes):
                 self._map_body_node(ctx, body, inner, prefix + (inner.name or f"{inner.op_type}_{i}"),
-                                    rename)
+                                    rename, expands)
         finally:
             self.scopes.pop()
         outs = []
@@ -383,7 +385,7 @@ class Conversion:
         return outs
 
     def _map_body_node(self, ctx: MapContext, body: OriginGraph, inner: OriginNode, name: str,
-                       rename: dict[str, str]) -> None:
+                       rename: dict[str, str], expands: bool) -> None:
         sub = OriginNode(
             name=name, op_type=inner.op_type, inputs=[rename.get(t, t) for t in inner.inputs],
             outputs=[rename.get(t, t) for t in inner.outputs], attrs=inner.attrs,
@@ -393,12 +395,25 @@ class Conversion:
         version = body.opsets.get(sub.domain) or self.origin.opsets.get(sub.domain)
         entry = (self.registry.find(sub.framework, sub.op_type, sub.domain, version)
                  or self.registry.fallback(sub, version))
+        where = _body_label(ctx, body, expands)
         if entry is None:
             at = f" (opset {version})" if version is not None else ""
-            raise ctx.unsupported(f"its subgraph '{body.name}' uses "
-                                  f"{qualified_name(sub.op_type, sub.domain)}{at}, which has no mapping")
-        self.map_node(sub, entry, version if version is not None else entry.since,
-                      origin_of=ctx.origin_node)
+            raise ctx.unsupported(f"{where} uses {qualified_name(sub.op_type, sub.domain)}{at}, "
+                                  "which has no mapping")
+        try:
+            self.map_node(sub, entry, version if version is not None else entry.since,
+                          origin_of=ctx.origin_node)
+        except OpbridgeError as err:
+            if err.node != sub.name:  # raised about the enclosing node: it names it already
+                raise
+            # the body node is generated (named under the enclosing node): the error is the
+            # enclosing node's, the one the user can find in the model. A subgraph's nodes are
+            # the model's too, so what to do is said of the inner op; a function body's are
+            # not, and the enclosing node's mapping says it of the user's op.
+            if err.hint is None and not expands and not isinstance(err, UnsupportedOpError):
+                err.hint = node_error_hint(err, sub.framework, sub.op_type)
+            err.nest_in(f"in {where}", **ctx.error_context(opset=ctx.opset))
+            raise
 
     def _as_values(self, node: OriginNode, entry: MappingEntry, result: Any) -> list[Value | None]:
         if result is None:
@@ -420,6 +435,13 @@ class Conversion:
                     hint="return the Value(s) given by g.op(...) or g.input(i)", **error_context(node),
                 )
         return outs + [None] * (len(node.outputs) - len(outs))
+
+
+def _body_label(ctx: MapContext, body: OriginGraph, expands: bool) -> str:
+    """How an error says where a body is, after the enclosing node's name."""
+    if expands:
+        return f"its {'ONNX ' if ctx.framework == Framework.ONNX else ''}function body"
+    return f"its subgraph '{body.name}'"
 
 
 def _label(n: OriginNode) -> str:

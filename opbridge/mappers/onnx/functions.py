@@ -198,7 +198,7 @@ def expand_function(node: OriginNode, g: MapContext) -> Any:
     wanted = [i for i, o in enumerate(node.outputs[:len(body.outputs)]) if o]
     body.outputs = [body.outputs[i] for i in wanted]
     outs: list[Any] = [None] * len(node.outputs)
-    for i, v in zip(wanted, g.map_subgraph(body, bound, prefix=f"{node.name}/")):
+    for i, v in zip(wanted, g.map_subgraph(body, bound, prefix=f"{node.name}/", expands=True)):
         outs[i] = v
     return outs
 
