@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         image=image,
         seed=args.seed,
         stop_after=args.stop_after,
-        dump=dump,
+        dump_layers=dump,
         origin=not args.no_origin,
         progress=True,
         passes=with_passes(args.extra_passes) if args.extra_passes else (),

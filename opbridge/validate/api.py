@@ -87,13 +87,14 @@ def validate(
     image: ImageSpec | None = None,
     seed: int = 0,
     stop_after: str | None = None,
-    dump: str | None = None,
+    dump_layers: str | None = None,
     origin: bool = True,
     progress: bool = False,
     passes: Sequence[str] = (),
     per_layer: bool = False,
     quantize: Any = None,
     input_values: Mapping[str, Any] | None = None,
+    dump: str | None = None,
 ) -> Report:
     """Validate ``model`` layer by layer; returns a :class:`Report` (``passed``, ``first_divergence``,
     ``rows``).
@@ -106,7 +107,9 @@ def validate(
     interpreter is. ``target=None`` skips the simulator.
     ``tolerance`` is ``(cosine, euclid)``; None means the per-dtype defaults (0.99, 0.99 for f32).
     ``stop_after`` stops the interpreter after that node (origin or IR name) and compares what
-    was computed; ``dump`` writes every node's inputs and outputs to an npz.
+    was computed; ``dump_layers`` (``--dump-layers FILE.npz``) writes every node's inputs and
+    outputs, as the interpreter ran them, to that npz (``dump=``, its former name, still works
+    with a DeprecationWarning).
     ``passes``, when given, replace the default IR passes as in ``convert`` (``--pass NAME`` gives
     ``opbridge.ir.passes.with_passes([NAME])``); each is checked against the graph before them
     (:mod:`opbridge.passcheck`: the report's notes and errors say how they did), and the origin
@@ -121,6 +124,7 @@ def validate(
     """
     from ..plugins_loader import load_plugins
 
+    dump_layers = _dump_layers(dump_layers, dump, "validate")
     tol = parse_tolerance(tolerance)
     load_plugins(list(plugins))
     label = model.name if isinstance(model, Graph) else str(model)
@@ -149,11 +153,27 @@ def validate(
         bound = _bound_values(str(model), weights, input_values) if origin_path and input_values else None
         report = validate_graph(graph, feeds, framework=framework, source=origin_path, weights=weights,
                                 label=label, tolerance=tol, target=target, stop_after=stop_after,
-                                dump=dump, inputs_desc=where, stages=stages, per_layer=per_layer,
+                                dump_layers=dump_layers, inputs_desc=where, stages=stages, per_layer=per_layer,
                                 bound=bound)
         if check is not None:
             check.add_to(report)
         return report
+
+
+def _dump_layers(dump_layers: str | None, dump: str | None, function: str) -> str | None:
+    """The npz path of ``dump_layers=``, or of ``dump=``, its former name (the CLI's option is
+    ``--dump-layers``), which warns."""
+    if dump is None:
+        return dump_layers
+    import warnings
+
+    if dump_layers is not None and dump_layers != dump:
+        raise ValidateError(f"{function}() was given dump_layers={dump_layers!r} and dump={dump!r}",
+                            hint="give dump_layers= only: dump= is its former name")
+    # stacklevel 3: the caller of validate(), past this helper
+    warnings.warn(f"{function}(dump=...) is deprecated: write dump_layers=... (the CLI's "
+                  "--dump-layers)", DeprecationWarning, stacklevel=3)
+    return dump
 
 
 def _shapes_for_symbolic_inputs(
@@ -201,11 +221,12 @@ def validate_graph(
     target: str | None = "bm1684",
     program: Any = None,
     stop_after: str | None = None,
-    dump: str | None = None,
+    dump_layers: str | None = None,
     inputs_desc: Mapping[str, str] | None = None,
     stages: Stages | None = None,
     per_layer: bool = False,
     bound: Mapping[str, np.ndarray] | None = None,
+    dump: str | None = None,
 ) -> Report:
     """Validate an already converted ``graph`` on ``feeds``.
 
@@ -214,8 +235,10 @@ def validate_graph(
     ``target`` when the simulator exists; ``target=None`` skips it); ``per_layer``: see
     :func:`validate` (a given ``program`` is then compiled again, for its target, in the
     per-layer variant). ``bound``: the values of inputs bound to constants when converting
-    (``input_values``), which the origin framework is fed too.
+    (``input_values``), which the origin framework is fed too. ``stop_after`` and
+    ``dump_layers`` (``dump=``, deprecated): as for :func:`validate`.
     """
+    dump_layers = _dump_layers(dump_layers, dump, "validate_graph")
     stages = stages or Stages(False, 0)
     origin_name = origin_runner_name(framework) if source else None
     simulate = (program is not None or (target is not None and compile_available())) and stop_after is None
@@ -226,7 +249,7 @@ def validate_graph(
     runs: list[RunOutput] = []
     # the interpreter runs first: its values of custom ops feed the origin framework
     with stages.stage("running the reference interpreter"):
-        interp = run_interpreter(graph, feeds, stop_after=stop_after, dump=dump)
+        interp = run_interpreter(graph, feeds, stop_after=stop_after, dump=dump_layers)
     origin_run = _run_origin(origin_name, framework, source, weights, {**feeds, **(bound or {})},
                              stages, notes, interp.tensors)
     runs += [origin_run, interp] if origin_run is not None else [interp]
