@@ -161,7 +161,9 @@ def test_error_inside_a_subgraph_names_the_inner_node_once():
     reg.register("onnx", "Foo", _raise_g_error)
     with pytest.raises(AttrError) as info:
         ob.convert(_if_model(False, then_op="Foo"), registry=reg)
-    assert info.value.message == "[onnx] node 'branch/then_branch/inner' (Foo) attribute 'alpha': must be >= 1"
+    # the If (the node the model has at top level) first, then the branch's node, once
+    assert info.value.message == ("[onnx] node 'branch' (If), in its subgraph 'then': "
+                                  "node 'branch/then_branch/inner' (Foo) attribute 'alpha': must be >= 1")
 
 
 def test_cli_prints_the_message_once_with_its_hint(tmp_path, capsys):

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..graph import Graph, Node, Origin, Value
 from .base import PassResult, fresh_constant
+from .fuse_chain import Uses
 
 
 def _const(v: Value | None) -> np.ndarray | None:
@@ -30,13 +31,7 @@ class FoldBatchNormIntoConv:
     name = "fold_batchnorm"
 
     def __call__(self, graph: Graph) -> PassResult:
-        outputs = {id(v) for v in graph.outputs}
-        users: dict[int, list[Node]] = {}
-        for n in graph.nodes:
-            for v in n.inputs:
-                if v is not None:
-                    users.setdefault(id(v), []).append(n)
-        names = set(graph.values())
+        uses = Uses.of(graph)
         replace: dict[int, Node] = {}  # id(bn node) -> fused conv
         drop: set[int] = set()
         constants = dict(graph.constants)
@@ -46,8 +41,7 @@ class FoldBatchNormIntoConv:
             conv = bn.inputs[0].producer
             if conv is None or conv.op != "Conv" or id(conv) in drop:
                 continue
-            c_out = conv.outputs[0]
-            if id(c_out) in outputs or len(users.get(id(c_out), [])) != 1:
+            if uses.only_reader(conv.outputs[0]) is not bn:  # the Conv's output goes away
                 continue
             w = _const(conv.inputs[1])
             b = _const(conv.inputs[2]) if len(conv.inputs) > 2 else None
@@ -62,8 +56,8 @@ class FoldBatchNormIntoConv:
             new_w = (w64 * s.reshape((-1,) + (1,) * (w.ndim - 1))).astype(w.dtype)
             b64 = np.zeros(w.shape[0]) if b is None else np.asarray(b, np.float64)
             new_b = ((b64 - mean) * s + beta).astype(w.dtype)
-            wv = fresh_constant(constants, names, f"{conv.name}/W_bn", new_w, conv.inputs[1])
-            bv = fresh_constant(constants, names, f"{conv.name}/B_bn", new_b, conv.inputs[1])
+            wv = fresh_constant(constants, uses.names, f"{conv.name}/W_bn", new_w, conv.inputs[1])
+            bv = fresh_constant(constants, uses.names, f"{conv.name}/B_bn", new_b, conv.inputs[1])
             out = bn.outputs[0]
             fused = Node("Conv", conv.name, [conv.inputs[0], wv, bv], [out], conv.attrs,
                          Origin(conv.origin.framework, conv.origin.op_type, conv.origin.name),
