@@ -111,7 +111,9 @@ class OpbridgeError(Exception):
         self._set_fields(context, rendered=False)  # named in the detail, in front of the inner text
         if self.framework is not None:
             self._shown.add("framework")
-        outer = node_ctx(self.node, self.op_type, kind=self.kind or "node") if self.node else "a node"
+        kind = self.kind or "node"
+        outer = (node_ctx(self.node, self.op_type, kind=kind) if self.node
+                 else f"a {self.op_type + ' ' if self.op_type else ''}{kind}")
         self.detail = f"{outer}, {where}: {inner}"
         return self
 

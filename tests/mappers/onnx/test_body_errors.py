@@ -75,6 +75,57 @@ def _bad_matmul() -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
     return [helper.make_node("MatMul", ["X", "W"], ["z"], name="mm")], [_init("W", np.ones((5, 4)))]
 
 
+def _loop(runtime: bool) -> onnx.ModelProto:
+    """Loop 'lp' over X [2, 3] whose body 'loop_body' multiplies the carried value by W [5, 4];
+    its trip count is a constant 3 (unrolled) or a graph input (a run-time Loop)."""
+    body = helper.make_graph(
+        [helper.make_node("MatMul", ["v", "W"], ["v2"], name="mm"),
+         helper.make_node("Identity", ["c"], ["c2"], name="keep")], "loop_body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("c", TensorProto.BOOL, []), helper.make_tensor_value_info("v", F, None)],
+        [helper.make_tensor_value_info("c2", TensorProto.BOOL, []), helper.make_tensor_value_info("v2", F, None)],
+        [_init("W", np.ones((5, 4)))])
+    inputs = [helper.make_tensor_value_info("X", F, [2, 3])]
+    inits = []
+    if runtime:
+        inputs.append(helper.make_tensor_value_info("N", TensorProto.INT64, []))
+    else:
+        inits.append(_init("N", 3, np.int64))
+    node = helper.make_node("Loop", ["N", "", "X"], ["Y"], name="lp", body=body)
+    graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("Y", F, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _scan() -> onnx.ModelProto:
+    """Scan 'sc' (state S0 [2, 3], 4 steps over X) whose body 'scan_body' multiplies the state by
+    W [5, 4]."""
+    body = helper.make_graph(
+        [helper.make_node("MatMul", ["s", "W"], ["s2"], name="mm"),
+         helper.make_node("Identity", ["s2"], ["o"], name="out")], "scan_body",
+        [helper.make_tensor_value_info("s", F, None), helper.make_tensor_value_info("x", F, None)],
+        [helper.make_tensor_value_info("s2", F, None), helper.make_tensor_value_info("o", F, None)],
+        [_init("W", np.ones((5, 4)))])
+    node = helper.make_node("Scan", ["S0", "X"], ["S", "O"], name="sc", body=body, num_scan_inputs=1)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("S0", F, [2, 3]),
+                                            helper.make_tensor_value_info("X", F, [4, 2])],
+                              [helper.make_tensor_value_info(n, F, None) for n in "SO"])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _refused(model: onnx.ModelProto, by: str) -> None:
+    """The reference ``by`` ("onnx.reference" or "onnxruntime") refuses the model too, at the
+    same op. onnxruntime has no FlexAttention; onnx.reference's Loop with no condition input
+    runs no iteration."""
+    feeds = _feeds(model)
+    if by == "onnx.reference":
+        with pytest.raises(ValueError, match="matmul"):
+            ReferenceEvaluator(model).run(None, feeds)
+        return
+    # onnxruntime's errors are its own classes, not Python built-ins
+    with pytest.raises(Exception, match=r"MatMul|Scale and \(optional\) bias must match"):
+        ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
 def _feeds(model: onnx.ModelProto) -> dict[str, np.ndarray]:
     out = {}
     for t in model.graph.input:
@@ -91,26 +142,34 @@ RMS = (r"^\[onnx\] node 'norm' \(RMSNormalization\), in its ONNX function body: 
 THEN = (r"^\[onnx\] node 'branch' \(If\), in its subgraph 'then_g': "
         r"node 'branch/then_branch/mm' \(MatMul\): inner dimensions differ")
 
-#: model, the error's class, its message, the user's node and op type
+LOOP = (r"^\[onnx\] node 'lp' \(Loop\), in its subgraph 'loop_body': "
+        r"node 'lp/{}/mm' \(MatMul\): inner dimensions differ")
+SCAN = (r"^\[onnx\] node 'sc' \(Scan\), in its subgraph 'scan_body': "
+        r"node 'sc/step0/mm' \(MatMul\): inner dimensions differ")
+
+#: model, the error's class, its message, the user's node and op type, the outside reference
 CASES = {
     "function body: FlexAttention score_mod changes the scores' shape":
-        (_flex_shrinking_score_mod, ShapeError, FLEX, "flex", "FlexAttention"),
+        (_flex_shrinking_score_mod, ShapeError, FLEX, "flex", "FlexAttention", "onnx.reference"),
     "function body: RMSNormalization-23 scale of 5 for 8": (lambda: _rms_norm(5), ShapeError, RMS, "norm",
-                                                            "RMSNormalization"),
+                                                            "RMSNormalization", "onnxruntime"),
     "If branch, constant condition (inlined)": (lambda: _if(*_bad_matmul(), runtime=False), ShapeError, THEN,
-                                                "branch", "If"),
+                                                "branch", "If", "onnxruntime"),
     "If branch, run-time condition (a sub-graph)": (lambda: _if(*_bad_matmul(), runtime=True), ShapeError,
-                                                    THEN, "branch", "If"),
+                                                    THEN, "branch", "If", "onnxruntime"),
+    "Loop body, constant trip count (unrolled)": (lambda: _loop(False), ShapeError, LOOP.format("iter0"), "lp",
+                                                  "Loop", "onnxruntime"),
+    "Loop body, run-time trip count (a sub-graph)": (lambda: _loop(True), ShapeError, LOOP.format("body"), "lp",
+                                                     "Loop", "onnxruntime"),
+    "Scan body (unrolled)": (_scan, ShapeError, SCAN, "sc", "Scan", "onnxruntime"),
 }
 
 
 @pytest.mark.parametrize("case", CASES, ids=list(CASES))
 def test_a_body_error_names_the_users_node(case: str) -> None:
-    make, cls, message, node, op_type = CASES[case]
+    make, cls, message, node, op_type, reference = CASES[case]
     model = make()
-    # onnx's own evaluator refuses the model too (its If wraps the branch's error in a TypeError)
-    with pytest.raises((ValueError, TypeError)):
-        ReferenceEvaluator(model).run(None, _feeds(model))
+    _refused(model, reference)
     with pytest.raises(cls, match=message) as err:
         ob.convert(model)
     assert (err.value.node, err.value.op_type) == (node, op_type), err.value.context
@@ -136,8 +195,7 @@ def test_a_function_body_inside_an_if_branch_names_both_levels() -> None:
     """Nested bodies re-home once per level: the If, then the RMSNormalization in its branch."""
     nodes = [helper.make_node("RMSNormalization", ["X", "S"], ["z"], name="norm", axis=-1)]
     model = _if(nodes, [_init("S", np.ones(5))], runtime=False)
-    with pytest.raises((ValueError, TypeError)):
-        ReferenceEvaluator(model).run(None, _feeds(model))
+    _refused(model, "onnxruntime")
     with pytest.raises(ShapeError, match=r"^\[onnx\] node 'branch' \(If\), in its subgraph 'then_g': "
                        r"node 'branch/then_branch/norm' \(RMSNormalization\), in its ONNX function body: "
                        r"node 'branch/then_branch/norm/Mul_\d+' \(Mul\): shapes \[2, 3\] and \[5\]") as err:
@@ -175,3 +233,18 @@ def test_the_cli_prints_one_error_and_one_hint(make, words, tmp_path, capsys: py
     assert words in lines[0], lines
     assert [ln for ln in lines if ln.startswith("hint:")] == lines[-1:], lines
     assert len(lines) == 2 and "Traceback" not in err, lines
+
+
+def test_nest_in_renders_the_framework_once_and_keeps_the_rest() -> None:
+    """The re-homing itself (OpbridgeError.nest_in), on a hand-made error: the inner location
+    moves into the text, the enclosing node's fields replace it, class and hint stay."""
+    err = AttrError("must be >= 1", framework="onnx", node="n/Foo_1", op_type="Foo", kind="node",
+                    attribute="alpha", value=0, opset=18, hint="set alpha")
+    assert err.nest_in("in its ONNX function body", framework="onnx", node="n", op_type="Bar",
+                       kind="node", opset=23) is err
+    assert err.message == ("[onnx] node 'n' (Bar), in its ONNX function body: "
+                           "node 'n/Foo_1' (Foo) attribute 'alpha' = 0: must be >= 1")
+    assert err.context == {"framework": "onnx", "kind": "node", "node": "n", "op_type": "Bar", "opset": 23}
+    assert isinstance(err, AttrError) and err.hint == "set alpha"
+    err.add_context(node="other", source="m.onnx")  # a known field is never replaced
+    assert (err.node, err.source) == ("n", "m.onnx") and err.message.count("[onnx]") == 1
