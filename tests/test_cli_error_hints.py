@@ -273,7 +273,7 @@ def _if_of_relus():
 @pytest.mark.parametrize("nodes,inputs,cases", [
     ([helper.make_node("Relu", ["x"], ["y"], name="r1")], [_x()], ["node 'r1' (Relu)"]),
     (_if_of_relus(), [helper.make_tensor_value_info("c", TensorProto.BOOL, []), _x()],
-     ["node 'if/then_branch/trelu' (Relu)"]),
+     ["node 'if' (If), in its subgraph 't': node 'if/then_branch/trelu' (Relu)"]),
     ([helper.make_node("Relu", ["x"], ["a"], name="r1"), helper.make_node("Relu", ["x"], ["b"], name="r2"),
       helper.make_node("Add", ["a", "b"], ["y"], name="add")], [_x()], ["node 'r1' (Relu)", "node 'r2' (Relu)"]),
 ], ids=["one-case", "one-case-in-a-subgraph", "two-cases"])

@@ -408,9 +408,10 @@ class Conversion:
                 raise
             # the body node is generated (named under the enclosing node): the error is the
             # enclosing node's, the one the user can find in the model. A subgraph's nodes are
-            # the model's too, so what to do is said of the inner op; a function body's are
-            # not, and the enclosing node's mapping says it of the user's op.
-            if err.hint is None and not expands and not isinstance(err, UnsupportedOpError):
+            # the model's too, so what to do is said of the inner op now (the fields will name
+            # the enclosing one); a function body's are not, and the enclosing node's mapping
+            # (or the report of refused cases) says it of the user's op.
+            if err.hint is None and not expands:
                 err.hint = node_error_hint(err, sub.framework, sub.op_type)
             err.nest_in(f"in {where}", **ctx.error_context(opset=ctx.opset))
             raise

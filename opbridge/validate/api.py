@@ -153,8 +153,8 @@ def validate(
         bound = _bound_values(str(model), weights, input_values) if origin_path and input_values else None
         report = validate_graph(graph, feeds, framework=framework, source=origin_path, weights=weights,
                                 label=label, tolerance=tol, target=target, stop_after=stop_after,
-                                dump_layers=dump_layers, inputs_desc=where, stages=stages, per_layer=per_layer,
-                                bound=bound)
+                                dump_layers=dump_layers, inputs_desc=where, stages=stages,
+                                per_layer=per_layer, bound=bound)
         if check is not None:
             check.add_to(report)
         return report
