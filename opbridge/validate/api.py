@@ -142,13 +142,7 @@ def validate(
             with stages.stage("quantizing and comparing"):
                 return validate_quantized(graph, quantize, feeds, framework=framework, label=label,
                                           tolerance=tolerance, inputs_desc=where)
-        check = None
-        if passes:
-            from ..passcheck import check_passes
-
-            stages.add(1)
-            with stages.stage("running and checking the passes"):
-                graph, check = check_passes(graph, passes, feeds=feeds)
+        graph, check = _checked_passes(graph, passes, feeds, stages)
         origin_path = None if isinstance(model, Graph) or not origin else str(model)
         bound = _bound_values(str(model), weights, input_values) if origin_path and input_values else None
         report = validate_graph(graph, feeds, framework=framework, source=origin_path, weights=weights,
@@ -158,6 +152,19 @@ def validate(
         if check is not None:
             check.add_to(report)
         return report
+
+
+def _checked_passes(graph: Graph, passes: Sequence[str], feeds: Mapping[str, np.ndarray],
+                    stages: Stages) -> tuple[Graph, Any]:
+    """The graph after ``passes``, each checked against the graph before it, and the check
+    (None without passes)."""
+    if not passes:
+        return graph, None
+    from ..passcheck import check_passes
+
+    stages.add(1)
+    with stages.stage("running and checking the passes"):
+        return check_passes(graph, passes, feeds=feeds)
 
 
 def _dump_layers(dump_layers: str | None, dump: str | None, function: str) -> str | None:
