@@ -100,7 +100,6 @@ class OpbridgeError(Exception):
         ONNX function body: node 'flex/MatMul_3' (MatMul): inner dimensions differ``. The class,
         the hint and the other fields stay. Returns the error itself (re-raise it with ``raise``).
         """
-        self._shown.discard("framework")
         inner = self.message
         tag, sep, rest = inner.partition("] ")
         if sep and tag.startswith("[") and tag[1:] in _FRAMEWORK_TAGS:  # a located detail's own tag

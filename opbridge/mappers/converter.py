@@ -50,6 +50,12 @@ def _ir_dtype(dt: Any, what: str) -> str:
         ) from None
 
 
+
+def _node_fields(node: OriginNode, opset: int, source: Any = None) -> dict[str, Any]:
+    """The error fields of an origin node being mapped (the opset for ONNX nodes only)."""
+    return error_context(node, source=source or None,
+                         opset=opset if node.framework == Framework.ONNX else None)
+
 class Conversion:
     """The state of one conversion: the builder, origin tensor name -> Value, names in use."""
 
@@ -290,8 +296,7 @@ class Conversion:
                  origin_of: OriginNode | None = None) -> None:
         """Map one origin node; ``origin_of`` is the node its IR nodes name as their origin
         (the user's node when ``node`` comes from expanding it)."""
-        where = error_context(node, source=self.origin.source or None,
-                              opset=opset if node.framework == Framework.ONNX else None)
+        where = _node_fields(node, opset, self.origin.source)
         try:
             if node.framework == Framework.ONNX:  # defaults from onnx.defs, unknown names refused
                 from .onnx.schema_defaults import with_schema_defaults  # imports onnx: ONNX models only
@@ -413,7 +418,7 @@ class Conversion:
             # (or the report of refused cases) says it of the user's op.
             if err.hint is None and not expands:
                 err.hint = node_error_hint(err, sub.framework, sub.op_type)
-            err.nest_in(f"in {where}", **ctx.error_context(opset=ctx.opset))
+            err.nest_in(f"in {where}", **_node_fields(ctx.node, ctx.opset))
             raise
 
     def _as_values(self, node: OriginNode, entry: MappingEntry, result: Any) -> list[Value | None]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import OpbridgeError, ShapeError
+from ...errors import OpbridgeError, ShapeError, node_ctx
 from ...ir.graph import Value
 from ...ir.ops.control import merge_shapes
 from ...parsers.origin import OriginGraph, OriginNode, TensorInfo
@@ -161,9 +161,10 @@ def _runtime_loop(node: OriginNode, g: MapContext, body: OriginGraph, trip: Valu
         try:
             body_g, caps = g.map_to_graph(ir_body, changed, prefix=prefix)
         except (ShapeError, OpbridgeError) as err:
+            inner = err.detail.removeprefix(f"{node_ctx(node.name, node.op_type)}, ")  # named once
             raise g.unsupported(
                 f"a loop-carried value changes shape from one iteration to the next and the "
-                f"body cannot be typed for that: {err.detail}",
+                f"body cannot be typed for that: {inner}",
                 hint="keep each loop-carried value one shape across iterations (preallocate it and write "
                      "into it), or export with mode='trace', which unrolls the loop for the example "
                      "inputs") from None
