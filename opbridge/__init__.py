@@ -32,6 +32,7 @@ _LAZY: dict[str, str] = {
     "calibrate": ".quant", "quantize": ".quant", "CalibrationTable": ".quant",
     "convert": ".convert", "batch": ".batch", "validate": ".validate",
     "export_torchscript": ".export", "load_plugins": ".plugins_loader",
+    "random_weights": ".tools.random_weights",
     **dict.fromkeys(("Program", "Target", "compile", "load_program", "register_kernel"), ".simulator"),
 }
 
@@ -90,6 +91,7 @@ if TYPE_CHECKING:  # the names, for type checkers and readers; at run time __get
     from .plugins_loader import load_plugins
     from .quant import CalibrationTable, calibrate, quantize
     from .simulator import Program, Target, compile, load_program, register_kernel  # noqa: A004
+    from .tools.random_weights import random_weights
     from .validate import validate
 
 __all__ = [
@@ -101,4 +103,5 @@ __all__ = [
     "imply_type_of", "load_plugins", "mapping", "register_custom_op",
     "register_pass", "CalibrationTable", "calibrate", "quantize",
     "Program", "Target", "compile", "load_program", "register_kernel", "validate", "batch",
+    "random_weights",
 ]

@@ -37,6 +37,7 @@ import numpy as np
 
 from ..ir.graph import Graph
 from ..ir.interpret import interpret
+from ..threads import threads_env
 from .data import Preprocess, load_samples
 from .table import METHODS, CalibrationTable, QuantError, TensorRange
 
@@ -60,6 +61,7 @@ def calibrate(
     equalize: bool = False,
     channel_activations: bool = False,
     progress: bool = False,
+    threads: int | None = None,
 ) -> CalibrationTable:
     """The calibration table of ``graph`` over ``samples`` (a list of feed dicts, or a folder
     of ``.npy``/``.npz`` files or images, see :func:`opbridge.quant.data.load_samples`).
@@ -71,7 +73,9 @@ def calibrate(
     |x| too, which makes :func:`opbridge.quant.quantize` scale per channel the activations the
     chip takes per channel for free (:func:`opbridge.quant.int8.channel_points`): they fit the
     samples channel by channel, so the samples must be like the deployment data (a channel
-    quiet on them clips where it fires); ``progress`` shows a bar on a terminal.
+    quiet on them clips where it fires); ``progress`` shows a bar on a terminal; ``threads``:
+    the BLAS threads of the interpreter runs (None: ``OPBRIDGE_NUM_THREADS``, else 1; 0: BLAS's
+    own setting).
     """
     if method not in METHODS:
         raise QuantError(f"calibration method {method!r} is not one of {', '.join(METHODS)}",
@@ -83,7 +87,7 @@ def calibrate(
     g = prepared(graph, equalize)
     feeds = load_samples(g, samples, limit=num_samples, preprocess=preprocess)
     passes = 1 if method == "minmax" else 2
-    with _progress(progress, passes * len(feeds), g.name) as step:
+    with _progress(progress, passes * len(feeds), g.name) as step, threads_env(threads):
         keep, reference = _reference_keeper(g, feeds)
         lo, hi, channels = _ranges(g, feeds, step, keep, channels=channel_activations)
         if method == "minmax":

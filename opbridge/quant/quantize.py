@@ -30,6 +30,7 @@ import numpy as np
 
 from ..ir.graph import Graph, Node
 from ..ir.interpret import interpret, run_node
+from ..threads import threads_env
 from ..validate.progress import Stages
 from .calibrate import prepared
 from .correct import bias_corrections, fake_quant
@@ -58,6 +59,9 @@ def quantize(
     bias_correction: bool = False,
     equalize: bool | None = None,
     progress: bool = False,
+    per_tensor: bool = False,
+    num_samples: int | None = None,
+    threads: int | None = None,
 ) -> Graph:
     """``graph`` quantized to ``dtype`` ("int8" with a calibration ``table``; "f16"/"bf16"
     need none). ``per_channel``: int8 weights per output channel, and, when the table has
@@ -70,7 +74,10 @@ def quantize(
     through its bias (:mod:`opbridge.quant.correct`); ``equalize`` quantizes the graph after
     cross-layer equalisation (:mod:`opbridge.quant.equalize`; default: as the table was
     calibrated, ``calibrate(..., equalize=True)``); ``progress`` shows the search's progress
-    on a terminal."""
+    on a terminal. ``per_tensor=True`` is ``per_channel=False`` (the CLI's ``--per-tensor``);
+    ``num_samples`` caps how many of ``samples`` are used; ``threads``: the BLAS threads of the
+    interpreter runs (None: ``OPBRIDGE_NUM_THREADS``, else 1; 0: BLAS's own setting)."""
+    per_channel = per_channel and not per_tensor
     if dtype not in DTYPES:
         raise QuantError(f"quantization type {dtype!r} is not supported",
                          hint=f"use one of {', '.join(DTYPES)}")
@@ -98,13 +105,14 @@ def quantize(
                          hint="pass samples= (Python) / --data (CLI): the calibration data")
     if mixed_precision is None and not bias_correction:
         return to_int8(g, tab, per_channel=per_channel)
-    feeds = (load_samples(g, samples, preprocess=preprocess) if samples is not None
+    feeds = (load_samples(g, samples, limit=num_samples, preprocess=preprocess) if samples is not None
              else random_feeds(g, tab))
-    build = Int8Builder(g, tab, per_channel, feeds if bias_correction else None)
-    if mixed_precision is None:
-        return build(())
-    with Stages(progress, 1, title=f"mixed precision {g.name}") as stages:
-        return auto_mixed(g, tab, feeds, target_cos, per_channel, stages, build)
+    with threads_env(threads):
+        build = Int8Builder(g, tab, per_channel, feeds if bias_correction else None)
+        if mixed_precision is None:
+            return build(())
+        with Stages(progress, 1, title=f"mixed precision {g.name}") as stages:
+            return auto_mixed(g, tab, feeds, target_cos, per_channel, stages, build)
 
 
 class Int8Builder:

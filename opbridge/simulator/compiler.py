@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -682,15 +683,17 @@ def _store_every_layer(u: PlannedUnit, target: Target, every: set[str]) -> Plann
 
 def compile(  # noqa: A001 - the public name DESIGN.md gives it
     graph: Graph,
-    target: str | Target | None = "bm1684",
+    target: str | os.PathLike[str] | Target | None = "bm1684",
     *,
     kernels: KernelRegistry | None = None,
     placement: Placement | None = None,
     per_layer: bool = False,
     dynamic: bool = False,
     max_shapes: Mapping[str, Sequence[int]] | None = None,
+    lmem_kib: int | None = None,
 ) -> Any:
-    """Compile ``graph`` for ``target`` (a preset name or a Target) into a runnable Program.
+    """Compile ``graph`` for ``target`` (a preset name, a target JSON file or a Target) into a
+    runnable Program; ``lmem_kib`` overrides the target's local memory per lane, in KiB.
 
     ``per_layer`` compiles a debugging variant: the same layer groups cut into the same tiles,
     but every layer's output is also stored to DDR (see :func:`_store_every_layer`), so
@@ -703,6 +706,8 @@ def compile(  # noqa: A001 - the public name DESIGN.md gives it
         raise SimulatorError(f"compile() takes an opbridge Graph, got {type(graph).__name__}",
                              hint="load or convert the model first: ob.load / ob.convert")
     tgt = resolve_target(target)
+    if lmem_kib is not None:
+        tgt = Target.from_dict({**tgt.to_dict(), "lmem_bytes_per_lane": int(lmem_kib) * 1024})
     if dynamic:
         return _compile_dynamic(graph, tgt, max_shapes or {}, kernels, placement, per_layer)
     host = _check_static(graph)

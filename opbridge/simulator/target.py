@@ -368,12 +368,15 @@ def itemsize(dtype: str) -> int:
         raise SimulatorError(f"dtype {dtype!r} has no size on the simulated target") from None
 
 
-def resolve_target(target: str | Target | None) -> Target:
-    """A Target from a preset name, a Target, or None (the bm1684 preset)."""
+def resolve_target(target: str | os.PathLike[str] | Target | None) -> Target:
+    """A Target from a preset name, a target JSON file (a path ending in .json, as the CLI's
+    ``--target-json``), a Target, or None (the bm1684 preset)."""
     if target is None:
         return Target.preset("bm1684")
     if isinstance(target, Target):
         return target
+    if isinstance(target, (str, os.PathLike)) and os.fspath(target).lower().endswith(".json"):
+        return Target.load(target)
     if isinstance(target, str):
         return Target.preset(target)
     raise SimulatorError(f"target must be a preset name or a Target, got {type(target).__name__}")
