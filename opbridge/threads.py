@@ -98,14 +98,15 @@ def blas_threads(threads: int | None = None) -> Iterator[int]:
 
 
 @contextmanager
-def threads_env(threads: int | None) -> Iterator[None]:
+def threads_env(threads: int | None, where: str = "--threads") -> Iterator[None]:
     """Make ``threads`` (a CLI ``--threads`` value; None: leave as is) the default of every run
     inside the block (in this thread), so that runs made deep inside a command (validate's
-    interpreter and simulator) honour it too; it wins over ``OPBRIDGE_NUM_THREADS``."""
+    interpreter and simulator) honour it too; it wins over ``OPBRIDGE_NUM_THREADS``. ``where``
+    names the value in the error a bad one gets (``threads`` for a Python keyword)."""
     if threads is None:
         yield
         return
-    token = _command_threads.set(_check(threads, "--threads"))
+    token = _command_threads.set(_check(threads, where))
     try:
         yield
     finally:

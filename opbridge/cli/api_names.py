@@ -37,7 +37,7 @@ _MODEL = {"--input-shape": ("input_shapes", _SHAPES), "--input-value": ("input_v
           "--plugin": ("plugins", _PLUGINS)}
 _DATA = {"--data": ("samples", "samples= is the data: a folder or file, or feed dicts the CLI cannot "
                     "give"),
-         "--samples": ("num_samples", "samples= is the data itself (as the first argument)")}
+         "--samples": ("num_samples", "samples= is the data itself (the second argument)")}
 _IMAGE = "a field of image=ImageSpec(path, input, mean, scale, pixel_format) (opbridge.validate.inputs)"
 _THREADS_ENV = "no threads= keyword yet: runs inside `with opbridge.threads.threads_env(n):` use n threads"
 

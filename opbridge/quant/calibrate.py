@@ -87,7 +87,7 @@ def calibrate(
     g = prepared(graph, equalize)
     feeds = load_samples(g, samples, limit=num_samples, preprocess=preprocess)
     passes = 1 if method == "minmax" else 2
-    with _progress(progress, passes * len(feeds), g.name) as step, threads_env(threads):
+    with _progress(progress, passes * len(feeds), g.name) as step, threads_env(threads, "threads"):
         keep, reference = _reference_keeper(g, feeds)
         lo, hi, channels = _ranges(g, feeds, step, keep, channels=channel_activations)
         if method == "minmax":

@@ -107,7 +107,7 @@ def quantize(
         return to_int8(g, tab, per_channel=per_channel)
     feeds = (load_samples(g, samples, limit=num_samples, preprocess=preprocess) if samples is not None
              else random_feeds(g, tab))
-    with threads_env(threads):
+    with threads_env(threads, "threads"):
         build = Int8Builder(g, tab, per_channel, feeds if bias_correction else None)
         if mixed_precision is None:
             return build(())

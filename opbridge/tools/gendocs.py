@@ -64,12 +64,39 @@ def cli_markdown() -> str:
         ]
         for path, p in _walk(parser, ("opbridge",)):
             lines += [f"## {' '.join(path)}", "", "```text", p.format_help().rstrip(), "```", ""]
+            lines += api_face_lines(" ".join(path[1:]))
     finally:
         if old is None:
             os.environ.pop("COLUMNS", None)
         else:
             os.environ["COLUMNS"] = old
     return "\n".join(lines)
+
+
+def api_face_lines(command: str) -> list[str]:
+    """The Python API of ``command`` (opbridge.cli.api_names): the functions, and each option
+    whose keyword is not its own name with dashes as underscores, or that has none."""
+    from ..cli.api_names import API
+
+    face = API.get(command)
+    if face is None:
+        return []
+    if face.command_only:
+        return [f"Python API: none ({face.command_only}).", ""]
+    import opbridge
+
+    calls = ", ".join(f"`ob.{c}`" if c.split(".")[0] in opbridge.__all__ else f"`opbridge.{c}`"
+                      for c in face.calls)
+    lines = [f"Python API: {calls}; an argument or option `--foo-bar` is the keyword `foo_bar`, except:", "",
+             "| option | keyword | why |", "|---|---|---|"]
+    for key, (kw, why) in face.renamed.items():
+        names = " / ".join(f"`{k}`" for k in ((kw,) if isinstance(kw, str) else kw))
+        lines.append(f"| `{key}` | {names} | {_cell(why)} |")
+    lines += [f"| `{key}` | (none) | {_cell(why)} |" for key, why in face.cli_only.items()]
+    if not face.renamed and not face.cli_only:
+        lines = lines[:1]
+        lines[0] = lines[0].replace(", except:", ".")
+    return [*lines, ""]
 
 
 def _cell(text: Any) -> str:
