@@ -198,6 +198,8 @@ def test_compile_lmem_kib_and_target_json_as_the_cli(tmp_path: Path) -> None:
                            str(tmp_path / "t.json"), "--lmem-kib", "64", "-o", str(tmp_path / "p.obprog")],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+    with pytest.raises(ob.SimulatorError, match="lmem_kib = 0: give the local memory"):
+        ob.compile(g, lmem_kib=0)
     cli = ob.load_program(str(tmp_path / "p.obprog"))
     assert cli.to_json() == prog.to_json()
     x = _feeds(1)[0]

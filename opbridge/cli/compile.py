@@ -51,8 +51,6 @@ def run(args: argparse.Namespace) -> int:
 
     check_output(args.output, "-o", "a .obprog program", not_a_model=".obprog")
     target = Target.load(args.target_json) if args.target_json else Target.preset(args.target)
-    if args.lmem_kib is not None:
-        target = Target.from_dict({**target.to_dict(), "lmem_bytes_per_lane": args.lmem_kib * 1024})
     t0 = time.perf_counter()
     # --dynamic keeps the symbolic dims: --input-shape gives their maxima to compile instead
     graph = load_model(args, input_shapes=not args.dynamic)
@@ -60,10 +58,12 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     t1 = time.perf_counter()
     if args.dynamic:
-        dyn = compile(graph, target, dynamic=True, max_shapes=input_shapes_from_args(args) or {})
+        dyn = compile(graph, target, dynamic=True, max_shapes=input_shapes_from_args(args) or {},
+                      lmem_kib=args.lmem_kib)
         prog = dyn.program
     else:
-        dyn = prog = compile(graph, target)
+        dyn = prog = compile(graph, target, lmem_kib=args.lmem_kib)
+    target = prog.target
     t2 = time.perf_counter()
     dyn.save(args.output)
     ddr = prog.ddr

@@ -681,6 +681,14 @@ def _store_every_layer(u: PlannedUnit, target: Target, every: set[str]) -> Plann
     return cand.fit(target, u.n_per, u.k) or cand.best(target, start=(u.n_per, u.k)) or u
 
 
+def _with_lmem_kib(target: Target, lmem_kib: Any) -> Target:
+    """``target`` with ``lmem_kib`` KiB of local memory per lane (``--lmem-kib``)."""
+    if isinstance(lmem_kib, bool) or not isinstance(lmem_kib, int) or lmem_kib < 1:
+        raise SimulatorError(f"lmem_kib = {lmem_kib!r}: give the local memory per lane as a whole number "
+                             "of KiB >= 1", hint="e.g. lmem_kib=64 (--lmem-kib 64 on the command line)")
+    return Target.from_dict({**target.to_dict(), "lmem_bytes_per_lane": lmem_kib * 1024})
+
+
 def compile(  # noqa: A001 - the public name DESIGN.md gives it
     graph: Graph,
     target: str | os.PathLike[str] | Target | None = "bm1684",
@@ -707,7 +715,7 @@ def compile(  # noqa: A001 - the public name DESIGN.md gives it
                              hint="load or convert the model first: ob.load / ob.convert")
     tgt = resolve_target(target)
     if lmem_kib is not None:
-        tgt = Target.from_dict({**tgt.to_dict(), "lmem_bytes_per_lane": int(lmem_kib) * 1024})
+        tgt = _with_lmem_kib(tgt, lmem_kib)
     if dynamic:
         return _compile_dynamic(graph, tgt, max_shapes or {}, kernels, placement, per_layer)
     host = _check_static(graph)
