@@ -31,13 +31,11 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from ..plugins_loader import load_plugins
-    from ..tools.caffe_weights import write_random_weights
+    from ..tools.random_weights import random_weights
 
     check_output(args.output, "-o", "Caffe weights")
-    load_plugins(args.plugin)
-    written = write_random_weights(args.prototxt, args.output, seed=args.seed,
-                                   input_shapes=dict(args.input_shape) or None)
+    written = random_weights(args.prototxt, args.output, seed=args.seed,
+                             input_shapes=dict(args.input_shape) or None, plugins=args.plugin)
     total = sum(int(np.prod(s)) for shapes in written.values() for s in shapes)
     print(f"wrote {args.output}: {len(written)} weighted layers, {total:,} parameters")
     return 0
