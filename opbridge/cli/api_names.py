@@ -31,7 +31,8 @@ class ApiFace:
 _SHAPES = "a mapping of input name -> dims: one entry per repeated --input-shape"
 _VALUES = "a mapping of input name -> value: one entry per repeated --input-value"
 _PLUGINS = "a list of files: one entry per repeated --plugin"
-_PASSES = "the whole list of passes: --pass NAME is passes=('default', NAME)"
+_PASSES = ("the whole list of passes: --pass NAME is passes=opbridge.ir.passes.with_passes([NAME]), "
+           "i.e. ('fold_constants', NAME, 'dead_code')")
 _LOAD_PLUGINS = "ob.load_plugins(paths) loads them (OPBRIDGE_PLUGIN_PATH too)"
 _MODEL = {"--input-shape": ("input_shapes", _SHAPES), "--input-value": ("input_values", _VALUES),
           "--plugin": ("plugins", _PLUGINS)}
