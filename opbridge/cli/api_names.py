@@ -18,11 +18,11 @@ from typing import Any
 @dataclass(frozen=True)
 class ApiFace:
     """``calls``: the functions (dotted names under ``opbridge``) whose keywords the options
-    are; ``renamed``: option -> (keyword or keywords it is, why); ``cli_only``: option -> why
+    are; ``renamed``: option -> (the keyword it is, why); ``cli_only``: option -> why
     there is no keyword; ``command_only``: why the whole command has no Python function."""
 
     calls: tuple[str, ...] = ()
-    renamed: Mapping[str, tuple[str | tuple[str, ...], str]] = field(default_factory=dict)
+    renamed: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     cli_only: Mapping[str, str] = field(default_factory=dict)
     command_only: str = ""
 
@@ -107,9 +107,7 @@ API: dict[str, ApiFace] = {
                  "--mean": ("image", _IMAGE), "--scale": ("image", _IMAGE),
                  "--pixel-format": ("image", _IMAGE),
                  "--no-simulator": ("target", "target=None"),
-                 "--no-origin": ("origin", "origin=False"),
-                 # the keyword is being renamed from dump to dump_layers, the CLI's name
-                 "--dump-layers": (("dump_layers", "dump"), "the .npz to write every layer's output to")},
+                 "--no-origin": ("origin", "origin=False")},
         cli_only={"--report": _returned("report.write_json(path)"),
                   "--html": _returned("report.write_html(path)"),
                   "--debug": "the deprecated spelling of --dump-layers",

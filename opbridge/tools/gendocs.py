@@ -90,8 +90,7 @@ def api_face_lines(command: str) -> list[str]:
     lines = [f"Python API: {calls}; an argument or option `--foo-bar` is the keyword `foo_bar`, except:", "",
              "| option | keyword | why |", "|---|---|---|"]
     for key, (kw, why) in face.renamed.items():
-        names = " / ".join(f"`{k}`" for k in ((kw,) if isinstance(kw, str) else kw))
-        lines.append(f"| `{key}` | {names} | {_cell(why)} |")
+        lines.append(f"| `{key}` | `{kw}` | {_cell(why)} |")
     lines += [f"| `{key}` | (none) | {_cell(why)} |" for key, why in face.cli_only.items()]
     if not face.renamed and not face.cli_only:
         lines = lines[:1]
