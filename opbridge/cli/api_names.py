@@ -74,11 +74,11 @@ API: dict[str, ApiFace] = {
                  "--output": ("path", "the third argument")},
         cli_only={"--seed": "seeds the random example tensors the CLI makes; Python passes its own"}),
     "calibrate": ApiFace(
-        calls=("calibrate", "convert", "quant.data.Preprocess"),
+        calls=("calibrate", "convert", "quant.Preprocess"),
         renamed={**_MODEL, **_DATA},
         cli_only={"--output": _returned("table.save(path)")}),
     "quantize": ApiFace(
-        calls=("quantize", "convert", "quant.data.Preprocess"),
+        calls=("quantize", "convert", "quant.Preprocess"),
         renamed={**_MODEL, **_DATA},
         cli_only={"--output": _returned("ob.save(graph, path)")}),
     "compile": ApiFace(
@@ -127,7 +127,7 @@ API: dict[str, ApiFace] = {
 
 
 def resolve(name: str) -> Callable[..., Any]:
-    """The function (or class) ``opbridge.<name>``: "convert", "Program.run", "quant.data.Preprocess"
+    """The function (or class) ``opbridge.<name>``: "convert", "Program.run", "quant.Preprocess"
     (the longest leading part that is a module is imported; the rest are attributes)."""
     parts = name.split(".")
     for cut in range(len(parts) - 1, -1, -1):
