@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import opbridge as ob
-from opbridge.cli import build_parser
+from opbridge.cli import build_parser, main
 from opbridge.cli.api_names import API, ApiFace, default_keyword, keywords, option_key, resolve
 
 
@@ -142,13 +142,18 @@ def _multipliers(q: ob.Graph) -> list[np.ndarray]:
     return [n.inputs[1].data for n in q.nodes if n.op == "Requantize" and n.inputs[1] is not None]
 
 
-def test_quantize_per_tensor_is_per_channel_false() -> None:
+def test_quantize_per_tensor_is_per_channel_false(tmp_path: Path) -> None:
+    """The CLI's --per-tensor is the API's per_channel=False (one scale)."""
     g = _conv_graph()
     table = ob.calibrate(g, _feeds(3))
-    per_tensor = ob.quantize(g, table, per_tensor=True)
-    _same_graph(per_tensor, ob.quantize(g, table, per_channel=False))
+    per_tensor = ob.quantize(g, table, per_channel=False)
     assert [m.size for m in _multipliers(per_tensor)] == [1]
     assert [m.size for m in _multipliers(ob.quantize(g, table))] == [4]
+    ob.save(g, tmp_path / "g.obir")
+    table.save(tmp_path / "t.json")
+    assert main(["quantize", str(tmp_path / "g.obir"), "--table", str(tmp_path / "t.json"), "--per-tensor",
+                 "-o", str(tmp_path / "q.obir")]) == 0
+    _same_graph(ob.load(tmp_path / "q.obir"), per_tensor)
 
 
 def test_quantize_num_samples_caps_the_samples_as_slicing_does() -> None:
@@ -209,10 +214,11 @@ def test_random_weights_writes_the_cli_bytes(tmp_path: Path) -> None:
 
     proto = fire_net_prototxt()
     written = ob.random_weights(proto, tmp_path / "api.caffemodel", seed=5)
-    done = subprocess.run([sys.executable, "-m", "opbridge", "random-weights", str(proto), "-o",
-                           str(tmp_path / "cli.caffemodel"), "--seed", "5"], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert (tmp_path / "api.caffemodel").read_bytes() == (tmp_path / "cli.caffemodel").read_bytes()
+    # the writer the CLI used before it called ob.random_weights
+    from opbridge.tools.caffe_weights import write_random_weights
+
+    write_random_weights(proto, tmp_path / "direct.caffemodel", seed=5)
+    assert (tmp_path / "api.caffemodel").read_bytes() == (tmp_path / "direct.caffemodel").read_bytes()
     assert written and all(shapes for shapes in written.values())
     assert "random_weights" in ob.__all__ and "output" in inspect.signature(ob.random_weights).parameters
 
@@ -225,5 +231,8 @@ def test_calibrate_and_quantize_take_threads() -> None:
     assert {k: r.threshold for k, r in one.tensors.items()} == {k: r.threshold for k, r in two.tensors.items()}
     with pytest.raises(ob.OpbridgeError, match="^threads = -1"):
         ob.calibrate(g, feeds, threads=-1)
+    for bad in ({"threads": -1}, {"num_samples": 0}, {"num_samples": 2.5}, {"num_samples": "x"}):
+        with pytest.raises(ob.OpbridgeError):  # refused on the plain int8 path too
+            ob.quantize(g, one, **bad)
     _same_graph(ob.quantize(g, one, bias_correction=True, samples=feeds, threads=2),
                 ob.quantize(g, one, bias_correction=True, samples=feeds))

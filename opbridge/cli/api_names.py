@@ -79,7 +79,7 @@ API: dict[str, ApiFace] = {
         cli_only={"--output": _returned("table.save(path)")}),
     "quantize": ApiFace(
         calls=("quantize", "convert", "quant.Preprocess"),
-        renamed={**_MODEL, **_DATA},
+        renamed={**_MODEL, **_DATA, "--per-tensor": ("per_channel", "per_channel=False")},
         cli_only={"--output": _returned("ob.save(graph, path)")}),
     "compile": ApiFace(
         calls=("compile", "convert"),

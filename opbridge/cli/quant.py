@@ -148,7 +148,7 @@ def run_quantize(args: argparse.Namespace) -> int:
     check_output(args.output, "-o", "a .obir graph", ".obir")
     t0 = time.perf_counter()
     graph = _graph(args)
-    q = quantize(graph, args.table, dtype=args.dtype, per_tensor=args.per_tensor,
+    q = quantize(graph, args.table, dtype=args.dtype, per_channel=not args.per_tensor,
                  mixed_precision=args.mixed_precision, target_cos=args.target_cos,
                  samples=args.data, num_samples=args.samples, preprocess=_preprocess(args),
                  bias_correction=args.bias_correction,

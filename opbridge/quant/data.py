@@ -58,13 +58,19 @@ class Preprocess:
 IMAGENET = Preprocess((123.675, 116.28, 103.53), (58.395, 57.12, 57.375))
 
 
+def check_sample_limit(limit: Any) -> None:
+    """A sample count (``num_samples=``) is a whole number >= 1, or None for all."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise QuantError(f"number of samples {limit!r}: must be a whole number >= 1",
+                         hint="give how many samples to use, e.g. num_samples=64 (None: all)")
+
+
 def load_samples(graph: Graph, samples: Any, *, limit: int | None = None,
                  preprocess: Preprocess | None = None) -> list[dict[str, np.ndarray]]:
     """The calibration feeds for ``graph``: ``samples`` is a list of feed dicts, or a folder (or
     one file) of ``.npy``/``.npz`` arrays or images; at most ``limit`` are taken, in file-name
     order. Every feed is checked against the graph's inputs."""
-    if limit is not None and limit < 1:
-        raise QuantError(f"number of samples {limit}: must be >= 1")
+    check_sample_limit(limit)
     if isinstance(samples, (str, os.PathLike)):
         feeds = list(_from_path(graph, Path(samples), limit, preprocess))
         where = f"'{os.fspath(samples)}'"

@@ -34,7 +34,7 @@ from ..threads import threads_env
 from ..validate.progress import Stages
 from .calibrate import prepared
 from .correct import bias_corrections, fake_quant
-from .data import Preprocess, load_samples
+from .data import Preprocess, check_sample_limit, load_samples
 from .int8 import ActParams, point_params, quant_points, quantizable, quantized_weight, to_int8, weight_axis
 from .lowp import LOWP, to_half
 from .table import CalibrationTable, QuantError, as_table
@@ -59,7 +59,6 @@ def quantize(
     bias_correction: bool = False,
     equalize: bool | None = None,
     progress: bool = False,
-    per_tensor: bool = False,
     num_samples: int | None = None,
     threads: int | None = None,
 ) -> Graph:
@@ -74,13 +73,14 @@ def quantize(
     through its bias (:mod:`opbridge.quant.correct`); ``equalize`` quantizes the graph after
     cross-layer equalisation (:mod:`opbridge.quant.equalize`; default: as the table was
     calibrated, ``calibrate(..., equalize=True)``); ``progress`` shows the search's progress
-    on a terminal. ``per_tensor=True`` is ``per_channel=False`` (the CLI's ``--per-tensor``);
-    ``num_samples`` caps how many of ``samples`` are used; ``threads``: the BLAS threads of the
+    on a terminal. ``num_samples`` caps how many of ``samples`` are used; ``threads``: the BLAS threads of the
     interpreter runs (None: ``OPBRIDGE_NUM_THREADS``, else 1; 0: BLAS's own setting)."""
-    per_channel = per_channel and not per_tensor
     if dtype not in DTYPES:
         raise QuantError(f"quantization type {dtype!r} is not supported",
                          hint=f"use one of {', '.join(DTYPES)}")
+    with threads_env(threads, "threads"):  # a bad value is refused whichever path runs
+        pass
+    check_sample_limit(num_samples)
     if dtype in LOWP:
         if equalize:
             return to_half(prepared(graph, True), dtype)

@@ -379,4 +379,5 @@ def resolve_target(target: str | os.PathLike[str] | Target | None) -> Target:
         return Target.load(target)
     if isinstance(target, str):
         return Target.preset(target)
-    raise SimulatorError(f"target must be a preset name or a Target, got {type(target).__name__}")
+    raise SimulatorError(f"target must be a preset name, a .json target file or a Target, "
+                         f"got {type(target).__name__}", hint="a target file's name ends in .json")

@@ -246,11 +246,8 @@ def compile_available() -> bool:
 def resolve_target(target: Any) -> Any:
     """A simulator Target from a preset name, a target JSON file or a Target; a wrong name is a
     user error raised before anything runs."""
-    from ..simulator.target import Target
     from ..simulator.target import resolve_target as resolve
 
-    if isinstance(target, str) and target.endswith(".json"):
-        return Target.load(target)
     return resolve(target)
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from opbridge.mappers import DEFAULT_MAPPINGS
 from opbridge.parsers.origin import Framework
-from tests.conftest import requires_torch
+from tests.conftest import _full_run, requires_torch
 
 from ._torchvision import HAVE_TORCHVISION, SKIP_REASON, import_torchvision
 from .helpers import RTOL, assert_close
@@ -31,6 +31,12 @@ DEFAULT = ("resnet18", "mobilenet_v3_small", "squeezenet1_1", "shufflenet_v2_x0_
            "efficientnet_b0", "regnet_y_400mf", "googlenet")
 #: The done-means of the in-place work: shifted windows written with fill_ into slices, roll.
 SWIN = ("swin_t", "swin_v2_t")
+#: Over 600M parameters: torch's model, its export and our graph hold ~2.5 GB each, ~10 GB at
+#: the peak, so two at once in the two test workers exhaust a 24 GB CI machine (one did: the
+#: worker was killed). They run only in a full run, not in the sampled one.
+HUGE = ("vit_h_14", "regnet_y_128gf")
+HUGE_REASON = ("over 600M parameters (~10 GB at the peak): runs in a full run only "
+               "(OPBRIDGE_FULL_TESTS=1), not in the CI sample of slow tests")
 
 
 def _all_models() -> list[str]:
@@ -45,7 +51,9 @@ def _params() -> list[object]:
     for name in _all_models():
         if name in SWIN:
             continue
-        marks = () if name in DEFAULT else (pytest.mark.slow,)
+        marks: tuple[object, ...] = () if name in DEFAULT else (pytest.mark.slow,)
+        if name in HUGE:
+            marks += (pytest.mark.skipif(not _full_run(), reason=HUGE_REASON),)
         out.append(pytest.param(name, marks=marks, id=name))
     return out
 
@@ -99,5 +107,5 @@ def test_classification_model_matches_torch(name: str, tmp_path: Path) -> None:
 
 def test_every_listed_model_exists() -> None:
     names = set(_all_models())
-    assert set(DEFAULT) | set(SWIN) | set(UNSUPPORTED) <= names
+    assert set(DEFAULT) | set(SWIN) | set(UNSUPPORTED) | set(HUGE) <= names
     assert len(names) >= 80  # torchvision 0.28 has 80 classification models
