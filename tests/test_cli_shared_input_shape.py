@@ -10,14 +10,7 @@ import pytest
 
 from opbridge.cli import main
 from opbridge.parsers.torchscript_json import parse_torchscript_json
-
-
-def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    try:
-        rc = main(argv)
-    except SystemExit as stop:  # argparse's usage errors
-        rc = stop.code if isinstance(stop.code, int) else 1
-    return rc, capsys.readouterr().err
+from tests.hostile.conftest import cli as _cli
 
 
 @pytest.fixture(scope="module")
