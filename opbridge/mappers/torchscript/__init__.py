@@ -19,9 +19,11 @@ FAMILIES = (
     "norm",
     "prim",
     "reduce",
+    "repeat",
     "rnn",
     "sample",
     "shape",
     "signal",
     "tensor",
+    "unfold",
 )
