@@ -146,10 +146,10 @@ def test_sequences_save_load_and_show(tmp_path):
 def test_the_simulator_refuses_sequences_by_name():
     from opbridge.errors import SimulatorError
 
+    # the position is an input: at a constant one, conversion takes the tensor itself
     m = _model([helper.make_node("SequenceConstruct", ["a", "b"], ["s"]),
                 helper.make_node("SequenceAt", ["s", "q"], ["y"])],
-               [_vi("a", [2]), _vi("b", [2])], [_vi("y", [2])],
-               [numpy_helper.from_array(np.array(1, np.int64), "q")])
+               [_vi("a", [2]), _vi("b", [2]), _vi("q", [], I64)], [_vi("y", [2])])
     with pytest.raises(SimulatorError, match=r"value 's' is a sequence; the simulator compiles tensors only"):
         ob.compile(ob.convert(m))
 

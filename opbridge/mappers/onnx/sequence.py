@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ...errors import OpbridgeError
 from ...ir.graph import Value
 from ...ir.ops.sequence import UNKNOWN_ELEMENT_HINT
@@ -17,6 +19,7 @@ from ...parsers.origin import Framework, OriginGraph, OriginNode
 from ..context import MapContext
 from ..registry import mapping
 from .elementwise import ir_dtype
+from .sequence_known import known_elements
 
 ONNX = Framework.ONNX
 
@@ -55,12 +58,22 @@ def sequence_at(node: OriginNode, g: MapContext) -> Any:
     seq = _required(g, 0, "input_sequence")
     if _undeclared_input(g, seq):
         raise _element_shape_unknown(g, seq, "the tensor it picks is typed by the sequence's tensors")
-    return g.op("SequenceAt", [seq, _required(g, 1, "position")])
+    position = _required(g, 1, "position")
+    elements = known_elements(seq) if position.data is not None else None
+    if elements:  # the tensor itself, with its own shape rather than the sequence's merged one
+        pos = int(position.data.reshape(-1)[0])
+        if -len(elements) <= pos < len(elements):
+            return g.op("Identity", [elements[pos]])
+    return g.op("SequenceAt", [seq, position])
 
 
 @mapping(ONNX, "SequenceLength", since_opset=11)
 def sequence_length(node: OriginNode, g: MapContext) -> Any:
-    return g.op("SequenceLength", [_required(g, 0, "input_sequence")])
+    seq = _required(g, 0, "input_sequence")
+    elements = known_elements(seq)
+    if elements is not None:
+        return g.constant(np.array(len(elements), np.int64))
+    return g.op("SequenceLength", [seq])
 
 
 @mapping(ONNX, "SplitToSequence", since_opset=11)
@@ -118,6 +131,10 @@ def concat_from_sequence(node: OriginNode, g: MapContext) -> Any:
         raise _element_shape_unknown(g, seq, f"axis {axis} joins the tensors along one of their dims")
     if _undeclared_input(g, seq):
         raise _element_shape_unknown(g, seq, "the result is typed by the sequence's tensors")
+    elements = known_elements(seq)
+    if elements:  # joined as they are: each keeps its own shape
+        parts = [g.op("Unsqueeze", [e], axes=[axis]) for e in elements] if new_axis else elements
+        return parts[0] if len(parts) == 1 else g.op("Concat", parts, axis=axis)
     return g.op("ConcatFromSequence", [seq], axis=axis, new_axis=new_axis)
 
 
