@@ -48,6 +48,11 @@ MODELS: dict[str, Dense] = {
     "raft_large": Dense("optical_flow", _FLOW_IN),
 }
 
+#: Models whose activations fade to nothing through torch's default initialisation (S3D: its
+#: features come out near 3e-6, so the logits are the classifier's bias whatever the input,
+#: and a comparison would test nothing); their convolutions get He initialisation instead.
+FADING = ("s3d",)
+
 #: RAFT's refinement iterations (12 by default; each adds one flow estimate to the outputs)
 FLOW_UPDATES = 3
 
@@ -71,6 +76,10 @@ def build(name: str) -> tuple[Any, tuple[Any, ...]]:
         for p in model.parameters():
             if p.ndim >= 2 and not p.any():
                 p.normal_(0.0, 0.02)
+        if name in FADING:
+            for mod in model.modules():
+                if isinstance(mod, torch.nn.Conv3d):
+                    torch.nn.init.kaiming_normal_(mod.weight, nonlinearity="relu")
     inputs = tuple(torch.randn(*shape) for shape in spec.inputs)
     flow = spec.module == "optical_flow"
     return _plain_outputs(torch)(model, flow).eval(), inputs
