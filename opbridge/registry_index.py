@@ -655,7 +655,7 @@ MAPPINGS: dict[tuple[str, str | None, str], tuple[str, ...]] = {
     ('torchscript', 'aten', 'hardswish_'): ('opbridge.mappers.torchscript.activation',),
     ('torchscript', 'aten', 'hardtanh'): ('opbridge.mappers.torchscript.activation',),
     ('torchscript', 'aten', 'hardtanh_'): ('opbridge.mappers.torchscript.activation',),
-    ('torchscript', 'aten', 'im2col'): ('opbridge.mappers.torchscript.unfold',),
+    ('torchscript', 'aten', 'im2col'): ('opbridge.mappers.torchscript.sample',),
     ('torchscript', 'aten', 'index'): ('opbridge.mappers.torchscript.inplace',),
     ('torchscript', 'aten', 'index_add'): ('opbridge.mappers.torchscript.inplace',),
     ('torchscript', 'aten', 'index_add_'): ('opbridge.mappers.torchscript.inplace',),

@@ -19,9 +19,71 @@ from ...parsers.origin import Framework, OriginGraph, OriginNode
 from ..context import MapContext
 from ..registry import mapping
 from .elementwise import ir_dtype
-from .sequence_known import known_elements
 
 ONNX = Framework.ONNX
+
+
+# -- the tensors of a sequence built in the graph, where conversion knows them one by one ----
+# An IR sequence value has one element shape for all its tensors: where tensors of different
+# shapes go in, the differing dims become symbols. torch.onnx's exporter writes
+# ``torch.tensor_split`` / ``torch.split`` with computed sizes as a Loop that inserts each piece
+# into a sequence, then reads the pieces back with SequenceAt; once the Loop unrolls (a constant
+# trip count), every SequenceInsert is in the graph with its tensor, and a SequenceAt at a
+# constant position can take that tensor, its exact shape included, instead of the sequence's
+# merged one. known_elements walks the producers of a sequence back to where it started.
+
+#: how far back the walk goes (one step per SequenceInsert / SequenceErase)
+MAX_STEPS = 4096
+
+
+def _position(v: Value | None, n: int, end_ok: bool) -> int | None:
+    """A constant position in range, made non-negative; None when absent, or not known, or out
+    of range (the run reports that)."""
+    if v is None:
+        return n if end_ok else n - 1
+    if v.data is None or np.asarray(v.data).size != 1:
+        return None
+    pos = int(np.asarray(v.data).reshape(-1)[0])
+    hi = n if end_ok else n - 1
+    if not -n <= pos <= hi:
+        return None
+    return pos + n if pos < 0 else pos
+
+
+def known_elements(seq: Value) -> list[Value] | None:
+    """The tensors of ``seq`` in order, when it is made from SequenceEmpty / SequenceConstruct by
+    SequenceInsert and SequenceErase at constant (or absent) positions; else None."""
+    chain = []
+    v: Value = seq
+    while len(chain) < MAX_STEPS:
+        node = v.producer
+        if node is None:
+            return None
+        if node.op == "SequenceEmpty":
+            elements: list[Value] = []
+            break
+        if node.op == "SequenceConstruct":
+            elements = [x for x in node.inputs if x is not None]
+            break
+        if node.op not in ("SequenceInsert", "SequenceErase") or node.inputs[0] is None:
+            return None
+        chain.append(node)
+        v = node.inputs[0]
+    else:
+        return None
+    for node in reversed(chain):
+        ins = list(node.inputs) + [None] * 3
+        if node.op == "SequenceInsert":
+            pos = _position(ins[2], len(elements), end_ok=True)
+            if pos is None or ins[1] is None:
+                return None
+            elements.insert(pos, ins[1])
+        else:
+            pos = _position(ins[1], len(elements), end_ok=False)
+            if pos is None or not elements:
+                return None
+            del elements[pos]
+    return elements
 
 
 def _required(g: MapContext, i: int, what: str) -> Any:
@@ -60,10 +122,9 @@ def sequence_at(node: OriginNode, g: MapContext) -> Any:
         raise _element_shape_unknown(g, seq, "the tensor it picks is typed by the sequence's tensors")
     position = _required(g, 1, "position")
     elements = known_elements(seq) if position.data is not None else None
-    if elements:  # the tensor itself, with its own shape rather than the sequence's merged one
-        pos = int(position.data.reshape(-1)[0])
-        if -len(elements) <= pos < len(elements):
-            return g.op("Identity", [elements[pos]])
+    pos = _position(position, len(elements), end_ok=False) if elements else None
+    if elements and pos is not None:  # the tensor itself, with its own shape, not the merged one
+        return g.op("Identity", [elements[pos]])
     return g.op("SequenceAt", [seq, position])
 
 
@@ -134,7 +195,7 @@ def concat_from_sequence(node: OriginNode, g: MapContext) -> Any:
     elements = known_elements(seq)
     if elements:  # joined as they are: each keeps its own shape
         parts = [g.op("Unsqueeze", [e], axes=[axis]) for e in elements] if new_axis else elements
-        return parts[0] if len(parts) == 1 else g.op("Concat", parts, axis=axis)
+        return g.op("Concat", parts, axis=axis)  # one part too: its axis checked, its own name
     return g.op("ConcatFromSequence", [seq], axis=axis, new_axis=new_axis)
 
 

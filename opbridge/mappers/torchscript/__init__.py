@@ -25,5 +25,4 @@ FAMILIES = (
     "shape",
     "signal",
     "tensor",
-    "unfold",
 )

@@ -1,8 +1,16 @@
-"""Spatial sampling: grid_sample (aten::grid_sampler*) and fold (aten::col2im).
+"""Spatial sampling: grid_sample (aten::grid_sampler*), fold (aten::col2im) and unfold
+(aten::im2col).
 
 ``F.grid_sample`` traces to ``aten::grid_sampler(input, grid, interpolation_mode,
 padding_mode, align_corners)`` with the modes as ints (ATen's GridSamplerInterpolation and
 GridSamplerPadding enums); the IR's GridSample means the same (ONNX took the op from PyTorch).
+
+``im2col(input, kernel_size, dilation, padding, stride)`` (``F.unfold``) turns (N, C, H, W) —
+or one image (C, H, W) — into (N, C * kh * kw, L), L the number of block positions; column
+``c * kh * kw + i * kw + j`` holds kernel tap (i, j) of channel c
+(https://pytorch.org/docs/stable/generated/torch.nn.Unfold.html). Mapped as zero padding, one
+strided Slice per kernel tap, a Concat of the taps next to the channel axis and a Reshape:
+copies only, so exact, where a convolution with one-hot weights would turn an inf into NaN.
 """
 
 from __future__ import annotations
@@ -11,7 +19,7 @@ from typing import Any
 
 from ...parsers.origin import OriginNode
 from ..context import MapContext
-from .common import Args, ts_mapping
+from .common import Args, static_shape, ts_mapping
 
 #: ATen's GridSamplerInterpolation and GridSamplerPadding (aten/src/ATen/native/GridSampler.h).
 INTERPOLATION = {0: "linear", 1: "nearest", 2: "cubic"}
@@ -23,6 +31,21 @@ def _enum(g: MapContext, value: int, table: dict[int, str], what: str) -> str:
         raise g.error(f"= {value}: not one of {', '.join(f'{k} ({v})' for k, v in table.items())}",
                       attr=what, hint="export the model again with a mode torch documents")
     return table[value]
+
+
+def _pairs(a: Args, g: MapContext, first: int) -> list[list[int]]:
+    """kernel_size, dilation, padding, stride (arguments ``first`` on) as (h, w) pairs, checked
+    as torch checks them."""
+    out = []
+    for i, what, least in ((first, "kernel_size", 1), (first + 1, "dilation", 1), (first + 2, "padding", 0),
+                           (first + 3, "stride", 1)):
+        vals = a.ints(i, what=what)
+        vals = vals * 2 if len(vals) == 1 else vals
+        if len(vals) != 2 or min(vals) < least:
+            raise g.error(f"= {vals}: two values (height, width), each >= {least}, are needed",
+                          attr=what)
+        out.append(vals)
+    return out
 
 
 @ts_mapping("grid_sampler", "grid_sampler_2d", "grid_sampler_3d")
@@ -41,10 +64,9 @@ def col2im(node: OriginNode, g: MapContext) -> Any:
     # (input, output_size, kernel_size, dilation, padding, stride): F.fold; 2-D images only
     a = Args(node, g)
     x = a.tensor(0, "input")
-    per_axis = [a.ints(i, what=what) for i, what in
-                ((1, "output_size"), (2, "kernel_size"), (3, "dilation"), (4, "padding"), (5, "stride"))]
-    image, block, dilation, padding, stride = (
-        [int(v) for v in (vals * 2 if len(vals) == 1 else vals)] for vals in per_axis)
+    size = a.ints(1, what="output_size")
+    image = [int(v) for v in (size * 2 if len(size) == 1 else size)]
+    block, dilation, padding, stride = _pairs(a, g, 2)
     unbatched = len(x.shape) == 2  # (C * prod(kernel), L): fold of one image
     if unbatched:
         x = g.op("Unsqueeze", [x], axes=(0,))
@@ -52,6 +74,33 @@ def col2im(node: OriginNode, g: MapContext) -> Any:
              dilations=tuple(dilation), pads=tuple(padding) * 2, strides=tuple(stride))
     return g.op("Squeeze", [y], axes=(0,)) if unbatched else y
 
+
+
+@ts_mapping("im2col")
+def im2col(node: OriginNode, g: MapContext) -> Any:
+    a = Args(node, g)
+    x = a.tensor(0, "input")
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = _pairs(a, g, 1)
+    shape = static_shape(g, x)
+    if len(shape) not in (3, 4):
+        raise g.unsupported(f"input of shape {list(shape)}: im2col takes (C, H, W) or (N, C, H, W)")
+    n, c, h, w = shape if len(shape) == 4 else (1, *shape)
+    oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    ow = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    if oh < 1 or ow < 1:
+        raise g.error(f"a {kh}x{kw} kernel (dilation {dh}x{dw}) does not fit the padded "
+                      f"{h + 2 * ph}x{w + 2 * pw} image", attr="kernel_size")
+    x = g.op("Reshape", [x], shape=[n, c, 1, h, w], allowzero=0)
+    if ph or pw:
+        x = g.op("Pad", [x], pads=[0, 0, 0, ph, pw, 0, 0, 0, ph, pw],
+                 mode="constant", value=0.0)
+    taps = [g.op("Slice", [x], starts=[i * dh, j * dw], ends=[i * dh + sh * (oh - 1) + 1,
+                                                              j * dw + sw * (ow - 1) + 1],
+                 axes=[3, 4], steps=[sh, sw])
+            for i in range(kh) for j in range(kw)]
+    cols = taps[0] if len(taps) == 1 else g.op("Concat", taps, axis=2)
+    out = [n, c * kh * kw, oh * ow] if len(shape) == 4 else [c * kh * kw, oh * ow]
+    return g.op("Reshape", [cols], shape=out, allowzero=0)
 
 @ts_mapping("torchvision::deform_conv2d")
 def deform_conv2d(node: OriginNode, g: MapContext) -> Any:

@@ -95,3 +95,44 @@ def test_tensor_split_export_converts_with_static_shapes(tmp_path: Path) -> None
     got = list(ob.interpret(g, {"x": x.numpy()}).values())[0]
     np.testing.assert_allclose(got, Split()(x).numpy(), rtol=1e-6)
     np.testing.assert_allclose(got, ort.InferenceSession(str(path)).run(None, {"x": x.numpy()})[0], rtol=1e-6)
+
+
+def _one_element_concat(axis: int) -> object:
+    nodes = [helper.make_node("SequenceConstruct", ["a"], ["s"]),
+             helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=axis)]
+    g = helper.make_graph(nodes, "one", [helper.make_tensor_value_info("a", F, [4])],
+                          [helper.make_tensor_value_info("y", F, None)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_one_known_tensor_joined_keeps_the_outputs_name_and_checks_the_axis() -> None:
+    """ConcatFromSequence of a one-tensor sequence: the output is the model's 'y' (not the
+    input's name), and an axis the tensor lacks is refused, as onnxruntime refuses it."""
+    import onnxruntime as ort
+
+    x = np.arange(4, dtype=np.float32)
+    g = ob.convert(_one_element_concat(0))
+    assert [o.name for o in g.outputs] == ["y"]
+    np.testing.assert_array_equal(ob.interpret(g, {"a": x})["y"], x)
+    bad = _one_element_concat(5)
+    with pytest.raises(Exception):  # noqa: B017 - the outside reference refuses it
+        ort.InferenceSession(bad.SerializeToString()).run(None, {"a": x})
+    with pytest.raises(ob.OpbridgeError):
+        ob.convert(bad)
+
+
+def test_an_empty_constant_position_is_left_to_sequence_at() -> None:
+    """A constant position with no element (a malformed model) is not read as an index: the
+    conversion keeps SequenceAt (its own checks), no IndexError from the known-tensor path."""
+    nodes = [helper.make_node("SequenceConstruct", ["a", "a"], ["s"]),
+             helper.make_node("SequenceAt", ["s", "p"], ["y"])]
+    g = helper.make_graph(nodes, "empty_pos", [helper.make_tensor_value_info("a", F, [2])],
+                          [helper.make_tensor_value_info("y", F, None)],
+                          initializer=[numpy_helper.from_array(np.zeros((0,), np.int64), "p")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    try:
+        graph = ob.convert(model)
+    except ob.OpbridgeError as err:
+        assert "bug in that mapping" not in (err.hint or "")
+    else:
+        assert [n.op for n in graph.nodes if n.op == "SequenceAt"] == ["SequenceAt"]
