@@ -50,11 +50,11 @@ def _ir_dtype(dt: Any, what: str) -> str:
         ) from None
 
 
-
 def _node_fields(node: OriginNode, opset: int, source: Any = None) -> dict[str, Any]:
     """The error fields of an origin node being mapped (the opset for ONNX nodes only)."""
     return error_context(node, source=source or None,
                          opset=opset if node.framework == Framework.ONNX else None)
+
 
 class Conversion:
     """The state of one conversion: the builder, origin tensor name -> Value, names in use."""

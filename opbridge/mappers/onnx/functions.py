@@ -46,7 +46,7 @@ def _schema_at(op_type: str, version: int, domain: str) -> Any:
 
 #: The hint of a node the op's ONNX schema refuses.
 SPEC_HINT = ("make the node's inputs and attributes what the ONNX spec of {op} asks for "
-             "(onnx.shape_inference.infer_shapes(model, strict_mode=True) checks a model)")
+             "(its type constraints and shapes: https://onnx.ai/onnx/operators/)")
 
 
 def _pick(versions: list[int], opset: int) -> int | None:
