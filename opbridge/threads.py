@@ -39,7 +39,7 @@ _controller: Any = None
 _command_threads: ContextVar[int | None] = ContextVar("opbridge_command_threads", default=None)
 
 
-def _check(value: Any, where: str) -> int:
+def check_threads(value: Any, where: str) -> int:
     """``value`` as a thread count (an int, or a string of one, >= 0)."""
     n = -1
     if isinstance(value, str):
@@ -65,13 +65,13 @@ def resolve_threads(threads: int | None = None) -> int:
     else ``OPBRIDGE_NUM_THREADS``, else :data:`DEFAULT_THREADS`; 0 means BLAS's own setting.
     A bad value is an OpbridgeError."""
     if threads is not None:
-        return _check(threads, "threads")
+        return check_threads(threads, "threads")
     command = _command_threads.get()
     if command is not None:
         return command
     env = os.environ.get(ENV_VAR, "").strip()
     if env:
-        return _check(env, ENV_VAR)
+        return check_threads(env, ENV_VAR)
     return DEFAULT_THREADS
 
 
@@ -106,7 +106,7 @@ def threads_env(threads: int | None, where: str = "--threads") -> Iterator[None]
     if threads is None:
         yield
         return
-    token = _command_threads.set(_check(threads, where))
+    token = _command_threads.set(check_threads(threads, where))
     try:
         yield
     finally:

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..ir.graph import Graph, Node
 from ..ir.interpret import interpret, run_node
-from ..threads import threads_env
+from ..threads import check_threads, threads_env
 from ..validate.progress import Stages
 from .calibrate import prepared
 from .correct import bias_corrections, fake_quant
@@ -78,8 +78,8 @@ def quantize(
     if dtype not in DTYPES:
         raise QuantError(f"quantization type {dtype!r} is not supported",
                          hint=f"use one of {', '.join(DTYPES)}")
-    with threads_env(threads, "threads"):  # a bad value is refused whichever path runs
-        pass
+    if threads is not None:  # a bad value is refused whichever path runs
+        check_threads(threads, "threads")
     check_sample_limit(num_samples)
     if dtype in LOWP:
         if equalize:
