@@ -70,7 +70,8 @@ def run_job(jobdir: str, memory_mb: int | None = None, server_pid: int | None = 
     exit_with_server(server_pid)
     limit_memory(memory_mb)
     d = Path(jobdir)
-    (d / "worker.pid").write_text(str(os.getpid()))  # for an operator (and the tests) to find it
+    # for an operator (and the tests) to find it; whole or absent, never an empty file to a reader
+    _write_whole(d / "worker.pid", str(os.getpid()))
     # what the job prints, and a traceback if the worker dies, go to its own log, not the server's
     log = os.open(d / LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(log, 1)
@@ -90,9 +91,15 @@ def run_job(jobdir: str, memory_mb: int | None = None, server_pid: int | None = 
         if isinstance(result.get(key), str):
             result[key] = result[key].replace(str(d) + os.sep, "")
     result["timings"] = timings
-    tmp = d / (RESULT + ".tmp")
-    tmp.write_text(json.dumps(result))
-    os.replace(tmp, d / RESULT)
+    _write_whole(d / RESULT, json.dumps(result))
+
+
+def _write_whole(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file and rename it onto ``path``: the server and an operator
+    polling for the file see it complete or not at all."""
+    from ..ir.io import atomic_write
+
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text))
 
 
 def _failure(err: Exception) -> dict[str, Any]:
