@@ -1,5 +1,8 @@
-"""``aten::repeat_interleave``: each element (or slice along ``dim``) repeated its count, as a
-Gather with the indices worked out while converting.
+"""``aten::repeat_interleave``: each element (or slice along ``dim``) repeated its count.
+
+One count for every element is a broadcast: Unsqueeze after ``dim``, Expand that new axis to
+the count and Reshape it into ``dim`` (copies only, and no constant as large as the output);
+per-element counts are a Gather with the indices worked out while converting.
 
 The output's size is the sum of the counts, so the counts must be known while converting (a
 constant, a parameter, a number): counts computed at run time would give a data-dependent shape.
@@ -48,6 +51,16 @@ def _check_output_size(g: MapContext, a: Args, pos: int, counts: np.ndarray) -> 
                       attr="output_size")
 
 
+def _repeat_each(g: MapContext, x: Any, shape: tuple[int, ...], axis: int, count: int) -> Any:
+    """``x`` with every slice along ``axis`` repeated ``count`` times, by broadcasting."""
+    if count == 1:
+        return x
+    dims = list(shape)
+    wide = dims[:axis + 1] + [count] + dims[axis + 1:]
+    y = g.op("Expand", [g.op("Unsqueeze", [x], axes=(axis + 1,))], shape=wide)
+    return reshape_to(g, y, dims[:axis] + [dims[axis] * count] + dims[axis + 1:])
+
+
 @ts_mapping("repeat_interleave")
 def repeat_interleave(node: OriginNode, g: MapContext) -> Any:
     a = Args(node, g)
@@ -66,5 +79,9 @@ def repeat_interleave(node: OriginNode, g: MapContext) -> Any:
     axis = norm_axis(g, dim, len(shape))
     counts = _counts(g, a.py(1, what="repeats"), shape[axis])
     _check_output_size(g, a, 3, counts)
+    # a count of 0 keeps the (empty) Gather: the simulator's compiler cannot lay out an Expand
+    # to an empty axis
+    if counts.size and counts[0] > 0 and (counts == counts[0]).all():
+        return _repeat_each(g, x, shape, axis, int(counts[0]))
     index = np.repeat(np.arange(shape[axis], dtype=np.int64), counts)
     return g.op("Gather", [x, g.constant(index)], axis=axis)
