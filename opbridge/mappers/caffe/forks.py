@@ -12,6 +12,7 @@ import numpy as np
 
 from ...ir.graph import Value
 from ...parsers.origin import Framework, OriginNode
+from ..im2col import im2col_taps
 from ..registry import mapping
 from .common import Params, conv_geometry, conv_out, norm_axis
 
@@ -221,24 +222,25 @@ def transpose(node: OriginNode, g: Any) -> Value:
 
 @mapping(CAFFE, "Im2col")
 def im2col(node: OriginNode, g: Any) -> Value:
-    """BVLC's Im2colLayer (used by CTPN): each output position's k_h x k_w patch of every
-    channel as channels (C k_h k_w, in c, ki, kj order) of an (N, C k_h k_w, OH, OW) output.
-    Written as a grouped convolution with one-hot kernels."""
+    """BVLC's Im2colLayer (used by CTPN; src/caffe/layers/im2col_layer.cpp over
+    src/caffe/util/im2col.cpp im2col_cpu): each output position's k_h x k_w patch of every
+    channel as channels (C k_h k_w, in c, ki, kj order) of an (N, C k_h k_w, OH, OW) output,
+    with convolution_param's kernel, pad, stride and dilation, zeros in the padding. Built by
+    the shared im2col of ``mappers/im2col.py``: copies only, exact for inf and NaN too."""
     p = Params(node, "convolution_param")
     x = g.input(0)
     if len(x.shape) != 4:
         raise g.unsupported(f"input of rank {len(x.shape)}: only 2-D Im2col is supported")
+    if int(p.get("axis", 1)) not in (1, -3):
+        raise p.error("axis", int(p.get("axis")), "only the channel axis 1 (N, C, H, W) is supported")
     geo = conv_geometry(p, 2)
-    c = int(x.shape[1])
-    kh, kw = geo.kernel
-    taps = kh * kw
-    eye = np.eye(taps, dtype=np.float32).reshape(taps, 1, kh, kw)
-    w = np.tile(eye, (c, 1, 1, 1))
-    for i, size in enumerate(x.shape[2:]):
-        if conv_out(int(size), geo.kernel[i], geo.stride[i], geo.pad[i], geo.dilation[i]) < 1:
-            raise p.error("kernel_size", geo.kernel, f"larger than the padded input {tuple(x.shape)}")
-    return g.op("Conv", [x, g.constant(w)], group=c, kernel_shape=geo.kernel, strides=geo.stride,
-                dilations=geo.dilation, pads=geo.pad + geo.pad)
+    n, c, h, w = (int(d) for d in x.shape)
+    out = [conv_out(int(size), geo.kernel[i], geo.stride[i], geo.pad[i], geo.dilation[i])
+           for i, size in enumerate((h, w))]
+    if min(out) < 1:
+        raise p.error("kernel_size", geo.kernel, f"larger than the padded input {tuple(x.shape)}")
+    cols = im2col_taps(g, x, geo.kernel, geo.dilation, geo.pad, geo.stride)
+    return g.op("Reshape", [cols], shape=[n, c * geo.kernel[0] * geo.kernel[1], *out], allowzero=0)
 
 
 @mapping(CAFFE, "ImResize")

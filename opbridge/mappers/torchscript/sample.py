@@ -8,9 +8,8 @@ GridSamplerPadding enums); the IR's GridSample means the same (ONNX took the op 
 ``im2col(input, kernel_size, dilation, padding, stride)`` (``F.unfold``) turns (N, C, H, W) —
 or one image (C, H, W) — into (N, C * kh * kw, L), L the number of block positions; column
 ``c * kh * kw + i * kw + j`` holds kernel tap (i, j) of channel c
-(https://pytorch.org/docs/stable/generated/torch.nn.Unfold.html). Mapped as zero padding, one
-strided Slice per kernel tap, a Concat of the taps next to the channel axis and a Reshape:
-copies only, so exact, where a convolution with one-hot weights would turn an inf into NaN.
+(https://pytorch.org/docs/stable/generated/torch.nn.Unfold.html). Mapped by the shared
+``mappers/im2col.py`` (copies only, exact) and a Reshape of its taps into columns.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from typing import Any
 
 from ...parsers.origin import OriginNode
 from ..context import MapContext
+from ..im2col import im2col_taps, window_count
 from .common import Args, static_shape, ts_mapping
 
 #: ATen's GridSamplerInterpolation and GridSamplerPadding (aten/src/ATen/native/GridSampler.h).
@@ -80,27 +80,22 @@ def col2im(node: OriginNode, g: MapContext) -> Any:
 def im2col(node: OriginNode, g: MapContext) -> Any:
     a = Args(node, g)
     x = a.tensor(0, "input")
-    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = _pairs(a, g, 1)
+    kernel, dilation, padding, stride = _pairs(a, g, 1)
     shape = static_shape(g, x)
     if len(shape) not in (3, 4):
         raise g.unsupported(f"input of shape {list(shape)}: im2col takes (C, H, W) or (N, C, H, W)")
     n, c, h, w = shape if len(shape) == 4 else (1, *shape)
-    oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
-    ow = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    oh, ow = (window_count(size, *axis) for size, axis in zip((h, w), zip(kernel, dilation, padding, stride)))
     if oh < 1 or ow < 1:
+        (kh, kw), (dh, dw), (ph, pw) = kernel, dilation, padding
         raise g.error(f"a {kh}x{kw} kernel (dilation {dh}x{dw}) does not fit the padded "
                       f"{h + 2 * ph}x{w + 2 * pw} image", attr="kernel_size")
-    x = g.op("Reshape", [x], shape=[n, c, 1, h, w], allowzero=0)
-    if ph or pw:
-        x = g.op("Pad", [x], pads=[0, 0, 0, ph, pw, 0, 0, 0, ph, pw],
-                 mode="constant", value=0.0)
-    taps = [g.op("Slice", [x], starts=[i * dh, j * dw], ends=[i * dh + sh * (oh - 1) + 1,
-                                                              j * dw + sw * (ow - 1) + 1],
-                 axes=[3, 4], steps=[sh, sw])
-            for i in range(kh) for j in range(kw)]
-    cols = taps[0] if len(taps) == 1 else g.op("Concat", taps, axis=2)
-    out = [n, c * kh * kw, oh * ow] if len(shape) == 4 else [c * kh * kw, oh * ow]
+    if len(shape) == 3:
+        x = g.op("Unsqueeze", [x], axes=(0,))
+    cols = im2col_taps(g, x, kernel, dilation, padding, stride)
+    out = [n, c * kernel[0] * kernel[1], oh * ow] if len(shape) == 4 else [c * kernel[0] * kernel[1], oh * ow]
     return g.op("Reshape", [cols], shape=out, allowzero=0)
+
 
 @ts_mapping("torchvision::deform_conv2d")
 def deform_conv2d(node: OriginNode, g: MapContext) -> Any:

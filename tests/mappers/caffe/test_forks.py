@@ -211,6 +211,79 @@ def test_im2col_against_torch_unfold(tmp_path: Path, params: str) -> None:
     np.testing.assert_array_equal(got.reshape(want.shape), want)
 
 
+def _caffe_im2col(x: np.ndarray, k: tuple[int, int], pad: tuple[int, int], stride: tuple[int, int],
+                  dil: tuple[int, int]) -> np.ndarray:
+    """BVLC src/caffe/util/im2col.cpp im2col_cpu, loop for loop, per image, with the output
+    size of Im2colLayer::Reshape (include/caffe/util/im2col.hpp declares the argument order):
+    row (c * kh + ki) * kw + kj, column oy * OW + ox reads input row -pad_h + ki * dil_h +
+    oy * stride_h (and likewise the column), 0 outside the image."""
+    n, c, h, w = x.shape
+    oh = (h + 2 * pad[0] - (dil[0] * (k[0] - 1) + 1)) // stride[0] + 1
+    ow = (w + 2 * pad[1] - (dil[1] * (k[1] - 1) + 1)) // stride[1] + 1
+    out = np.zeros((n, c * k[0] * k[1], oh, ow), x.dtype)
+    for b in range(n):
+        for ch in range(c):
+            for ki in range(k[0]):
+                for kj in range(k[1]):
+                    row = (ch * k[0] + ki) * k[1] + kj
+                    for oy in range(oh):
+                        iy = -pad[0] + ki * dil[0] + oy * stride[0]
+                        for ox in range(ow):
+                            ix = -pad[1] + kj * dil[1] + ox * stride[1]
+                            if 0 <= iy < h and 0 <= ix < w:
+                                out[b, row, oy, ox] = x[b, ch, iy, ix]
+    return out
+
+
+#: convolution_param text -> (kernel, pad, stride, dilation) as (h, w)
+IM2COL_CASES = {
+    "pad,stride,dilation=absent": ("convolution_param { kernel_size: 2 }", ((2, 2), (0, 0), (1, 1), (1, 1))),
+    "k3,pad1": ("convolution_param { kernel_size: 3 pad: 1 }", ((3, 3), (1, 1), (1, 1), (1, 1))),
+    "k3,stride2,dilation2": ("convolution_param { kernel_size: 3 stride: 2 dilation: 2 pad: 2 }",
+                             ((3, 3), (2, 2), (2, 2), (2, 2))),
+    "kernel_h,kernel_w,pad_h,pad_w,stride_h,stride_w": (
+        "convolution_param { kernel_h: 3 kernel_w: 2 pad_h: 1 pad_w: 0 stride_h: 1 stride_w: 2 }",
+        ((3, 2), (1, 0), (1, 2), (1, 1))),
+    "per-axis lists": ("convolution_param { kernel_size: 1 kernel_size: 3 pad: 0 pad: 2 dilation: 1 dilation: 2 }",
+                       ((1, 3), (0, 2), (1, 1), (1, 2))),
+}
+
+
+@pytest.mark.parametrize(("params", "geometry"), list(IM2COL_CASES.values()), ids=list(IM2COL_CASES))
+def test_im2col_against_caffe_cpp(tmp_path: Path, params: str, geometry: tuple) -> None:
+    """OpenCV's Caffe importer has no Im2col layer ("Can't create layer"), so the reference is
+    BVLC's im2col_cpu written out in numpy here."""
+    got = _run(tmp_path, layer("Im2col", params))[0]["y"]
+    np.testing.assert_array_equal(got, _caffe_im2col(X, *geometry))
+
+
+def test_im2col_passes_inf_and_nan_through_exactly(tmp_path: Path) -> None:
+    """Copies only: an inf stays inf (a one-hot convolution made it NaN, inf * 0) and a NaN
+    reaches only the columns that read it, on the interpreter and on the simulator."""
+    x = X.copy()
+    x[0, 1, 2, 3], x[1, 4, 0, 0], x[1, 7, 3, 5] = np.inf, -np.inf, np.nan
+    params = "convolution_param { kernel_size: 3 pad: 1 }"
+    want = _caffe_im2col(x, (3, 3), (1, 1), (1, 1), (1, 1))
+    # an inner pixel is read by 9 windows, a corner one by 4
+    assert np.isinf(want).sum() == 9 + 4 and np.isnan(want).sum() == 4
+    got = _run(tmp_path, layer("Im2col", params), x)[0]["y"]
+    np.testing.assert_array_equal(got, want)
+    sim = ob.compile(convert(tmp_path / "net.prototxt")).run({"data": x})
+    np.testing.assert_array_equal(sim["y"], want)
+
+
+def test_im2col_is_copies_not_a_convolution(tmp_path: Path) -> None:
+    proto = tmp_path / "net.prototxt"
+    proto.write_text(tiny_net(layer("Im2col", "convolution_param { kernel_size: 3 pad: 1 }"), X.shape))
+    ops = convert(proto).op_counts()
+    assert "Conv" not in ops and ops.get("Slice") == 9, ops
+
+
+def test_im2col_other_channel_axis_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(OpbridgeError, match=r"axis.*only the channel axis 1"):
+        _run(tmp_path, layer("Im2col", "convolution_param { kernel_size: 1 axis: 2 }"))
+
+
 @pytest.mark.parametrize("t", [1, 5], ids=["T=1", "T=5"])
 def test_ctpn_lstm_against_torch(tmp_path: Path, t: int) -> None:
     """CTPN lstm_layer.cpp: gates i, f, o, g along 4H of W_x (4H, I), W_h (4H, H), b; zero
