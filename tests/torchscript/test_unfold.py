@@ -42,3 +42,21 @@ def test_im2col_module() -> None:
 
     torch.manual_seed(5)
     check(torch.nn.Unfold(kernel_size=(2, 2), dilation=1, padding=0, stride=2), torch.randn(1, 4, 6, 6))
+
+
+def test_im2col_passes_inf_and_nan_through_exactly() -> None:
+    """Copies only: the columns equal torch's bit for bit, an inf stays inf and a NaN stays
+    in the columns that read it (a one-hot convolution would give inf * 0 = NaN)."""
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+
+    import opbridge as ob
+
+    x = torch.randn(1, 2, 5, 6)
+    x[0, 0, 2, 3], x[0, 1, 0, 0], x[0, 1, 4, 5] = float("inf"), float("-inf"), float("nan")
+    graph = check(lambda t: F.unfold(t, 3, padding=1), x)
+    got = next(iter(ob.interpret(graph, {graph.inputs[0].name: x.numpy()}).values()))
+    want = F.unfold(x, 3, padding=1).numpy()
+    assert np.isinf(want).any() and np.isnan(want).any()
+    np.testing.assert_array_equal(got, want)
