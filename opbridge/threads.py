@@ -6,7 +6,8 @@ cores are busy with other work those threads wait on each other: a run slows fiv
 times. So every run limits BLAS to a number of threads for its duration, through
 threadpoolctl (which finds the BLAS numpy loaded, whichever it is):
 
-- ``threads=N`` (``ob.interpret``, ``Program.run``) or ``--threads N`` on the CLI wins;
+- ``threads=N`` (``ob.interpret``, ``Program.run``, ``ob.validate``, ``ob.calibrate``,
+  ``ob.quantize``) or ``--threads N`` on the CLI wins;
 - else the environment variable ``OPBRIDGE_NUM_THREADS``;
 - else :data:`DEFAULT_THREADS` (1): safe on a busy or shared machine, and the speed of a
   single-threaded runtime on an idle one. Ask for more where cores are free.

@@ -40,7 +40,6 @@ _DATA = {"--data": ("samples", "samples= is the data: a folder or file, or feed 
                     "give"),
          "--samples": ("num_samples", "samples= is the data itself (the second argument)")}
 _IMAGE = "a field of image=ImageSpec(path, input, mean, scale, pixel_format) (opbridge.validate.inputs)"
-_THREADS_ENV = "no threads= keyword yet: runs inside `with opbridge.threads.threads_env(n):` use n threads"
 
 
 def _returned(what: str) -> str:
@@ -111,8 +110,7 @@ API: dict[str, ApiFace] = {
         cli_only={"--report": _returned("report.write_json(path)"),
                   "--html": _returned("report.write_html(path)"),
                   "--debug": "the deprecated spelling of --dump-layers",
-                  "--max-rows": "rows of the printed table: report.print(console, max_rows=)",
-                  "--threads": _THREADS_ENV}),
+                  "--max-rows": "rows of the printed table: report.print(console, max_rows=)"}),
     "plugin": ApiFace(command_only="a group of sub-commands"),
     "plugin new": ApiFace(command_only="writes a plugin's source files to edit; there is nothing to call"),
     "random-weights": ApiFace(calls=("random_weights",), renamed={"--input-shape": ("input_shapes", _SHAPES),

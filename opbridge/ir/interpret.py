@@ -283,28 +283,33 @@ def interpret(
     *,
     keep_intermediates: bool = False,
     stop_after: str | None = None,
-    dump: str | None = None,
+    dump_layers: str | None = None,
     threads: int | None = None,
     max_loop_iterations: int | None = None,
+    dump: str | None = None,
 ) -> dict[str, np.ndarray]:
     """Run ``graph`` on ``feeds``; returns graph-output name -> array, in graph-output order.
 
     ``keep_intermediates`` adds every named tensor. ``stop_after`` (a node name, or its origin
-    name) stops after that node and returns what has been computed. ``dump`` (or the
-    environment variable ``OPBRIDGE_DEBUG`` set to a path or ``1``) writes every node's
-    inputs and outputs to an ``.npz``. ``threads`` is the number of BLAS threads for the run
+    name) stops after that node and returns what has been computed. ``dump_layers`` (or the
+    environment variable ``OPBRIDGE_DEBUG`` set to a path or ``1``; the name of ``validate
+    --dump-layers``) writes every node's inputs and outputs to an ``.npz`` (``dump=``, its
+    former name, still works with a DeprecationWarning). ``threads`` is the number of BLAS threads for the run
     (default: ``OPBRIDGE_NUM_THREADS``, else 1; 0 leaves BLAS its own setting; see
     :mod:`opbridge.threads`). ``max_loop_iterations`` bounds every run-time Loop (default:
     ``OPBRIDGE_MAX_LOOP_ITERATIONS``, else 100000); a Loop that would run longer is an
     InterpretError naming it.
     """
+    from ..renamed import renamed_keyword
     from ..threads import blas_threads
 
+    dump_layers = renamed_keyword("interpret", ("dump_layers", dump_layers), ("dump", dump),
+                                  cli="validate --dump-layers", error=InterpretError)
     token = _LOOP_LIMIT.set(max_loop_iterations)
     try:
         with blas_threads(threads):
             return _interpret(graph, feeds, keep_intermediates=keep_intermediates,
-                              stop_after=stop_after, dump=dump)
+                              stop_after=stop_after, dump=dump_layers)
     finally:
         _LOOP_LIMIT.reset(token)
 

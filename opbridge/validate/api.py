@@ -12,6 +12,7 @@ import numpy as np
 
 from ..errors import OpbridgeError
 from ..ir.graph import Graph
+from ..threads import threads_env
 from .compare import compare, parse_tolerance, tolerance_for
 from .inputs import ImageSpec, make_inputs, named_array_shapes
 from .normalize import normalizer_for
@@ -94,6 +95,7 @@ def validate(
     per_layer: bool = False,
     quantize: Any = None,
     input_values: Mapping[str, Any] | None = None,
+    threads: int | None = None,
     dump: str | None = None,
 ) -> Report:
     """Validate ``model`` layer by layer; returns a :class:`Report` (``passed``, ``first_divergence``,
@@ -120,7 +122,8 @@ def validate(
     ``quantize`` (a calibration table or its path) compares the model quantized to int8 with
     the float model instead, both in the interpreter (:mod:`.quantized`).
     ``input_values`` binds inputs to constants as ``convert`` does; the origin framework is fed
-    the same values.
+    the same values. ``threads`` (``--threads N``): the BLAS threads of every interpreter and
+    simulator run it makes (None: ``OPBRIDGE_NUM_THREADS``, else 1; 0: BLAS's own setting).
     """
     from ..plugins_loader import load_plugins
 
@@ -130,7 +133,7 @@ def validate(
     label = model.name if isinstance(model, Graph) else str(model)
     if input_shapes is None and not isinstance(model, Graph):
         input_shapes = _shapes_for_symbolic_inputs(str(model), named_array_shapes(inputs, input_files))
-    with Stages(progress, 2, title=Path(label).name) as stages:
+    with threads_env(threads, "threads"), Stages(progress, 2, title=Path(label).name) as stages:
         with stages.stage("converting"):
             graph, framework = load_graph(model, weights, plugins, input_shapes, unfused=bool(passes),
                                           input_values=input_values)
@@ -170,17 +173,11 @@ def _checked_passes(graph: Graph, passes: Sequence[str], feeds: Mapping[str, np.
 def _dump_layers(dump_layers: str | None, dump: str | None, function: str) -> str | None:
     """The npz path of ``dump_layers=``, or of ``dump=``, its former name (the CLI's option is
     ``--dump-layers``), which warns."""
-    if dump is None:
-        return dump_layers
-    import warnings
+    from ..renamed import renamed_keyword
 
-    if dump_layers is not None and dump_layers != dump:
-        raise ValidateError(f"{function}() was given dump_layers={dump_layers!r} and dump={dump!r}",
-                            hint="give dump_layers= only: dump= is its former name")
-    # stacklevel 3: the caller of validate(), past this helper
-    warnings.warn(f"{function}(dump=...) is deprecated: write dump_layers=... (the CLI's "
-                  "--dump-layers)", DeprecationWarning, stacklevel=3)
-    return dump
+    # stacklevel 4: the caller of validate(), past this helper and renamed_keyword
+    return renamed_keyword(function, ("dump_layers", dump_layers), ("dump", dump), cli="--dump-layers",
+                           error=ValidateError, stacklevel=4)
 
 
 def _shapes_for_symbolic_inputs(
@@ -256,7 +253,7 @@ def validate_graph(
     runs: list[RunOutput] = []
     # the interpreter runs first: its values of custom ops feed the origin framework
     with stages.stage("running the reference interpreter"):
-        interp = run_interpreter(graph, feeds, stop_after=stop_after, dump=dump_layers)
+        interp = run_interpreter(graph, feeds, stop_after=stop_after, dump_layers=dump_layers)
     origin_run = _run_origin(origin_name, framework, source, weights, {**feeds, **(bound or {})},
                              stages, notes, interp.tensors)
     runs += [origin_run, interp] if origin_run is not None else [interp]

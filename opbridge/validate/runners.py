@@ -219,18 +219,18 @@ def run_interpreter(
     feeds: Mapping[str, np.ndarray],
     *,
     stop_after: str | None = None,
-    dump: str | None = None,
+    dump_layers: str | None = None,
 ) -> RunOutput:
     """Run the IR reference interpreter, keeping every named tensor."""
     from ..ir.interpret import interpret
 
-    tensors = interpret(graph, feeds, keep_intermediates=True, stop_after=stop_after, dump=dump)
+    tensors = interpret(graph, feeds, keep_intermediates=True, stop_after=stop_after, dump_layers=dump_layers)
     notes = [f"interpreter: stopped after node '{stop_after}'"] if stop_after else []
     env = os.environ.get("OPBRIDGE_DEBUG")
-    if dump is None and env and env != "0":
-        dump = env if env.endswith(".npz") else f"{graph.name}_debug.npz"
-    if dump:
-        notes.append(f"interpreter: every node's inputs and outputs written to {dump}")
+    if dump_layers is None and env and env != "0":
+        dump_layers = env if env.endswith(".npz") else f"{graph.name}_debug.npz"
+    if dump_layers:
+        notes.append(f"interpreter: every node's inputs and outputs written to {dump_layers}")
     return RunOutput("interpreter", dict(tensors), notes=notes)
 
 
