@@ -562,6 +562,18 @@ def _fix_inputs(origin: OriginGraph, input_shapes: Mapping[str, Sequence[int]] |
     return out
 
 
+def _subgraphs(node: OriginNode) -> list[tuple[str, OriginGraph]]:
+    """The graphs a node holds, each with the attribute it is in (``then_branch``;
+    ``blocks[1]`` for one of a list)."""
+    out = []
+    for key, value in node.attrs.items():
+        if isinstance(value, OriginGraph):
+            out.append((key, value))
+        elif isinstance(value, list):
+            out += [(f"{key}[{i}]", g) for i, g in enumerate(value) if isinstance(g, OriginGraph)]
+    return out
+
+
 def node_opset(origin: OriginGraph, node: OriginNode) -> int | None:
     """The model's version for the node's domain (None when it declares none)."""
     return origin.opsets.get(normalize_domain(node.domain))
@@ -570,28 +582,36 @@ def node_opset(origin: OriginGraph, node: OriginNode) -> int | None:
 def scan_mappings(origin: OriginGraph, registry: MappingRegistry,
                   ops: OpRegistry) -> tuple[dict[int, MappingEntry], list[str]]:
     """Every top-level node's mapping (by index), and one report line per unmapped op type
-    (and per missing IR op), subgraphs included."""
+    (and per missing IR op), subgraphs included. A node whose subgraphs hold such an op gets
+    no mapping: the line names the op where it is, and mapping the node would only fail on
+    it again (reported a second time, as a refused case of the enclosing node)."""
     found: dict[int, MappingEntry] = {}
     missing: dict[tuple[str, str, int | None], list[str]] = {}
     no_ir: dict[str, list[str]] = {}
-    def visit(nodes: list[OriginNode], top: bool, where: str) -> None:
+
+    def visit(nodes: list[OriginNode], top: bool, path: str) -> bool:
+        """Record what ``nodes`` (and their subgraphs) lack; whether anything was. ``path``
+        says where they are ("" at the top; innermost enclosing node first)."""
+        lacking = False
         for idx, node in enumerate(nodes):
             domain = normalize_domain(node.domain)
             version = node_opset(origin, node)
             entry = registry.find(node.framework, node.op_type, domain, version)
             if entry is None:
                 entry = registry.fallback(node, version)
-            shown = f"'{node.name}'{where}"
+            shown = (f"'{node.name}'" if node.name else f"unnamed node #{idx}") + (f" (in {path})" if path else "")
             if entry is None:
                 missing.setdefault((domain, node.op_type, version), []).append(shown)
             elif entry.ir_op is not None and entry.ir_op not in ops:
                 no_ir.setdefault(entry.ir_op, []).append(shown)
-            elif top:
+            inner = False
+            for key, sub in _subgraphs(node):  # If/Loop/Scan bodies, TorchScript blocks
+                inner |= visit(sub.nodes, False, f"{key} '{sub.name}' of {_label(node)}" + (f", in {path}" if path else ""))
+            usable = entry is not None and (entry.ir_op is None or entry.ir_op in ops)
+            if top and usable and not inner:
                 found[idx] = entry
-            for value in node.attrs.values():  # subgraphs (If/Loop/Scan bodies) are checked too
-                for sub in value if isinstance(value, list) else [value]:
-                    if isinstance(sub, OriginGraph):
-                        visit(sub.nodes, False, f" (in a subgraph of '{node.name}')")
+            lacking |= inner or not usable
+        return lacking
 
     visit(origin.nodes, True, "")
     fw = Framework(origin.framework)

@@ -102,6 +102,6 @@ def test_preflight_looks_inside_subgraphs():
     g = helper.make_graph([node, outer], "if", [_vi("x", [2])], [_vi("z", [2])],
                           initializer=[numpy_helper.from_array(np.array(True), "c")])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.x", 1)])
-    with pytest.raises(UnsupportedOpError, match=r"(?s)2 unsupported op types.*'inner_foo' \(in a subgraph of 'if'\)"
+    with pytest.raises(UnsupportedOpError, match=r"(?s)2 unsupported op types.*'inner_foo' \(in then_branch 'then' of node 'if' \(If\)\)"
                                                  r".*'outer_bar'"):
         ob.convert(m)
