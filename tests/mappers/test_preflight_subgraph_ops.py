@@ -4,6 +4,7 @@ it and its branch; the enclosing node is not reported again as a refused case of
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -127,3 +128,37 @@ def test_cli_prints_one_error_and_one_hint_and_exits_2(tmp_path: Path) -> None:
     assert sum(UNKNOWN in line for line in lines) == 1  # one entry names the op
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "o.obir").exists()
+
+
+NO_DEFINE_OP = '''
+import opbridge as ob
+ob.register_custom_op("FooA").framework_type(ob.Framework.ONNX).origin_op_type("FooA")
+'''
+
+
+def test_a_mapping_whose_ir_op_is_undefined_in_a_branch_is_one_entry(tmp_path: Path) -> None:
+    """The other thing the pre-flight collects, a mapping (a plugin's) whose IR op has no
+    define_op, is reported once too when it is inside a branch."""
+    then_g = helper.make_graph([helper.make_node("FooA", ["x"], ["t"], name="fa", domain="com.example")],
+                               "then_g", [], [_vi("t")])
+    node = helper.make_node("If", ["c"], ["y"], name="if1", then_branch=then_g,
+                            else_branch=_branch("else_g", "Neg", "e", "neg"))
+    g = helper.make_graph([node], "m", [_vi("c", [], TensorProto.BOOL), _vi("x")], [_vi("y")])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)]),
+              path)
+    (tmp_path / "p.py").write_text(NO_DEFINE_OP)
+    # a subprocess: the plugin registers into the process's default registry
+    done = subprocess.run([sys.executable, "-m", "opbridge", "convert", str(path), "--plugin", str(tmp_path / "p.py"),
+                           "-o", str(tmp_path / "o.obir")], capture_output=True, text=True,
+                          env={**os.environ, "OPBRIDGE_PLUGIN_PATH": ""})
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith("error: [onnx] 1 unsupported op type in ")
+    entries = [line for line in lines if line.startswith("  - ")]
+    assert len(entries) == 1, done.stderr
+    assert entries[0].startswith("  - IR op 'FooA' (target of a register_custom_op mapping) is not defined; "
+                                 "node(s) 'fa' (in then_branch 'then_g' of node 'if1' (If));")
+    assert not any("unsupported case" in line for line in lines)
+    assert lines[-1].startswith('hint: the mapping is there but the IR op it emits is not defined: add '
+                                'opbridge.define_op("FooA")')
