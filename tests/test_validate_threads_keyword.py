@@ -30,8 +30,7 @@ def obir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-@needs_two
-@pytest.mark.parametrize("n", [1, 2])
+@pytest.mark.parametrize("n", [1, pytest.param(2, marks=needs_two)])
 def test_threads_limits_blas_as_the_cli_option_does(n: int, obir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # the other count in the environment: the keyword wins over it, as --threads does
     monkeypatch.setenv(ENV_VAR, str(3 - n))
