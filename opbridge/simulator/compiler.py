@@ -544,7 +544,7 @@ def _efficiency(target: Target, shape: tuple[int, ...], dtype: str, rows: bool =
     if rows:
         r = n * c * h
         return max((r / (-(-r // lanes) * lanes) if r else 1.0) * (w / align(w, eu) if w else 1.0), 1e-3)
-    c_eff = c / (-(-c // lanes) * lanes)
+    c_eff = c / (-(-c // lanes) * lanes) if c else 1.0  # an empty tensor: no work to spread
     hw = h * w
     hw_eff = hw / align(hw, eu) if hw else 1.0
     return max(c_eff * hw_eff, 1e-3)
