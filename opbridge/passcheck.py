@@ -119,7 +119,7 @@ def clone_graph(graph: Graph) -> Graph:
 def _run(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     from .ir.interpret import interpret
 
-    return interpret(graph, feeds, keep_intermediates=True, dump_layers=None)
+    return interpret(graph, feeds, keep_intermediates=True)
 
 
 def _compare_step(step: StepCheck, graph: Graph, ref: Mapping[str, np.ndarray],

@@ -20,7 +20,6 @@ def renamed_keyword(
     *,
     cli: str = "",
     error: type[OpbridgeError] = OpbridgeError,
-    stacklevel: int = 3,
 ) -> Any:
     """The value of keyword ``new`` (name, value) of ``function``, taken from ``old`` (its
     former name, value) when that was given, which warns. Both given with different values is
@@ -35,5 +34,5 @@ def renamed_keyword(
                     hint=f"give {new_name}= only: {old_name}= is its former name")
     also = f" (the CLI's {cli})" if cli else ""
     warnings.warn(f"{function}({old_name}=...) is deprecated: write {new_name}=...{also}",
-                  DeprecationWarning, stacklevel=stacklevel)
+                  DeprecationWarning, stacklevel=3)
     return old_value

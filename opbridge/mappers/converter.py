@@ -599,14 +599,15 @@ def scan_mappings(origin: OriginGraph, registry: MappingRegistry,
             entry = registry.find(node.framework, node.op_type, domain, version)
             if entry is None:
                 entry = registry.fallback(node, version)
-            shown = (f"'{node.name}'" if node.name else f"unnamed node #{idx}") + (f" (in {path})" if path else "")
+            shown = f"'{node.name or node.op_type}'" + (f" (in {path})" if path else "")
             if entry is None:
                 missing.setdefault((domain, node.op_type, version), []).append(shown)
             elif entry.ir_op is not None and entry.ir_op not in ops:
                 no_ir.setdefault(entry.ir_op, []).append(shown)
             inner = False
             for key, sub in _subgraphs(node):  # If/Loop/Scan bodies, TorchScript blocks
-                inner |= visit(sub.nodes, False, f"{key} '{sub.name}' of {_label(node)}" + (f", in {path}" if path else ""))
+                where = f"{key} '{sub.name}' of {_label(node)}" + (f", in {path}" if path else "")
+                inner |= visit(sub.nodes, False, where)
             usable = entry is not None and (entry.ir_op is None or entry.ir_op in ops)
             if top and usable and not inner:
                 found[idx] = entry

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..errors import OpbridgeError
 from ..ir.graph import Graph
+from ..renamed import renamed_keyword
 from ..threads import threads_env
 from .compare import compare, parse_tolerance, tolerance_for
 from .inputs import ImageSpec, make_inputs, named_array_shapes
@@ -123,11 +124,11 @@ def validate(
     the float model instead, both in the interpreter (:mod:`.quantized`).
     ``input_values`` binds inputs to constants as ``convert`` does; the origin framework is fed
     the same values. ``threads`` (``--threads N``): the BLAS threads of every interpreter and
-    simulator run it makes (None: ``OPBRIDGE_NUM_THREADS``, else 1; 0: BLAS's own setting).
-    """
+    simulator run it makes (None: ``OPBRIDGE_NUM_THREADS``, else 1; 0: BLAS's own setting)."""
     from ..plugins_loader import load_plugins
 
-    dump_layers = _dump_layers(dump_layers, dump, "validate")
+    dump_layers = renamed_keyword("validate", ("dump_layers", dump_layers), ("dump", dump),
+                                  cli="--dump-layers", error=ValidateError)
     tol = parse_tolerance(tolerance)
     load_plugins(list(plugins))
     label = model.name if isinstance(model, Graph) else str(model)
@@ -168,16 +169,6 @@ def _checked_passes(graph: Graph, passes: Sequence[str], feeds: Mapping[str, np.
     stages.add(1)
     with stages.stage("running and checking the passes"):
         return check_passes(graph, passes, feeds=feeds)
-
-
-def _dump_layers(dump_layers: str | None, dump: str | None, function: str) -> str | None:
-    """The npz path of ``dump_layers=``, or of ``dump=``, its former name (the CLI's option is
-    ``--dump-layers``), which warns."""
-    from ..renamed import renamed_keyword
-
-    # stacklevel 4: the caller of validate(), past this helper and renamed_keyword
-    return renamed_keyword(function, ("dump_layers", dump_layers), ("dump", dump), cli="--dump-layers",
-                           error=ValidateError, stacklevel=4)
 
 
 def _shapes_for_symbolic_inputs(
@@ -235,14 +226,14 @@ def validate_graph(
     """Validate an already converted ``graph`` on ``feeds``.
 
     ``source`` is the origin model file to run in its framework (None: the interpreter is the
-    reference), with ``weights`` for Caffe; ``program`` a Program already compiled from ``graph`` (else it is compiled for
-    ``target`` when the simulator exists; ``target=None`` skips it); ``per_layer``: see
-    :func:`validate` (a given ``program`` is then compiled again, for its target, in the
-    per-layer variant). ``bound``: the values of inputs bound to constants when converting
-    (``input_values``), which the origin framework is fed too. ``stop_after`` and
-    ``dump_layers`` (``dump=``, deprecated): as for :func:`validate`.
-    """
-    dump_layers = _dump_layers(dump_layers, dump, "validate_graph")
+    reference), with ``weights`` for Caffe; ``program`` a Program already compiled from ``graph``
+    (else compiled for ``target`` when the simulator exists; ``target=None`` skips it);
+    ``per_layer``: see :func:`validate` (a given ``program`` is then compiled again, for its
+    target, in the per-layer variant). ``bound``: the values of inputs bound to constants when
+    converting (``input_values``), fed to the origin framework too; ``stop_after``,
+    ``dump_layers``: as for :func:`validate`."""
+    dump_layers = renamed_keyword("validate_graph", ("dump_layers", dump_layers), ("dump", dump),
+                                  cli="--dump-layers", error=ValidateError)
     stages = stages or Stages(False, 0)
     origin_name = origin_runner_name(framework) if source else None
     simulate = (program is not None or (target is not None and compile_available())) and stop_after is None
