@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,22 +33,9 @@ from onnx import TensorProto, helper  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_sim import best_of  # noqa: E402  (the same best-of-N timing as the simulator bench)
+
 import opbridge as ob  # noqa: E402
-
-
-def best_of(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, float]:
-    """Best wall time of each function over ``repeat`` rounds (one call each per round, after
-    a warm-up call), in seconds."""
-    best = {}
-    for name, fn in fns.items():
-        fn()
-        best[name] = float("inf")
-    for _ in range(repeat):
-        for name, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            best[name] = min(best[name], time.perf_counter() - t0)
-    return best
 
 
 def one_node(op: str, inputs: dict[str, tuple[int, ...]], out: str, opset: int, **attrs: Any) -> Any:
@@ -115,12 +101,12 @@ def deform_conv_case(torch: Any, n: int, c: int, size: int) -> tuple[str, Callab
     try:
         from torchvision.ops import deform_conv2d
 
-        deform_conv2d(*t[:3], bias=t[4], padding=pad, mask=t[3])
-        label = "torchvision.ops.deform_conv2d"
-
-        def peer() -> np.ndarray:
+        def peer() -> np.ndarray:  # torchvision's order: input, offset, weight
             with torch.no_grad():
                 return deform_conv2d(t[0], t[2], t[1], bias=t[4], padding=pad, mask=t[3]).numpy()
+
+        peer()
+        label = "torchvision.ops.deform_conv2d"
     except (ImportError, RuntimeError) as err:  # torchvision's C++ ops built for another torch
         label = f"torch grid_sample + matmul (torchvision's ops do not load: {str(err).splitlines()[0]})"
 
@@ -149,7 +135,9 @@ def main() -> None:
     cases.append(deform_conv_case(torch, args.batch, args.channels, args.size // 2))
     print(f"best of {args.repeat} interleaved rounds, one thread each; ratio = ours / torch")
     for label, ours, peer in cases:
-        diff = float(np.max(np.abs(ours() - peer())))
+        got, want = ours(), peer()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=label)  # a wrong kernel is not timed
+        diff = float(np.max(np.abs(got - want)))
         best = best_of({"ours": ours, "torch": peer}, args.repeat)
         print(f"{label}: ours {best['ours'] * 1e3:8.2f} ms  torch {best['torch'] * 1e3:8.2f} ms  "
               f"ratio {best['ours'] / best['torch']:6.2f}  max |diff| {diff:.1e}")

@@ -12,23 +12,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..ir.graph import Value
+from ..ir.ops.conv import out_size
 from .context import MapContext
-
-
-def window_count(size: int, kernel: int, dilation: int, pad: int, stride: int) -> int:
-    """The number of window positions along an axis of ``size`` padded by ``pad`` on each side
-    (less than 1: the window does not fit)."""
-    return (size + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
 
 
 def im2col_taps(g: MapContext, x: Value, kernel: Sequence[int], dilation: Sequence[int],
                 pad: Sequence[int], stride: Sequence[int]) -> Value:
     """The columns of the static (N, C, H, W) ``x`` as (N, C, kh * kw, OH, OW): entry
     (n, c, i * kw + j, oy, ox) is x[n, c, oy * sh - ph + i * dh, ox * sw - pw + j * dw], 0 where
-    that falls in the padding. The caller checks that the window fits (``window_count`` >= 1)."""
+    that falls in the padding. The caller checks that the window fits (``out_size`` >= 1)."""
     n, c, h, w = (int(d) for d in x.shape)
     (kh, kw), (dh, dw), (ph, pw), (sh, sw) = kernel, dilation, pad, stride
-    oh, ow = window_count(h, kh, dh, ph, sh), window_count(w, kw, dw, pw, sw)
+    oh, ow = out_size(h, kh, sh, dh, ph, ph), out_size(w, kw, sw, dw, pw, pw)
     x = g.op("Reshape", [x], shape=[n, c, 1, h, w], allowzero=0)
     if ph or pw:
         x = g.op("Pad", [x], pads=[0, 0, 0, ph, pw, 0, 0, 0, ph, pw], mode="constant", value=0.0)

@@ -47,10 +47,10 @@ def _flatten(obj: Any) -> list[Any]:
 def assert_close(got: np.ndarray, ref: np.ndarray, rtol: float = RTOL, what: str = "") -> float:
     """Compare like torch.testing: |got - ref| <= atol + rtol * |ref|; returns the max rel error."""
     assert got.shape == ref.shape, f"{what}: shape {got.shape} != torch {ref.shape}"
+    assert got.dtype == ref.dtype, f"{what}: dtype {got.dtype} != torch {ref.dtype}"
     if ref.dtype == np.bool_ or ref.dtype.kind in "iu":
         np.testing.assert_array_equal(got, ref, err_msg=what)
         return 0.0
-    assert got.dtype == ref.dtype, f"{what}: dtype {got.dtype} != torch {ref.dtype}"
     g64, r64 = got.astype(np.float64), ref.astype(np.float64)
     finite = np.isfinite(r64)
     # the scale of the finite values: an inf in the reference must not make atol infinite

@@ -11,10 +11,11 @@ from typing import Any
 import numpy as np
 
 from ...ir.graph import Value
+from ...ir.ops.conv import out_size
 from ...parsers.origin import Framework, OriginNode
 from ..im2col import im2col_taps
 from ..registry import mapping
-from .common import Params, conv_geometry, conv_out, norm_axis
+from .common import Params, conv_geometry, norm_axis
 
 CAFFE = Framework.CAFFE
 
@@ -235,7 +236,7 @@ def im2col(node: OriginNode, g: Any) -> Value:
         raise p.error("axis", int(p.get("axis")), "only the channel axis 1 (N, C, H, W) is supported")
     geo = conv_geometry(p, 2)
     n, c, h, w = (int(d) for d in x.shape)
-    out = [conv_out(int(size), geo.kernel[i], geo.stride[i], geo.pad[i], geo.dilation[i])
+    out = [out_size(size, geo.kernel[i], geo.stride[i], geo.dilation[i], geo.pad[i], geo.pad[i])
            for i, size in enumerate((h, w))]
     if min(out) < 1:
         raise p.error("kernel_size", geo.kernel, f"larger than the padded input {tuple(x.shape)}")

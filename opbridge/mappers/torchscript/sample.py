@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...ir.ops.conv import out_size
 from ...parsers.origin import OriginNode
 from ..context import MapContext
-from ..im2col import im2col_taps, window_count
+from ..im2col import im2col_taps
 from .common import Args, static_shape, ts_mapping
 
 #: ATen's GridSamplerInterpolation and GridSamplerPadding (aten/src/ATen/native/GridSampler.h).
@@ -85,7 +86,7 @@ def im2col(node: OriginNode, g: MapContext) -> Any:
     if len(shape) not in (3, 4):
         raise g.unsupported(f"input of shape {list(shape)}: im2col takes (C, H, W) or (N, C, H, W)")
     n, c, h, w = shape if len(shape) == 4 else (1, *shape)
-    oh, ow = (window_count(size, *axis) for size, axis in zip((h, w), zip(kernel, dilation, padding, stride)))
+    oh, ow = (out_size(size, k, s, d, p, p) for size, k, s, d, p in zip((h, w), kernel, stride, dilation, padding))
     if oh < 1 or ow < 1:
         (kh, kw), (dh, dw), (ph, pw) = kernel, dilation, padding
         raise g.error(f"a {kh}x{kw} kernel (dilation {dh}x{dw}) does not fit the padded "
