@@ -131,8 +131,9 @@ class Service:
             return _error(404, f"no job {_quoted(request.path_params['job_id'])}", hint=_JOBS_HINT)
         assert self.store is not None and self.scheduler is not None
         self.store.delete(job["id"])
-        self.scheduler.cancel(job["id"])
-        if job["status"] != "running":
+        # the status read above may be stale (the job was claimed or finished since): the
+        # scheduler says whether a slot has the job and will remove its directory itself
+        if not self.scheduler.cancel(job["id"]):
             await run_in_threadpool(shutil.rmtree, self.config.jobs_dir / job["id"], True)
         return JSONResponse({"id": job["id"], "deleted": True})
 

@@ -73,13 +73,18 @@ class Scheduler:
         for t in self._threads:
             t.join(timeout=10)
 
-    def cancel(self, job_id: str) -> None:
-        """Kill the job's process if it is running (DELETE of a running job)."""
+    def cancel(self, job_id: str) -> bool:
+        """Kill the job's process if the job is starting or running (DELETE of a job). True: the
+        scheduler has the job and removes its directory once its process has ended; False: no
+        slot has it (queued, finished or unknown), so the caller removes the directory."""
         with self._wake:
+            if job_id not in self._procs:
+                return False
             self._cancelled.add(job_id)
-            proc = self._procs.get(job_id)
+            proc = self._procs[job_id]
         if proc is not None:
             proc.kill()
+        return True
 
     def _slot(self) -> None:
         while True:
@@ -90,6 +95,9 @@ class Scheduler:
                 if job is None:
                     self._wake.wait(timeout=1.0)
                     continue
+                # the slot has it from the moment it is marked running: a DELETE from now on
+                # leaves its directory to the slot (which may be about to start its worker)
+                self._procs[job["id"]] = None
             self._run(job)
 
     def _run(self, job: dict[str, Any]) -> None:
@@ -99,9 +107,10 @@ class Scheduler:
                                   name=f"opbridge-job-{job_id}", daemon=False)
         with self._wake:
             if self._stopping:
+                self._procs.pop(job_id, None)
                 self.store.finish(job_id, "failed", error=INTERRUPTED)
                 return
-            self._procs[job_id] = None  # starting: stop() and cancel() check again once it runs
+            # starting (None since the claim): stop() and cancel() check again once it runs
         # started outside the lock: a fork of a big process can take a while, and the app's
         # notify() must never wait for it
         with _PROC_LOCK:
@@ -119,14 +128,19 @@ class Scheduler:
         with _PROC_LOCK:
             exitcode = proc.exitcode
         with self._wake:
+            cancelled = job_id in self._cancelled
+            stopping = self._stopping
+        if not cancelled:
+            self._record(job_id, jobdir, exitcode, timed_out, stopping)
+        # released only after the record is read: a DELETE that comes in meanwhile (the job just
+        # finished) is still the slot's to clean up, so nobody removes the directory under
+        # _record, and no directory is left behind
+        with self._wake:
             self._procs.pop(job_id, None)
             cancelled = job_id in self._cancelled
             self._cancelled.discard(job_id)
-            stopping = self._stopping
         if cancelled:
             shutil.rmtree(jobdir, ignore_errors=True)
-            return
-        self._record(job_id, jobdir, exitcode, timed_out, stopping)
 
     def _record(self, job_id: str, jobdir: Path, exitcode: int | None, timed_out: bool, stopping: bool) -> None:
         result_file = jobdir / RESULT

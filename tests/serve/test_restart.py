@@ -20,10 +20,12 @@ def _alive(pid: int) -> bool:
 
 
 def _worker_pid(jobdir) -> int:
-    """The pid the job's worker records as it starts (bounded wait: 'running' comes first)."""
-    deadline = time.monotonic() + 30
+    """The pid the job's worker records as it starts (bounded wait: 'running' comes first, and the
+    first job of a server also waits for its forkserver to import opbridge)."""
+    deadline = time.monotonic() + 90
     while not (jobdir / "worker.pid").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
+    assert (jobdir / "worker.pid").exists(), f"no worker.pid in {jobdir} after 90 s"
     return int((jobdir / "worker.pid").read_text())
 
 
