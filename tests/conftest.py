@@ -7,6 +7,7 @@ import importlib.util
 import os
 import shutil
 import subprocess
+import sys
 import zlib
 from pathlib import Path
 
@@ -81,6 +82,25 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason=reason))
 
 
+def run_isolated(target: str, *args: str) -> None:
+    """Call ``target`` ("package.module:function") with the string ``args`` in a fresh Python
+    process; a failure there (its traceback) fails the calling test.
+
+    For tests whose memory the test process could not give back: torch keeps each traced and
+    frozen module's weights in its process-wide compilation unit for good (pytorch/pytorch#96726),
+    so every torchvision model exported in a test worker stayed resident, ~13 GB by the end of
+    tests/torchscript. Torch offers no safe way to drop them (``drop_all_functions`` would also
+    free the functions of scripted modules other tests still hold); a process that ends does.
+    """
+    code = ("import importlib, sys; mod, fn = sys.argv[1].split(':'); "
+            "getattr(importlib.import_module(mod), fn)(*sys.argv[2:])")
+    proc = subprocess.run([sys.executable, "-c", code, target, *args], cwd=ROOT, capture_output=True,
+                          text=True)
+    if proc.returncode != 0:
+        pytest.fail(f"{target}{args} failed in its own process (exit code {proc.returncode}):\n"
+                    f"{proc.stdout[-3000:]}{proc.stderr[-8000:]}", pytrace=False)
+
+
 # -- a real browser (Debian's chromium through Playwright), shared by the HTML report and serve tests
 CHROMIUM = os.environ.get("OPBRIDGE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -139,3 +159,44 @@ def isolated_registries():
     DEFAULT_MAPPINGS._fallbacks[:] = fallbacks
     plugins_loader._loaded.clear()
     plugins_loader._loaded.update(loaded)
+
+
+# -- opt-in memory report: OPBRIDGE_RSS_REPORT=<file> records, for each test, the process's resident
+# memory before and after it and how much it raised the high-water mark (ru_maxrss); at the end the
+# N biggest (OPBRIDGE_RSS_TOP, 40) of each kind go to <file> (one file per xdist worker: .gw0, ...).
+# A test that raises the peak is one to make lighter; one that leaves memory behind ("kept") points
+# at a fixture, cache or module-level object that holds on to what it built.
+RSS_REPORT = os.environ.get("OPBRIDGE_RSS_REPORT", "")
+_rss_rows: list[tuple[str, int, int, int]] = []
+
+
+def _rss_mb() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 2**20
+
+
+def _maxrss_mb() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+
+
+if RSS_REPORT:
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        before, peak = _rss_mb(), _maxrss_mb()
+        yield
+        _rss_rows.append((item.nodeid, before, _rss_mb(), _maxrss_mb() - peak))
+
+    def pytest_sessionfinish(session):
+        worker = os.environ.get("PYTEST_XDIST_WORKER")
+        path = Path(RSS_REPORT + (f".{worker}" if worker else ""))
+        top = int(os.environ.get("OPBRIDGE_RSS_TOP", "40"))
+        lines = [f"peak (ru_maxrss) {_maxrss_mb()} MB, rss at the end {_rss_mb()} MB, "
+                 f"{len(_rss_rows)} tests", "", "raised the peak by (MB), rss before -> after:"]
+        for nodeid, before, after, raised in sorted(_rss_rows, key=lambda r: -r[3])[:top]:
+            lines.append(f"{raised:7d}  {before:6d} -> {after:6d}  {nodeid}")
+        lines += ["", "kept after the test (MB), rss before -> after:"]
+        for nodeid, before, after, _ in sorted(_rss_rows, key=lambda r: r[1] - r[2])[:top]:
+            lines.append(f"{after - before:7d}  {before:6d} -> {after:6d}  {nodeid}")
+        path.write_text("\n".join(lines) + "\n")

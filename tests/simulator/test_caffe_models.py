@@ -29,11 +29,14 @@ NETS = FAST_NETS + tuple(pytest.param(n, marks=pytest.mark.slow) for n in SLOW_N
 
 @pytest.fixture(scope="module")
 def nets(tmp_path_factory):
-    """``get(name) -> (graph, feeds, interpreter outputs)``, built once per net."""
+    """``get(name) -> (graph, feeds, interpreter outputs)``, built once per net. Only the last
+    net is kept: a net's tests run one after the other, and keeping every net (yolov3's and
+    vgg16's weights and activations among them) held gigabytes until the module ended."""
     cache: dict[str, tuple[ob.Graph, dict, dict]] = {}
 
     def get(name: str) -> tuple[ob.Graph, dict, dict]:
         if name not in cache:
+            cache.clear()
             proto = SHARED_MODELS / "caffe" / name / "deploy.prototxt"
             weights = tmp_path_factory.mktemp(name) / "w.caffemodel"
             write_random_weights(proto, weights, seed=0)

@@ -15,7 +15,7 @@ import pytest
 
 from opbridge.mappers import DEFAULT_MAPPINGS
 from opbridge.parsers.origin import Framework
-from tests.conftest import _full_run, requires_torch
+from tests.conftest import _full_run, requires_torch, run_isolated
 
 from ._torchvision import HAVE_TORCHVISION, SKIP_REASON, import_torchvision
 from .helpers import RTOL, assert_close
@@ -62,9 +62,10 @@ def _mapped() -> set[str]:
     return {e.key_text for e in DEFAULT_MAPPINGS.entries(Framework.TORCHSCRIPT)}
 
 
-def _run(name: str, tmp_path: Path) -> None:
+def _run(name: str, tmp_dir: str) -> None:
     """Export ``name`` with random weights, check its kinds against UNSUPPORTED, and when all are
-    mapped convert, interpret and compare with torch."""
+    mapped convert, interpret and compare with torch. Run in a process of its own (run_isolated):
+    torch would keep the model's weights in the test process."""
     import torch
 
     import opbridge as ob
@@ -81,7 +82,7 @@ def _run(name: str, tmp_path: Path) -> None:
     x = torch.randn(1, 3, size, size)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        path = export_torchscript(model, (x,), tmp_path / f"{name}.ts.json")
+        path = export_torchscript(model, (x,), Path(tmp_dir) / f"{name}.ts.json")
     kinds = {n["kind"] for n in json.loads(path.read_text())["nodes"]}
     assert kinds - _mapped() == UNSUPPORTED.get(name, set()), "update UNSUPPORTED"
     if UNSUPPORTED.get(name):
@@ -97,12 +98,12 @@ def _run(name: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", SWIN)
 def test_swin_matches_torch(name: str, tmp_path: Path) -> None:
-    _run(name, tmp_path)
+    run_isolated(f"{__name__}:_run", name, str(tmp_path))
 
 
 @pytest.mark.parametrize("name", _params())
 def test_classification_model_matches_torch(name: str, tmp_path: Path) -> None:
-    _run(name, tmp_path)
+    run_isolated(f"{__name__}:_run", name, str(tmp_path))
 
 
 def test_every_listed_model_exists() -> None:
