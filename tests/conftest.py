@@ -1,4 +1,9 @@
-"""Shared fixtures and skips."""
+"""Shared fixtures and skips.
+
+Memory: ``OPBRIDGE_RSS_REPORT=/tmp/rss.txt pytest -n 0 tests/torchscript`` writes the tests that
+raised the process's memory high-water mark most and those that left the most memory behind
+(``.gw0``, ``.gw1`` suffixes under xdist; ``OPBRIDGE_RSS_TOP`` rows of each, 40 by default).
+"""
 
 from __future__ import annotations
 
@@ -175,10 +180,10 @@ def _rss_mb() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 2**20
 
 
-def _maxrss_mb() -> int:
+def _maxrss_mb(who: str = "RUSAGE_SELF") -> int:
     import resource
 
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    return resource.getrusage(getattr(resource, who)).ru_maxrss // 1024
 
 
 if RSS_REPORT:
@@ -193,7 +198,9 @@ if RSS_REPORT:
         path = Path(RSS_REPORT + (f".{worker}" if worker else ""))
         top = int(os.environ.get("OPBRIDGE_RSS_TOP", "40"))
         lines = [f"peak (ru_maxrss) {_maxrss_mb()} MB, rss at the end {_rss_mb()} MB, "
-                 f"{len(_rss_rows)} tests", "", "raised the peak by (MB), rss before -> after:"]
+                 f"{len(_rss_rows)} tests; the biggest child process (run_isolated, a CLI, a browser) "
+                 f"peaked at {_maxrss_mb('RUSAGE_CHILDREN')} MB", "",
+                 "raised the peak by (MB), rss before -> after:"]
         for nodeid, before, after, raised in sorted(_rss_rows, key=lambda r: -r[3])[:top]:
             lines.append(f"{raised:7d}  {before:6d} -> {after:6d}  {nodeid}")
         lines += ["", "kept after the test (MB), rss before -> after:"]
