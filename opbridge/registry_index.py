@@ -591,6 +591,7 @@ MAPPINGS: dict[tuple[str, str | None, str], tuple[str, ...]] = {
     ('torchscript', 'aten', 'det'): ('opbridge.mappers.torchscript.linalg',),
     ('torchscript', 'aten', 'detach'): ('opbridge.mappers.torchscript.inplace',),
     ('torchscript', 'aten', 'detach_'): ('opbridge.mappers.torchscript.inplace',),
+    ('torchscript', 'aten', 'diff'): ('opbridge.mappers.torchscript.inplace',),
     ('torchscript', 'aten', 'dim'): ('opbridge.mappers.torchscript.prim',),
     ('torchscript', 'aten', 'div'): ('opbridge.mappers.torchscript.activation',),
     ('torchscript', 'aten', 'div_'): ('opbridge.mappers.torchscript.activation',),

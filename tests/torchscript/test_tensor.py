@@ -1,5 +1,5 @@
 """cat/stack/chunk/split/unbind, slicing/select/narrow, indexing, gather, embedding, pad, topk,
-cumsum, triu/tril, pixel (un)shuffle, channel shuffle, flip — vs torch."""
+cumsum, diff, triu/tril, pixel (un)shuffle, channel shuffle, flip — vs torch."""
 
 from __future__ import annotations
 
@@ -56,6 +56,12 @@ def _cases() -> dict[str, Any]:
         "topk=values": lambda x: torch.topk(x, 2)[0],
         "topk=both,smallest": lambda x: torch.topk(x, 3, dim=1, largest=False),
         "cumsum": lambda x: torch.cumsum(x, dim=2),
+        "diff": lambda x: torch.diff(x),
+        "diff=n2,dim1,prepend,append": lambda x: torch.diff(x, n=2, dim=1, prepend=x[:, :1] - 1,
+                                                            append=x[:, -2:] * 3),
+        # transformers' packed-sequence check: diff of int positions with a prepended column
+        "diff=int,prepend": lambda x: torch.diff((x * 4).long(), prepend=(x[..., :1] * 4).long() - 1),
+        "diff=bool": lambda x: torch.diff(x > 0, dim=0).int(),
         "triu": lambda x: torch.triu(x),
         "tril=k": lambda x: torch.tril(x, -1),
         "flip": lambda x: torch.flip(x, [0, 2]),

@@ -362,6 +362,29 @@ def cumsum(node: OriginNode, g: MapContext) -> Any:
     return g.op("CumSum", [x], axis=norm_axis(g, a.int(1), len(x.shape)))
 
 
+@ts_mapping("diff")
+def diff(node: OriginNode, g: MapContext) -> Any:
+    # (self, n=1, dim=-1, prepend=None, append=None): prepend/append join x along dim, then
+    # x[1:] - x[:-1] n times (logical xor for bool, as torch does)
+    a = Args(node, g)
+    x = a.tensor(0)
+    n = a.int(1, 1)
+    axis = norm_axis(g, a.int(2, -1), len(x.shape))
+    parts = [x]
+    if not a.is_none(3):
+        parts.insert(0, a.tensor(3, "prepend"))
+    if not a.is_none(4):
+        parts.append(a.tensor(4, "append"))
+    dtype = functools.reduce(promote, [p.dtype for p in parts])
+    y = g.op("Concat", [cast(g, p, dtype) for p in parts], axis=axis) if len(parts) > 1 else x
+    for _ in range(n):
+        size = static_shape(g, y)[axis]
+        hi = g.op("Slice", [y], starts=[1], ends=[max(size, 1)], axes=[axis], steps=[1])
+        lo = g.op("Slice", [y], starts=[0], ends=[max(size - 1, 0)], axes=[axis], steps=[1])
+        y = g.op("Xor" if dtype == "bool" else "Sub", [hi, lo])
+    return y
+
+
 @ts_mapping("triu", "tril")
 def trilu(node: OriginNode, g: MapContext) -> Any:
     a = Args(node, g)
