@@ -33,10 +33,10 @@ def _params() -> list[object]:
 
 @pytest.mark.parametrize("name", _params())
 def test_timm_model_torchscript_matches_torch(name: str) -> None:
-    assert check_torchscript(name, simulate=name in SIMULATED) < 1e-3
+    check_torchscript(name, simulate=name in SIMULATED)  # asserts within 1e-4 relative
 
 
 @requires_ort
 @pytest.mark.parametrize("name", _params())
 def test_timm_model_onnx_matches_onnxruntime_and_torch(name: str, tmp_path: Path) -> None:
-    assert check_onnx(name, tmp_path / f"{name}.onnx") < 1e-3
+    check_onnx(name, tmp_path / f"{name}.onnx")  # asserts within 1e-4 relative

@@ -26,13 +26,13 @@ SIMULATED = ("bert", "llama", "vit")
 
 @pytest.mark.parametrize("name", HF_MODELS)
 def test_hf_model_torchscript_matches_torch(name: str) -> None:
-    assert check_torchscript(name, simulate=name in SIMULATED) < 1e-3
+    check_torchscript(name, simulate=name in SIMULATED)  # asserts within 1e-4 relative
 
 
 @requires_ort
 @pytest.mark.parametrize("name", HF_MODELS)
 def test_hf_model_onnx_matches_onnxruntime_and_torch(name: str, tmp_path: Path) -> None:
-    assert check_onnx(name, tmp_path / f"{name}.onnx") < 1e-3
+    check_onnx(name, tmp_path / f"{name}.onnx")  # asserts within 1e-4 relative
 
 
 def test_decoder_without_attention_mask_torchscript() -> None:
