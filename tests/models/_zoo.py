@@ -103,6 +103,11 @@ def _hf(name: str) -> tuple[Any, tuple[Any, ...]]:
         cfg = tf.T5Config(d_model=H, d_ff=FFN, num_layers=LAYERS, num_heads=HEADS, d_kv=H // HEADS,
                           vocab_size=VOCAB)
         return _wrap(tf.T5EncoderModel(cfg)), (_ids(), mask)
+    if name == "t5_seq2seq":
+        cfg = tf.T5Config(d_model=H, d_ff=FFN, num_layers=LAYERS, num_heads=HEADS, d_kv=H // HEADS,
+                          vocab_size=VOCAB, decoder_start_token_id=0, use_cache=False)
+        keys = ("input_ids", "attention_mask", "decoder_input_ids")
+        return _wrap(tf.T5ForConditionalGeneration(cfg), keys=keys), (_ids(), mask, _ids(4))
     if name == "vit":
         cfg = tf.ViTConfig(**{k: v for k, v in _text_common().items()
                               if k not in ("vocab_size", "max_position_embeddings")},
@@ -127,8 +132,8 @@ def _hf(name: str) -> tuple[Any, tuple[Any, ...]]:
     raise KeyError(name)
 
 
-HF_MODELS = ("bert", "roberta", "distilbert", "gpt2", "llama", "qwen2", "t5_encoder", "vit",
-             "whisper_encoder", "clip_vision", "clip_text")
+HF_MODELS = ("bert", "roberta", "distilbert", "gpt2", "llama", "qwen2", "t5_encoder", "t5_seq2seq",
+             "vit", "whisper_encoder", "clip_vision", "clip_text")
 
 #: timm model name -> (image size, extra create_model keywords).
 TIMM_MODELS: dict[str, tuple[int, dict[str, Any]]] = {
