@@ -209,7 +209,10 @@ def first_line(err: BaseException, *, named: bool = False, limit: int | None = N
     (``RuntimeError: ...``); an empty message gives the class name alone. ``limit`` cuts the line
     to that many characters (a runtime's one line may list a whole graph)."""
     text = str(err).strip()
-    line = text.splitlines()[0][:limit] if text else ""
+    lines = text.splitlines()
+    if len(lines) > 1 and lines[0].startswith("The following operation failed in the TorchScript interpreter"):
+        lines = lines[-1:]  # a scripted module's error: the reason is the last line, after the trace
+    line = lines[0][:limit] if lines else ""
     if not line:
         return type(err).__name__
     return f"{type(err).__name__}: {line}" if named else line

@@ -8,9 +8,10 @@ Exit codes: 0 success, 1 a validation that did not pass, 2 a user error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from .. import __version__
 from ..errors import OpbridgeError
@@ -73,13 +74,42 @@ class _Parser(argparse.ArgumentParser):
     def __init__(self, *args: object, **kwargs: object) -> None:
         kwargs.setdefault("formatter_class", _HelpFormatter)
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._words: list[str] = []
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        # kept for error(): a typo'd required option (--outptu for --output) is reported as
+        # the required option missing, before the unknown word is ever looked at
+        self._words = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> None:  # usage errors: as every other error, exit 2
         guess = self._close_match(message)
+        typo = self._typo_of_option() if guess is None else None
         sys.stderr.write(f"error: {self.prog}: {message}\n")
-        sys.stderr.write(f"hint: {f'did you mean {guess!r}? ' if guess else ''}"
-                         f"'{self.prog} --help' lists the arguments and options\n")
+        if typo:
+            sys.stderr.write(f"hint: {typo[0]!r} is not an option: did you mean {typo[1]!r}? "
+                             f"'{self.prog} --help' lists the arguments and options\n")
+        else:
+            sys.stderr.write(f"hint: {f'did you mean {guess!r}? ' if guess else ''}"
+                             f"'{self.prog} --help' lists the arguments and options\n")
         sys.exit(EXIT_USAGE)
+
+    def _typo_of_option(self) -> tuple[str, str] | None:
+        """The first word of the command line that looks like an option this parser does not
+        know but is close to one it does, with that one, or None."""
+        import difflib
+
+        known = list(self._option_string_actions)
+        for word in self._words:
+            if word == "--":
+                break
+            name = word.partition("=")[0]
+            if name.startswith("-") and len(name) > 2 and name not in known:
+                close = difflib.get_close_matches(name, known, n=1, cutoff=0.7)
+                if close:
+                    return name, close[0]
+        return None
 
     def _close_match(self, message: str) -> str | None:
         """The command, choice or option the user probably meant by the word ``message``
@@ -167,6 +197,36 @@ def _os_error_hint(err: OSError) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Ctrl-C is a clean exit wherever it lands, building the parser included (the command
+    # modules import for a noticeable moment before any command starts)
+    try:
+        with _one_line_warnings():
+            return _main(argv)
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+
+
+@contextlib.contextmanager
+def _one_line_warnings() -> Iterator[None]:
+    """Print a Python warning as one ``warning:`` line, as the CLI's own, instead of Python's
+    two lines with the file, line number and source line of the code that raised it (the
+    format only: where warnings go, and any filter or recorder, stay as they are)."""
+    import warnings
+
+    def one_line(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                 line: str | None = None) -> str:
+        return f"warning: {message}\n"
+
+    saved = warnings.formatwarning
+    warnings.formatwarning = one_line
+    try:
+        yield
+    finally:
+        warnings.formatwarning = saved
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:  # refused by the command's own parser, which knows its options
@@ -196,9 +256,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if err.hint:
             sys.stderr.write(f"hint: {err.hint}\n")
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        return 130
     except BrokenPipeError:
         return 0
     except SystemExit as err:

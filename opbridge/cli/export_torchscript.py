@@ -57,7 +57,7 @@ class _InArgumentOrder(argparse.Action):
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..export.torchscript import export_torchscript, import_torch
+    from ..export.torchscript import export_torchscript, import_torch, weights_path_for
 
     shapes = input_shapes_from_args(args) or {}
     dtypes: dict[str, str] = {}
@@ -88,7 +88,10 @@ def run(args: argparse.Namespace) -> int:
     example = _examples(torch, module, args.forward_args, shapes, dtypes, args.seed)
     out = export_torchscript(module, tuple(example), args.output,
                              input_names=[_arg_name(item) for _, item in args.forward_args])
-    print(f"wrote {out}")
+    weights = weights_path_for(out)
+    print(f"wrote {out}" + (f" and its tensors {weights} (keep the two together)" if weights.is_file() else ""))
+    print(f"next: opbridge convert {out} -o {Path(out).name[: -len('.ts.json')] or 'model'}.obir "
+          "(no torch needed from here on)")
     return 0
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ def add_parser(sub: Any) -> None:
         "(pip install 'opbridge[serve]'). See docs/serve.md.",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
+    p.add_argument("--port", type=_port, default=8000, help="port to listen on (default 8000; 0: any free port)")
     p.add_argument("--data", default="opbridge-serve-data", metavar="DIR",
                    help="directory for the job database and files (default ./opbridge-serve-data)")
     p.add_argument("--workers", type=positive_int, default=2, metavar="N", help="jobs run at once (default 2)")
@@ -51,5 +53,46 @@ def run(args: argparse.Namespace) -> int:
     from ..serve.store import lock_data_dir
 
     lock_data_dir(config.data).close()  # a clean error now rather than a failed app startup
-    uvicorn.run(create_app(config), host=args.host, port=args.port, log_level="warning")
+    sock = _listen(args.host, args.port)
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    print(f"serving http://{shown}:{port}/ (jobs in {config.data}); press Ctrl-C to stop", flush=True)
+    server = uvicorn.Server(uvicorn.Config(create_app(config), log_level="warning"))
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:  # Ctrl-C is how a server is stopped: not an interrupted command
+        pass
+    finally:
+        sock.close()
+    print("stopped", flush=True)
     return 0
+
+
+def _port(text: str) -> int:
+    """An ``argparse`` type: a TCP port number, 0 to 65535."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if not 0 <= n <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a port number from 0 to 65535 (0: any free port)")
+    return n
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port`` for the server, or an error that says what to do
+    (uvicorn would log the failure as a traceback and exit 3, an internal error)."""
+    from ..errors import OpbridgeError
+
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except (OSError, OverflowError) as err:
+        sock.close()
+        reason = getattr(err, "strerror", None) or str(err)
+        hint = ("another program (another opbridge serve?) listens there: stop it, or choose another --port"
+                if getattr(err, "errno", None) == errno.EADDRINUSE else
+                "give --host an address of this machine (127.0.0.1, or 0.0.0.0 for every interface)")
+        raise OpbridgeError(f"cannot listen on {host}:{port}: {reason}", hint=hint) from None
+    return sock

@@ -131,6 +131,12 @@ def run(args: argparse.Namespace) -> int:
     for name, desc in report.inputs.items():
         console.print(f"input {name}: {desc}", highlight=False)
     report.print(console, max_rows=args.max_rows)
+    random = [name for name, desc in report.inputs.items() if " random (seed " in desc]
+    if args.quantize and random and not report.passed:
+        console.print(f"note: input(s) {', '.join(random)} were random values, not data like the "
+                      "calibration samples, and an int8 graph is accurate only over the ranges it was "
+                      "calibrated on: validate it on a sample (--input NAME=FILE.npy or --image FILE)",
+                      highlight=False, soft_wrap=True)
     if args.report:
         report.write_json(args.report)
         console.print(f"report written to {args.report}", highlight=False)

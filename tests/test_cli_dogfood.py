@@ -1,0 +1,159 @@
+"""What a new user met walking through the README and the guides: Ctrl-C before a command
+starts, a typo in a required option, Python's two-line warnings, a server that said nothing
+(and a traceback for a busy port), and errors whose reason hid behind torch's trace."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import opbridge as ob
+from opbridge import cli
+from opbridge.cli import main
+from opbridge.examples import write_small_cnn_onnx
+
+
+def _one_error(err: str) -> tuple[str, str]:
+    """The ``error:`` and ``hint:`` lines of a refusal, checked to be the only two lines."""
+    lines = err.strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: "), lines
+    assert "Traceback" not in err
+    return lines[0], lines[1]
+
+
+@pytest.fixture(scope="module")
+def onnx_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return Path(write_small_cnn_onnx(tmp_path_factory.mktemp("dogfood") / "model.onnx"))
+
+
+# -- Ctrl-C --------------------------------------------------------------------------------------
+def test_ctrl_c_while_the_parser_is_built_exits_130_without_traceback(monkeypatch, capsys):
+    """The command modules take a moment to import: an interrupt then is as clean as later."""
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    assert main(["ops"]) == 130
+    assert capsys.readouterr().err == "interrupted\n"
+
+
+# -- a typo'd required option ----------------------------------------------------------------------
+@pytest.mark.parametrize("typo", ["--outptu", "--ouput=x.obir"])
+def test_typo_of_a_required_option_gets_did_you_mean(onnx_model, capsys, typo):
+    """argparse reports the required -o missing before it looks at the unknown word: the hint
+    names the option the typo meant."""
+    argv = ["convert", str(onnx_model), typo] + ([] if "=" in typo else ["x.obir"])
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    error, hint = _one_error(capsys.readouterr().err)
+    assert "required: -o/--output" in error
+    assert f"'{typo.partition('=')[0]}' is not an option: did you mean '--output'?" in hint
+
+
+def test_missing_required_option_without_typo_has_no_guess(onnx_model, capsys):
+    with pytest.raises(SystemExit):
+        main(["convert", str(onnx_model)])
+    _, hint = _one_error(capsys.readouterr().err)
+    assert "did you mean" not in hint
+
+
+# -- warnings --------------------------------------------------------------------------------------
+def test_a_warning_is_one_warning_line(tmp_path):
+    """A typo'd field of a Caffe layer warns: one ``warning:`` line, not Python's file:line:
+    UserWarning line followed by a line of opbridge's source."""
+    proto = tmp_path / "net.prototxt"
+    proto.write_text('name: "n"\ninput: "data"\ninput_shape { dim: 1 dim: 3 dim: 4 dim: 4 }\n'
+                     'layer { name: "r" type: "ReLU" bottom: "data" top: "y" relu_param { negative_slop: 0.1 } }\n')
+    r = subprocess.run([sys.executable, "-m", "opbridge", "convert", str(proto), "-o", str(tmp_path / "n.obir")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("warning: [caffe]") and "negative_slop" in lines[0], lines
+
+
+# -- serve -----------------------------------------------------------------------------------------
+def test_serve_says_where_it_listens_and_that_it_stopped(tmp_path, monkeypatch, capsys):
+    uvicorn = pytest.importorskip("uvicorn", reason="the 'serve' extra (uvicorn) is not installed")
+    pytest.importorskip("starlette", reason="the 'serve' extra (starlette) is not installed")
+    seen: list[int] = []
+
+    def run_then_ctrl_c(self, sockets=None):
+        seen.append(sockets[0].getsockname()[1])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(uvicorn.Server, "run", run_then_ctrl_c)
+    assert main(["serve", "--data", str(tmp_path / "jobs"), "--port", "0"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"serving http://127.0.0.1:{seen[0]}/ ") and "Ctrl-C" in out[0]
+    assert out[-1] == "stopped"
+
+
+def test_serve_on_a_busy_port_is_a_user_error(tmp_path, capsys):
+    pytest.importorskip("uvicorn", reason="the 'serve' extra (uvicorn) is not installed")
+    pytest.importorskip("starlette", reason="the 'serve' extra (starlette) is not installed")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["serve", "--data", str(tmp_path / "jobs"), "--port", str(port)]) == 2
+    error, hint = _one_error(capsys.readouterr().err)
+    assert f"cannot listen on 127.0.0.1:{port}" in error and "--port" in hint
+
+
+def test_serve_port_out_of_range_is_a_usage_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve", "--data", str(tmp_path / "jobs"), "--port", "99999"])
+    assert exit_.value.code == 2
+    error, _ = _one_error(capsys.readouterr().err)
+    assert "0 to 65535" in error
+
+
+# -- export-torchscript ----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def traced_conv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    torch = pytest.importorskip("torch", reason="torch (the 'torch' extra) is not installed")
+    path = tmp_path_factory.mktemp("ts") / "conv.pt"
+    module = torch.nn.Conv2d(3, 4, 3).eval()
+    torch.jit.save(torch.jit.trace(module, torch.zeros(1, 3, 8, 8)), str(path))
+    return path
+
+
+def test_export_torchscript_error_gives_torchs_reason(traced_conv, tmp_path, capsys):
+    """A traced module run on a wrong-rank example fails inside the TorchScript interpreter,
+    whose message starts with a generic line and ends with the reason."""
+    argv = ["export-torchscript", str(traced_conv), "--input-shape", "x=1,3,8", "-o", str(tmp_path / "c.ts.json")]
+    assert main(argv) == 2
+    error, _ = _one_error(capsys.readouterr().err)
+    assert "The following operation failed" not in error
+    assert "[1, 3, 8]" in error  # torch names the shape it got
+
+
+def test_export_torchscript_names_both_files_and_the_next_step(traced_conv, tmp_path, capsys):
+    out = tmp_path / "conv.ts.json"
+    assert main(["export-torchscript", str(traced_conv), "--input-shape", "x=1,3,8,8", "-o", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert str(out.with_name("conv.ts.safetensors")) in lines[0]
+    assert lines[1].startswith(f"next: opbridge convert {out} -o conv.obir")
+
+
+# -- validate --quantize on random inputs ------------------------------------------------------------
+def test_quantized_validation_failing_on_random_inputs_says_so(onnx_model, tmp_path, capsys):
+    """Random N(0, 1) inputs against a table calibrated on [0, 1) data: the verdict comes with
+    the reason to suspect the inputs, and what to give instead."""
+    rng = np.random.default_rng(0)
+    g = ob.convert(str(onnx_model))
+    (name,) = [v.name for v in g.inputs]
+    shape = tuple(int(d) for d in g.inputs[0].shape)
+    table = ob.calibrate(g, [{name: rng.random(shape, dtype=np.float32)} for _ in range(2)])
+    table.save(str(tmp_path / "t.json"))
+    argv = ["validate", str(onnx_model), "--quantize", str(tmp_path / "t.json"), "--tolerance", "0.999999,0.999999"]
+    assert main(argv) == 1
+    notes = [ln for ln in capsys.readouterr().out.splitlines() if "were random values" in ln]
+    assert len(notes) == 1 and f"input(s) {name} " in notes[0] and "--input NAME=FILE.npy" in notes[0]
