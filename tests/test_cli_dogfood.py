@@ -157,3 +157,37 @@ def test_quantized_validation_failing_on_random_inputs_says_so(onnx_model, tmp_p
     assert main(argv) == 1
     notes = [ln for ln in capsys.readouterr().out.splitlines() if "were random values" in ln]
     assert len(notes) == 1 and f"input(s) {name} " in notes[0] and "--input NAME=FILE.npy" in notes[0]
+
+
+@pytest.fixture(scope="module")
+def calibrated(onnx_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    g = ob.convert(str(onnx_model))
+    rng = np.random.default_rng(1)
+    feeds = [{v.name: rng.random(tuple(int(d) for d in v.shape), dtype=np.float32) for v in g.inputs}]
+    path = tmp_path_factory.mktemp("table") / "t.json"
+    ob.calibrate(g, feeds).save(str(path))
+    return path
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16", None])
+def test_validate_quantize_refuses_a_graph_that_is_not_int8(onnx_model, tmp_path, capsys, dtype):
+    """An f16/bf16 .obir (or the float one) given to --quantize failed every row on its dtype
+    (or passed as "0 int8 layers"): it is refused, naming the file and what to give."""
+    g = ob.convert(str(onnx_model))
+    path = tmp_path / "g.obir"
+    ob.save(ob.quantize(g, None, dtype=dtype) if dtype else g, str(path))
+    assert main(["validate", str(onnx_model), "--quantize", str(path)]) == 2
+    error, hint = _one_error(capsys.readouterr().err)
+    assert f"'{path}' is {f'a {dtype}' if dtype else 'not a quantized'} graph" in error
+    assert "opbridge quantize --table" in hint
+
+
+@pytest.mark.parametrize("extra", [["--table", "T"], ["--mixed-precision", "auto"], ["--bias-correction"]])
+def test_quantize_f16_refuses_int8_options(onnx_model, calibrated, tmp_path, capsys, extra):
+    """--dtype f16 with a table (or another int8 option) ignored it without a word."""
+    extra = [str(calibrated) if a == "T" else a for a in extra]
+    argv = ["quantize", str(onnx_model), "--dtype", "f16", *extra, "-o", str(tmp_path / "h.obir")]
+    assert main(argv) == 2
+    error, hint = _one_error(capsys.readouterr().err)
+    assert f"({extra[0]})" in error and "int8 only" in error and "--dtype int8" in hint
+    assert not (tmp_path / "h.obir").exists()

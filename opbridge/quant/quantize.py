@@ -82,6 +82,13 @@ def quantize(
         check_threads(threads, "threads")
     check_sample_limit(num_samples)
     if dtype in LOWP:
+        int8_only = [f"{name}= ({flag})" for name, flag, given in (
+            ("table", "--table", table is not None), ("mixed_precision", "--mixed-precision", mixed_precision),
+            ("bias_correction", "--bias-correction", bias_correction)) if given]
+        if int8_only:  # ignored, they would let a user believe the f16 graph used them
+            raise QuantError(f"dtype {dtype!r} takes no {', '.join(int8_only)} (int8 only: f16 and "
+                             "bf16 need no calibration)",
+                             hint=f"leave them out for {dtype}, or quantize to int8 (dtype='int8', --dtype int8)")
         if equalize:
             return to_half(prepared(graph, True), dtype)
         return to_half(graph if isinstance(graph, Graph) else prepared(graph), dtype)

@@ -58,12 +58,19 @@ def quantized_graph(graph: Graph, table: Any) -> Graph:
     else ``graph`` quantized with the calibration table ``table``."""
     from ..quant import QuantError, quantize
 
+    what = "the graph"
     if isinstance(table, (str, os.PathLike)) and os.fspath(table).lower().endswith(".obir"):
         from ..ir.io import load
 
-        table = load(table)
+        what, table = f"'{os.fspath(table)}'", load(table)
     if not isinstance(table, Graph):
         return quantize(graph, table, dtype="int8")
+    dtype = table.metadata.get("quant.dtype")
+    if dtype != "int8":  # an f16/bf16 graph's tensors are not dequantized: every one would fail on its dtype
+        raise QuantError(f"{what} is {f'a {dtype}' if dtype else 'not a quantized'} graph; "
+                         "--quantize (quantize=) compares an int8 graph with the float model",
+                         hint="give the calibration table, or the .obir 'opbridge quantize --table' wrote; an "
+                              "f16/bf16 graph validates on its own: opbridge validate GRAPH.obir --target bm1684x")
     names = {v.name for v in graph.inputs}
     if {v.name for v in table.inputs} != names:
         raise QuantError(f"the quantized graph '{table.name}' has inputs "
