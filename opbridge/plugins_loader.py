@@ -23,11 +23,15 @@ from .errors import OpbridgeError, PluginError
 _loaded: dict[str, object] = {}
 
 
-def _load_file(path: Path) -> None:
+def _load_file(path: Path, *, from_env: bool = False) -> None:
     key = str(path.resolve())
     if key in _loaded:
         return
     if not path.is_file():
+        if from_env:  # the user gave no --plugin: say where the path came from
+            raise PluginError(f"plugin '{path}' (from OPBRIDGE_PLUGIN_PATH) does not exist or is not a file",
+                              hint=f"fix or unset OPBRIDGE_PLUGIN_PATH: plugin files or folders, "
+                                   f"'{os.pathsep}'-separated")
         raise PluginError(f"plugin '{path}' does not exist or is not a file",
                           hint="give the path of a plugin .py file (opbridge plugin new NAME writes one)")
     modname = "opbridge_plugin_" + hashlib.sha1(key.encode()).hexdigest()[:12]
@@ -93,5 +97,5 @@ def load_plugins(paths: Iterable[str | os.PathLike[str]] = (), *, env: bool = Tr
         _load_file(Path(p))
     if env:
         for p in plugin_paths_from_env():
-            _load_file(p)
+            _load_file(p, from_env=True)
         load_entry_points()

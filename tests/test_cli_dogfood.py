@@ -191,3 +191,12 @@ def test_quantize_f16_refuses_int8_options(onnx_model, calibrated, tmp_path, cap
     error, hint = _one_error(capsys.readouterr().err)
     assert f"({extra[0]})" in error and "int8 only" in error and "--dtype int8" in hint
     assert not (tmp_path / "h.obir").exists()
+
+
+# -- OPBRIDGE_PLUGIN_PATH --------------------------------------------------------------------------
+def test_a_missing_plugin_from_the_environment_says_so(onnx_model, tmp_path, monkeypatch, capsys):
+    """No --plugin given: an error about a plugin must say it came from OPBRIDGE_PLUGIN_PATH."""
+    monkeypatch.setenv("OPBRIDGE_PLUGIN_PATH", str(tmp_path / "gone"))
+    assert main(["convert", str(onnx_model), "-o", str(tmp_path / "m.obir")]) == 2
+    error, hint = _one_error(capsys.readouterr().err)
+    assert "(from OPBRIDGE_PLUGIN_PATH)" in error and "OPBRIDGE_PLUGIN_PATH" in hint
