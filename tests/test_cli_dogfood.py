@@ -200,3 +200,21 @@ def test_a_missing_plugin_from_the_environment_says_so(onnx_model, tmp_path, mon
     assert main(["convert", str(onnx_model), "-o", str(tmp_path / "m.obir")]) == 2
     error, hint = _one_error(capsys.readouterr().err)
     assert "(from OPBRIDGE_PLUGIN_PATH)" in error and "OPBRIDGE_PLUGIN_PATH" in hint
+
+
+# -- bf16 tensors are compared as floats ---------------------------------------------------------
+def test_bf16_tensors_are_compared_by_value_not_bit_for_bit():
+    """bf16 (ml_dtypes', numpy kind 'V') fell to "must be equal": a bf16 graph on bm1684x failed
+    validation on differences of one rounding, against its documented 0.99, 0.90 floors."""
+    from opbridge.ir.types import to_numpy_dtype
+    from opbridge.validate.compare import compare
+
+    bf16 = to_numpy_dtype("bf16")
+    x = np.random.default_rng(0).standard_normal(1000).astype(np.float32)
+    ref = x.astype(bf16)
+    one_rounding = (x * np.float32(1 + 2**-8)).astype(bf16)  # bf16 keeps 8 significant bits
+    assert (ref != one_rounding).any()
+    near = compare(ref, one_rounding)
+    assert near.passed and near.status in ("close", "similar") and near.ref_dtype == "bf16"
+    far = compare(ref, (-x).astype(bf16))
+    assert not far.passed and far.reason.startswith("values: cosine -1.0")

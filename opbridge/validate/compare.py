@@ -221,6 +221,9 @@ def compare(
     """
     a, b = np.asarray(ref), np.asarray(cand)
     rd, cd = _dtype_name(a), _dtype_name(b)
+    # numpy has no bfloat16 of its own (ml_dtypes' is of kind 'V'): compare its values as the
+    # floats they are, or every difference of one rounding would read as "must be equal"
+    a, b = (x.astype(np.float32) if name == "bf16" else x for x, name in ((a, rd), (b, cd)))
     base = dict(ref_shape=tuple(a.shape), cand_shape=tuple(b.shape), ref_dtype=rd, cand_dtype=cd)
     if isinstance(tolerance, Tolerance):
         tol = tolerance
