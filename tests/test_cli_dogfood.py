@@ -218,3 +218,38 @@ def test_bf16_tensors_are_compared_by_value_not_bit_for_bit():
     assert near.passed and near.status in ("close", "similar") and near.ref_dtype == "bf16"
     far = compare(ref, (-x).astype(bf16))
     assert not far.passed and far.reason.startswith("values: cosine -1.0")
+
+
+# -- outputs checked before the work --------------------------------------------------------------
+@pytest.mark.parametrize("out, words", [
+    ("FOLDER", ("is a folder", "table.json")),
+    ("missing/t.json", ("folder", "does not exist")),
+    ("t.obir", ("ends in .obir", "t.json")),
+])
+def test_calibrate_checks_its_output_before_calibrating(onnx_model, tmp_path, capsys, monkeypatch, out, words):
+    """calibrate ran first and then failed on 'Is a directory: OUT.tmp' (or wrote a JSON table
+    into t.obir, which every later command reads as a graph)."""
+    from opbridge import quant
+
+    def not_reached(*args, **kwargs):
+        raise AssertionError("calibrated before checking -o")
+
+    monkeypatch.setattr(quant, "calibrate", not_reached)
+    target = tmp_path if out == "FOLDER" else tmp_path / out
+    assert main(["calibrate", str(onnx_model), "--data", str(tmp_path), "-o", str(target)]) == 2
+    error, hint = _one_error(capsys.readouterr().err)
+    assert words[0] in error and words[1] in error + hint
+
+
+@pytest.mark.parametrize("argv, example", [
+    (["run", "PROG", "--random-input", "-o", "DIR"], "out.npz"),
+    (["profile", "PROG", "--trace", "DIR"], "trace.json"),
+    (["validate", "ONNX", "--report", "DIR"], "report.json"),
+])
+def test_a_folder_given_for_a_file_gets_a_file_name_with_its_ending(onnx_model, tmp_path, capsys, argv, example):
+    prog = tmp_path / "m.obprog"
+    ob.compile(ob.convert(str(onnx_model)), target="bm1684").save(str(prog))
+    subst = {"PROG": str(prog), "ONNX": str(onnx_model), "DIR": str(tmp_path)}
+    assert main([subst.get(a, a) for a in argv]) == 2
+    _, hint = _one_error(capsys.readouterr().err)
+    assert hint.startswith(f"hint: give a file name, e.g. {argv[-2]} {tmp_path / example}")

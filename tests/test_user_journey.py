@@ -191,16 +191,24 @@ def test_an_output_that_is_a_folder_is_refused(files, capsys):
     assert f"-o {files['empty'] / 'out.obir'}" in hint
 
 
-def test_an_os_error_gets_a_hint_too(files, capsys, tmp_path):
-    """An error the system raises while writing (here in a command without the early check)
-    still ends with a hint."""
+def test_an_os_error_gets_a_hint_too(files, capsys, tmp_path, monkeypatch):
+    """An error the system raises while writing (here the folder removed after the early check
+    of -o, as by another process) still ends with a hint."""
+    import errno
+
     import numpy as np
 
+    from opbridge.quant.table import CalibrationTable
+
+    def folder_gone(self, path):
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(path))
+
+    monkeypatch.setattr(CalibrationTable, "save", folder_gone)
     data = tmp_path / "calib"
     data.mkdir()
     np.save(data / "a.npy", np.zeros((1, 3, 16, 16), np.float32))
     error, hint = _fails(capsys, ["calibrate", str(files["onnx"]), "--data", str(data),
-                                  "-o", str(tmp_path / "no" / "t.json")])
+                                  "-o", str(tmp_path / "t.json")])
     assert "No such file or directory" in error
     assert hint == "hint: check the path: the file, and every folder it names, must exist"
 

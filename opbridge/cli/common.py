@@ -208,12 +208,13 @@ def check_model_file(path: str, command: str) -> None:
 
 
 def check_output(path: str | None, option: str, what: str, ending: str | None = None, *,
-                 not_a_model: str | None = None) -> None:
+                 not_a_model: str | None = None, example: str | None = None) -> None:
     """Refuse, before any work, an output path that cannot be written: a folder, a file in a
     folder that does not exist, or a name opbridge would not read back as ``what``: with
     ``ending``, one without it (model files and graphs are told apart by their endings); with
     ``not_a_model`` (the usual ending, for the hint), one ending like a model or graph, which
-    would be read back as that whatever was written."""
+    would be read back as that whatever was written. ``example``: the file name a hint suggests
+    (default ``out`` with the ending)."""
     from pathlib import Path
 
     from ..errors import OpbridgeError
@@ -223,7 +224,7 @@ def check_output(path: str | None, option: str, what: str, ending: str | None = 
     p = Path(path)
     if p.is_dir():
         raise OpbridgeError(f"{option} '{path}' is a folder; it takes the file to write ({what})",
-                            hint=f"give a file name, e.g. {option} {p / ('out' + (ending or not_a_model or ''))}")
+                            hint=f"give a file name, e.g. {option} {p / (example or 'out' + (ending or not_a_model or ''))}")
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
         raise OpbridgeError(f"{option} '{path}': folder '{parent}' does not exist",

@@ -43,8 +43,8 @@ def run(args: argparse.Namespace) -> int:
     from ..plugins_loader import load_plugins
     from ..simulator import load_program
 
-    check_output(args.trace, "--trace", "a trace")
-    check_output(args.html, "--html", "an HTML page")
+    check_output(args.trace, "--trace", "a trace", example="trace.json")
+    check_output(args.html, "--html", "an HTML page", example="profile.html")
     load_plugins(args.plugin)
     loaded = load_program(args.program)
     prog = static_program(loaded)  # compiled with --dynamic: the program for its largest shapes

@@ -95,6 +95,7 @@ def add_calibrate_parser(sub: Any) -> None:
 def run_calibrate(args: argparse.Namespace) -> int:
     from ..quant import calibrate
 
+    check_output(args.output, "-o", "a JSON calibration table", not_a_model=".json", example="table.json")
     t0 = time.perf_counter()
     graph = _graph(args)
     table = calibrate(graph, args.data, args.method, num_samples=args.samples,

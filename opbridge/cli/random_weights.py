@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..tools.random_weights import random_weights
 
-    check_output(args.output, "-o", "Caffe weights")
+    check_output(args.output, "-o", "Caffe weights", example="net.caffemodel")
     written = random_weights(args.prototxt, args.output, seed=args.seed,
                              input_shapes=dict(args.input_shape) or None, plugins=args.plugin)
     total = sum(int(np.prod(s)) for shapes in written.values() for s in shapes)

@@ -65,10 +65,10 @@ def run(args: argparse.Namespace) -> int:
     from ..plugins_loader import load_plugins
     from ..simulator import load_program
 
-    check_output(args.output, "-o", "an .npz archive of the outputs")  # the name as typed
+    check_output(args.output, "-o", "an .npz archive of the outputs", example="out.npz")  # the name as typed
     if args.output and not args.output.endswith(".npz"):
         args.output += ".npz"  # as numpy.savez names it (it adds .npz unless the name ends so)
-        check_output(args.output, "-o", "an .npz archive of the outputs")
+        check_output(args.output, "-o", "an .npz archive of the outputs", example="out.npz")
     load_plugins(args.plugin)
     prog = load_program(args.program)
     # a program compiled with --dynamic gets random inputs of the largest shapes it was compiled for

@@ -96,15 +96,15 @@ def run(args: argparse.Namespace) -> int:
     from . import EXIT_FAILED, EXIT_OK
 
     check_model_file(args.model, "validate")
-    check_output(args.report, "--report", "a JSON report")
-    check_output(args.html, "--html", "an HTML report")
+    check_output(args.report, "--report", "a JSON report", example="report.json")
+    check_output(args.html, "--html", "an HTML report", example="report.html")
     dump = _dump_option(args)
     if dump == "":
         base = os.path.basename(args.model)
         dump = (base.split(".")[0] or "model") + "_debug.npz"
     if dump is not None and not dump.endswith(".npz"):
         dump += ".npz"  # as np.savez names it, so the note printed names the file written
-    check_output(dump, "--dump-layers", "an .npz dump")
+    check_output(dump, "--dump-layers", "an .npz dump", example="debug.npz")
     image = None
     if args.image:
         image = image_spec(args.image, args.mean, args.scale, args.pixel_format)
