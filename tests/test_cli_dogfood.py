@@ -253,3 +253,14 @@ def test_a_folder_given_for_a_file_gets_a_file_name_with_its_ending(onnx_model, 
     assert main([subst.get(a, a) for a in argv]) == 2
     _, hint = _one_error(capsys.readouterr().err)
     assert hint.startswith(f"hint: give a file name, e.g. {argv[-2]} {tmp_path / example}")
+
+
+@pytest.mark.parametrize("argv, usage", [(["help", "convert"], "usage: opbridge convert "),
+                                         (["help", "plugin", "new"], "usage: opbridge plugin new "),
+                                         (["help"], "usage: opbridge ")])
+def test_help_command_shows_the_commands_help(capsys, argv, usage):
+    """'opbridge help convert' (git's and pip's form) was an invalid choice 'help'."""
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.startswith(usage)

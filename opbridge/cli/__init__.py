@@ -227,6 +227,9 @@ def _one_line_warnings() -> Iterator[None]:
 
 
 def _main(argv: Sequence[str] | None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["help"]:  # as git and pip take it: 'opbridge help convert' is 'opbridge convert --help'
+        argv = [*argv[1:], "--help"]
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:  # refused by the command's own parser, which knows its options
