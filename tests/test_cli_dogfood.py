@@ -264,3 +264,18 @@ def test_help_command_shows_the_commands_help(capsys, argv, usage):
         main(argv)
     assert exit_.value.code == 0
     assert capsys.readouterr().out.startswith(usage)
+
+
+# -- show a deploy prototxt alone ------------------------------------------------------------------
+def test_show_lists_a_prototxt_without_weights(tmp_path, capsys):
+    """'opbridge show deploy.prototxt' failed on the first conv's missing blob: a listing of the
+    structure now uses random blobs and says so."""
+    proto = tmp_path / "deploy.prototxt"
+    proto.write_text('name: "n"\ninput: "data"\ninput_shape { dim: 1 dim: 3 dim: 8 dim: 8 }\n'
+                     'layer { name: "conv" type: "Convolution" bottom: "data" top: "c" '
+                     'convolution_param { num_output: 4 kernel_size: 3 stride: 2 pad: 1 } }\n')
+    assert main(["show", str(proto)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# no --weights: the blobs are random")
+    # (8 + 2*1 - 3) // 2 + 1 = 4: Caffe's convolution output size
+    assert "%c: f32[1,4,4,4] = Conv(%data" in out
