@@ -279,3 +279,24 @@ def test_show_lists_a_prototxt_without_weights(tmp_path, capsys):
     assert out.startswith("# no --weights: the blobs are random")
     # (8 + 2*1 - 3) // 2 + 1 = 4: Caffe's convolution output size
     assert "%c: f32[1,4,4,4] = Conv(%data" in out
+
+
+# -- run / profile given a graph or a model --------------------------------------------------------
+@pytest.mark.parametrize("command", ["run", "profile"])
+@pytest.mark.parametrize("given", ["model.onnx", "model.obir", "deploy.prototxt"])
+def test_run_and_profile_refuse_a_graph_or_model_with_the_compile_line(onnx_model, tmp_path, capsys, command, given):
+    """Read as a program, a model's bytes gave 'not a valid .obprog file (truncated or not
+    safetensors): header length 8031177557570357512 ...'."""
+    path = tmp_path / given
+    if given == "model.onnx":
+        path = onnx_model
+    elif given == "model.obir":
+        ob.save(ob.convert(str(onnx_model)), str(path))
+    else:
+        path.write_text('name: "n"\n')
+    argv = [command, str(path)] + (["--random-input"] if command == "run" else [])
+    assert main(argv) == 2
+    error, hint = _one_error(capsys.readouterr().err)
+    assert f"opbridge {command} reads a compiled program (.obprog)" in error
+    weights = " --weights NET.caffemodel" if given.endswith(".prototxt") else ""
+    assert hint == f"hint: compile it first: opbridge compile {path}{weights} -o {given.split('.')[0]}.obprog"

@@ -207,6 +207,24 @@ def check_model_file(path: str, command: str) -> None:
                                    hint=f"it is {what}")
 
 
+def check_program_file(path: str, command: str) -> None:
+    """Refuse, before reading it, a PROGRAM that is a graph or a model file: read as a program,
+    its bytes gave a 'truncated safetensors' error with a header length of 19 digits."""
+    from pathlib import Path
+
+    from ..errors import ModelFormatError
+
+    name = Path(path).name.lower()
+    ending = next((e for e in model_endings() if name.endswith(e)), None)
+    if ending is None:
+        return
+    what = "a graph (.obir)" if ending == ".obir" else f"a model file ({ending})"
+    stem = Path(path).name[: -len(ending)] or "model"
+    raise ModelFormatError(f"'{path}' is {what}; opbridge {command} reads a compiled program (.obprog)",
+                           hint=f"compile it first: opbridge compile {path}"
+                           f"{' --weights NET.caffemodel' if ending == '.prototxt' else ''} -o {stem}.obprog")
+
+
 def check_output(path: str | None, option: str, what: str, ending: str | None = None, *,
                  not_a_model: str | None = None, example: str | None = None) -> None:
     """Refuse, before any work, an output path that cannot be written: a folder, a file in a

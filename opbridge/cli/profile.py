@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from .common import add_plugin_option, check_output, static_program
+from .common import add_plugin_option, check_output, check_program_file, static_program
 
 
 def add_parser(sub: Any) -> None:
@@ -45,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_output(args.trace, "--trace", "a trace", example="trace.json")
     check_output(args.html, "--html", "an HTML page", example="profile.html")
+    check_program_file(args.program, args.command)
     load_plugins(args.plugin)
     loaded = load_program(args.program)
     prog = static_program(loaded)  # compiled with --dynamic: the program for its largest shapes

@@ -10,6 +10,7 @@ from .common import (
     add_plugin_option,
     add_threads_option,
     check_output,
+    check_program_file,
     non_negative_int,
     static_program,
     with_threads,
@@ -69,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output and not args.output.endswith(".npz"):
         args.output += ".npz"  # as numpy.savez names it (it adds .npz unless the name ends so)
         check_output(args.output, "-o", "an .npz archive of the outputs", example="out.npz")
+    check_program_file(args.program, args.command)
     load_plugins(args.plugin)
     prog = load_program(args.program)
     # a program compiled with --dynamic gets random inputs of the largest shapes it was compiled for

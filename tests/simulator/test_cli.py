@@ -89,7 +89,7 @@ def test_profile_json(prog_path, capsys):
     (["run", "{prog}", "--input", "nope=x.npy"], "no input named 'nope'|cannot read"),
     (["run", "{prog}", "--input", "data"], "NAME=FILE.npy"),
     (["run", "/nonexistent.obprog", "--random-input"], "does not exist"),
-    (["profile", "{onnx}"], "not a valid .obprog|not an opbridge"),
+    (["profile", "{onnx}"], "reads a compiled program \\(.obprog\\)"),
     (["compile", "{onnx}", "--target", "tpu9000", "-o", "x.obprog"], "unknown target preset"),
     (["compile", "{onnx}", "--lmem-kib", "0", "-o", "x.obprog"], "--lmem-kib: '0': give a whole number >= 1"),
 ], ids=["input=unknown-name", "input=no-file", "program=missing", "program=onnx", "target=unknown",
