@@ -300,3 +300,13 @@ def test_run_and_profile_refuse_a_graph_or_model_with_the_compile_line(onnx_mode
     assert f"opbridge {command} reads a compiled program (.obprog)" in error
     weights = " --weights NET.caffemodel" if given.endswith(".prototxt") else ""
     assert hint == f"hint: compile it first: opbridge compile {path}{weights} -o {given.split('.')[0]}.obprog"
+
+
+def test_compile_target_takes_a_json_file_as_validate_does(onnx_model, tmp_path, capsys):
+    """'compile --target chip.json' was 'unknown target preset' while 'validate --target
+    chip.json' read the file."""
+    chip = tmp_path / "chip.json"
+    ob.Target.preset("bm1684x", lanes=32).save(str(chip))
+    out = tmp_path / "m.obprog"
+    assert main(["compile", str(onnx_model), "--target", str(chip), "-o", str(out)]) == 0
+    assert ob.load_program(str(out)).target.lanes == 32

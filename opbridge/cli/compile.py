@@ -36,7 +36,8 @@ def add_parser(sub: Any) -> None:
                    "input is an error naming the input, the dim and the compiled maximum")
     add_pass_option(p)
     p.add_argument("--target", default="bm1684",
-                   help="target preset: bm1684 or bm1684x (default: bm1684)")
+                   help="target preset (bm1684 or bm1684x) or a target .json file, as validate's "
+                   "(default: bm1684)")
     p.add_argument("--target-json", metavar="F", help="a target JSON file (overrides --target)")
     p.add_argument("--lmem-kib", type=positive_int, metavar="N",
                    help="local memory per lane in KiB (overrides the target's)")
@@ -47,10 +48,11 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..simulator import Target, compile
+    from ..simulator.target import resolve_target
     from . import EXIT_FAILED
 
     check_output(args.output, "-o", "a .obprog program", not_a_model=".obprog")
-    target = Target.load(args.target_json) if args.target_json else Target.preset(args.target)
+    target = Target.load(args.target_json) if args.target_json else resolve_target(args.target)
     t0 = time.perf_counter()
     # --dynamic keeps the symbolic dims: --input-shape gives their maxima to compile instead
     graph = load_model(args, input_shapes=not args.dynamic)
