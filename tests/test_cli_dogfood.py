@@ -310,3 +310,69 @@ def test_compile_target_takes_a_json_file_as_validate_does(onnx_model, tmp_path,
     out = tmp_path / "m.obprog"
     assert main(["compile", str(onnx_model), "--target", str(chip), "-o", str(out)]) == 0
     assert ob.load_program(str(out)).target.lanes == 32
+
+
+# -- quantization refusals carry a hint ------------------------------------------------------------
+@pytest.mark.parametrize("case", ["percentile", "target-cos", "bad-image", "npz-without-the-input"])
+def test_quantization_refusals_have_a_hint(onnx_model, calibrated, tmp_path, capsys, case):
+    """These were an error: line alone, with no hint: line."""
+    g = ob.convert(str(onnx_model))
+    (name,) = [v.name for v in g.inputs]
+    data = tmp_path / "data"
+    data.mkdir()
+    np.save(data / "a.npy", np.zeros(tuple(int(d) for d in g.inputs[0].shape), np.float32))
+    if case == "bad-image":
+        (data / "a.npy").unlink()
+        (data / "b.jpg").write_bytes(b"not an image")
+    if case == "npz-without-the-input":
+        (data / "a.npy").unlink()
+        np.savez(data / "b.npz")  # no array at all (an unknown name has its own error)
+    argv = {"percentile": ["calibrate", str(onnx_model), "--data", str(data), "--method", "percentile",
+                           "--percentile", "150", "-o", str(tmp_path / "t.json")],
+            "target-cos": ["quantize", str(onnx_model), "--table", str(calibrated), "--mixed-precision",
+                           "auto", "--target-cos", "5", "-o", str(tmp_path / "q.obir")],
+            }.get(case, ["calibrate", str(onnx_model), "--data", str(data), "-o", str(tmp_path / "t.json")])
+    assert main(argv) == 2
+    _one_error(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--data", "FILE"], "is a file; it takes the folder"),
+    (["--job-timeout", "-5"], "give a number above 0"),
+    (["--max-upload-mb", "nan"], "give a number above 0"),
+    (["--job-memory-mb", "-1"], "give a whole number >= 0"),
+])
+def test_serve_refuses_bad_settings_before_starting(tmp_path, capsys, argv, words):
+    """A file as --data failed with 'File exists' and a generic hint; a negative timeout or
+    size was taken as given."""
+    pytest.importorskip("uvicorn", reason="the 'serve' extra (uvicorn) is not installed")
+    pytest.importorskip("starlette", reason="the 'serve' extra (starlette) is not installed")
+    (tmp_path / "f.txt").write_text("x")
+    argv = [str(tmp_path / "f.txt") if a == "FILE" else a for a in argv]
+    if "--data" not in argv:
+        argv += ["--data", str(tmp_path / "jobs")]
+    try:
+        code = main(["serve", "--port", "0", *argv])
+    except SystemExit as exit_:  # argparse's refusals
+        code = exit_.code
+    assert code == 2
+    error, _ = _one_error(capsys.readouterr().err)
+    assert words in error
+
+
+def test_serve_drops_the_traceback_of_a_second_ctrl_c():
+    """A second Ctrl-C cancels the app's shutdown; starlette reports it to uvicorn as a
+    formatted traceback, which the server printed as an ERROR."""
+    import logging
+
+    from opbridge.cli.serve import _not_an_interrupt
+
+    def record(msg: str) -> logging.LogRecord:
+        return logging.LogRecord("uvicorn.error", logging.ERROR, __file__, 1, msg, None, None)
+
+    cancelled = ("Traceback (most recent call last):\n  File \"x\", line 1\nKeyboardInterrupt\n\nDuring "
+                 "handling of the above exception, another exception occurred:\n\nTraceback (most recent "
+                 "call last):\n  File \"y\", line 2\nasyncio.exceptions.CancelledError\n")
+    assert not _not_an_interrupt(record(cancelled))
+    assert _not_an_interrupt(record("Traceback (most recent call last):\n  File \"z\"\nValueError: real\n"))
+    assert _not_an_interrupt(record("[Errno 98] error while attempting to bind on address"))

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import errno
+import logging
 import socket
 from pathlib import Path
 from typing import Any
 
-from .common import positive_int
+from .common import non_negative_int, positive_int
 
 
 def add_parser(sub: Any) -> None:
@@ -28,11 +29,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--workers", type=positive_int, default=2, metavar="N", help="jobs run at once (default 2)")
     p.add_argument("--allow-plugins", action="store_true",
                    help="accept plugin uploads (they are Python code run by the server's workers)")
-    p.add_argument("--max-upload-mb", type=float, default=256.0, metavar="MB",
+    p.add_argument("--max-upload-mb", type=_positive_float, default=256.0, metavar="MB",
                    help="largest accepted upload, in MiB (default 256; larger: HTTP 413)")
-    p.add_argument("--job-timeout", type=float, default=600.0, metavar="S",
+    p.add_argument("--job-timeout", type=_positive_float, default=600.0, metavar="S",
                    help="seconds a job may run before it is killed and failed (default 600)")
-    p.add_argument("--job-memory-mb", type=int, default=4096, metavar="MB",
+    p.add_argument("--job-memory-mb", type=non_negative_int, default=4096, metavar="MB",
                    help="address-space limit of a job's worker process, in MiB (default 4096; 0: none)")
     p.set_defaults(func=run)
 
@@ -52,12 +53,16 @@ def run(args: argparse.Namespace) -> int:
                          job_timeout_s=args.job_timeout, job_memory_mb=args.job_memory_mb)
     from ..serve.store import lock_data_dir
 
+    if config.data.exists() and not config.data.is_dir():
+        raise OpbridgeError(f"--data '{args.data}' is a file; it takes the folder of the job database and "
+                            "files", hint="give a folder (made when missing), e.g. --data ./jobs")
     lock_data_dir(config.data).close()  # a clean error now rather than a failed app startup
     sock = _listen(args.host, args.port)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     print(f"serving http://{shown}:{port}/ (jobs in {config.data}); press Ctrl-C to stop", flush=True)
     server = uvicorn.Server(uvicorn.Config(create_app(config), log_level="warning"))
+    logging.getLogger("uvicorn.error").addFilter(_not_an_interrupt)
     try:
         server.run(sockets=[sock])
     except KeyboardInterrupt:  # Ctrl-C is how a server is stopped: not an interrupted command
@@ -66,6 +71,26 @@ def run(args: argparse.Namespace) -> int:
         sock.close()
     print("stopped", flush=True)
     return 0
+
+
+def _not_an_interrupt(record: logging.LogRecord) -> bool:
+    """Whether to keep a uvicorn log record: not the traceback logged when a second Ctrl-C
+    cancels the app's shutdown (a KeyboardInterrupt, then a CancelledError in the lifespan;
+    starlette sends it formatted, as the message of a 'lifespan.shutdown.failed')."""
+    text = record.getMessage().rstrip()
+    return not (text.startswith("Traceback") and
+                (text.endswith("CancelledError") or "\nKeyboardInterrupt\n" in text))
+
+
+def _positive_float(text: str) -> float:
+    """An ``argparse`` type: a number above 0 (seconds, MiB)."""
+    try:
+        x = float(text)
+    except ValueError:
+        x = float("nan")
+    if not x > 0 or x == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number above 0")
+    return x
 
 
 def _port(text: str) -> int:

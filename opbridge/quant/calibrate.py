@@ -81,9 +81,10 @@ def calibrate(
         raise QuantError(f"calibration method {method!r} is not one of {', '.join(METHODS)}",
                          hint="use minmax (fast), percentile or kl (clips outliers)")
     if not 0 < percentile <= 100:
-        raise QuantError(f"percentile {percentile}: must be in (0, 100]")
+        raise QuantError(f"percentile {percentile}: must be in (0, 100]",
+                         hint="give the share of values kept, e.g. 99.99 (--percentile 99.99)")
     if bins < KL_LEVELS:
-        raise QuantError(f"bins {bins}: must be >= {KL_LEVELS}")
+        raise QuantError(f"bins {bins}: must be >= {KL_LEVELS}", hint=f"give {KL_LEVELS} bins or more")
     g = prepared(graph, equalize)
     feeds = load_samples(g, samples, limit=num_samples, preprocess=preprocess)
     passes = 1 if method == "minmax" else 2

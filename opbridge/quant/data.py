@@ -152,7 +152,8 @@ def _check_feed(graph: Graph, feed: Any, where: str) -> dict[str, np.ndarray]:
 
 def _fit(v: Value, feed: Mapping[str, Any], where: str) -> np.ndarray:
     if v.name not in feed:
-        raise QuantError(f"{where} has no array for input '{v.name}' ({v.dtype}{format_shape(v.shape)})")
+        raise QuantError(f"{where} has no array for input '{v.name}' ({v.dtype}{format_shape(v.shape)})",
+                         hint="give every input an array, named after it (numpy.savez(f, **{name: array}))")
     arr = np.asarray(feed[v.name])
     want = to_numpy_dtype(v.dtype)
     if not is_static(v.shape):
@@ -219,7 +220,8 @@ def read_image(path: Path, size: tuple[int, int], pixel_format: str,
             im = im.resize((size[1], size[0]), Image.Resampling.BILINEAR)
             arr = np.asarray(im, dtype=np.float32)
     except OSError as err:
-        raise QuantError(f"calibration image '{path}' cannot be read: {err}") from None
+        raise QuantError(f"calibration image '{path}' cannot be read: {err}",
+                         hint="check that it is a complete image file, or remove it from the folder") from None
     arr = arr[..., None] if arr.ndim == 2 else arr
     return arr[..., ::-1].copy() if pixel_format == "bgr" else arr
 
@@ -234,7 +236,8 @@ def _read_cv2(path: Path, size: tuple[int, int], pixel_format: str,
     flag = cv2.IMREAD_GRAYSCALE if pixel_format == "gray" else cv2.IMREAD_COLOR
     img = cv2.imdecode(np.fromfile(str(path), np.uint8), flag)
     if img is None:
-        raise QuantError(f"calibration image '{path}' cannot be read")
+        raise QuantError(f"calibration image '{path}' cannot be read",
+                         hint="check that it is a complete image file, or remove it from the folder")
     if window is not None:
         x0, x1 = crop_columns(img.shape[1], window)
         img = img[:, x0:x1]

@@ -106,7 +106,8 @@ def quantize(
     if mixed_precision not in (None, "auto"):
         raise QuantError(f"mixed_precision {mixed_precision!r}: use None or 'auto'")
     if not 0 < target_cos <= 1:
-        raise QuantError(f"target cosine {target_cos}: must be in (0, 1]")
+        raise QuantError(f"target cosine {target_cos}: must be in (0, 1]",
+                         hint="give the output cosine to keep, e.g. 0.999 (--target-cos 0.999)")
     if bias_correction and samples is None:
         raise QuantError("bias correction needs calibration samples",
                          hint="pass samples= (Python) / --data (CLI): the calibration data")
