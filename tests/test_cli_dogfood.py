@@ -376,3 +376,16 @@ def test_serve_drops_the_traceback_of_a_second_ctrl_c():
     assert not _not_an_interrupt(record(cancelled))
     assert _not_an_interrupt(record("Traceback (most recent call last):\n  File \"z\"\nValueError: real\n"))
     assert _not_an_interrupt(record("[Errno 98] error while attempting to bind on address"))
+
+
+def test_a_renamed_ts_json_pair_says_which_weights_name_it_wants(traced_conv, tmp_path, capsys):
+    """The .ts.json names its .safetensors: a user who renamed both was told to keep the file
+    'beside the .ts.json', where it was."""
+    out = tmp_path / "conv.ts.json"
+    assert main(["export-torchscript", str(traced_conv), "--input-shape", "x=1,3,8,8", "-o", str(out)]) == 0
+    out.rename(tmp_path / "mine.ts.json")
+    (tmp_path / "conv.ts.safetensors").rename(tmp_path / "mine.ts.safetensors")
+    capsys.readouterr()
+    assert main(["convert", str(tmp_path / "mine.ts.json"), "-o", str(tmp_path / "m.obir")]) == 2
+    _, hint = _one_error(capsys.readouterr().err)
+    assert "'conv.ts.safetensors'" in hint and "rename" in hint

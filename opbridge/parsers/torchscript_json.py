@@ -73,7 +73,9 @@ class _Weights:
         if not self.path.is_file():
             raise ModelFormatError(
                 f"{where}: the weights file '{self.path}' does not exist",
-                hint="keep the .safetensors file written by export-torchscript beside the .ts.json",
+                hint=f"the .ts.json names its tensors' file '{self.path.name}': keep the .safetensors "
+                     "file export-torchscript wrote beside it under that name (a renamed pair: rename "
+                     "the .safetensors back)",
             )
         try:
             self._file = safe_open(str(self.path), framework="numpy")
