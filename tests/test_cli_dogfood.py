@@ -389,3 +389,18 @@ def test_a_renamed_ts_json_pair_says_which_weights_name_it_wants(traced_conv, tm
     assert main(["convert", str(tmp_path / "mine.ts.json"), "-o", str(tmp_path / "m.obir")]) == 2
     _, hint = _one_error(capsys.readouterr().err)
     assert "'conv.ts.safetensors'" in hint and "rename" in hint
+
+
+def test_validate_quantize_refuses_the_int8_graph_of_another_model(onnx_model, calibrated, tmp_path, capsys):
+    """Two models with the same input name: the other one's int8 graph was compared and failed
+    on shapes, with a note blaming the random inputs."""
+    other = ob.GraphBuilder("other")
+    x = other.input(ob.convert(str(onnx_model)).inputs[0].name, "f32", (1, 3, 16, 16))
+    other.output(other.op("Relu", [x], name="other_out"))
+    g = other.build()
+    table = ob.calibrate(g, [{g.inputs[0].name: np.ones((1, 3, 16, 16), np.float32)}])
+    q = tmp_path / "other.int8.obir"
+    ob.save(ob.quantize(g, table, dtype="int8"), str(q))
+    assert main(["validate", str(onnx_model), "--quantize", str(q)]) == 2
+    error, _ = _one_error(capsys.readouterr().err)
+    assert "has outputs ['other_out'], the float model" in error

@@ -132,7 +132,8 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"input {name}: {desc}", highlight=False)
     report.print(console, max_rows=args.max_rows)
     random = [name for name, desc in report.inputs.items() if " random (seed " in desc]
-    if args.quantize and random and not report.passed:
+    values = report.first_divergence is not None and report.first_divergence.status == "different"
+    if args.quantize and random and values:
         console.print(f"note: input(s) {', '.join(random)} were random values, not data like the "
                       "calibration samples, and an int8 graph is accurate only over the ranges it was "
                       "calibrated on: validate it on a sample (--input NAME=FILE.npy or --image FILE)",

@@ -71,11 +71,11 @@ def quantized_graph(graph: Graph, table: Any) -> Graph:
                          "--quantize (quantize=) compares an int8 graph with the float model",
                          hint="give the calibration table, or the .obir 'opbridge quantize --table' wrote; an "
                               "f16/bf16 graph validates on its own: opbridge validate GRAPH.obir --target bm1684x")
-    names = {v.name for v in graph.inputs}
-    if {v.name for v in table.inputs} != names:
-        raise QuantError(f"the quantized graph '{table.name}' has inputs "
-                         f"{sorted(v.name for v in table.inputs)}, the float model {sorted(names)}",
-                         hint="give the float model the quantized graph was made from")
+    for kind in ("inputs", "outputs"):
+        names, qnames = ({v.name for v in getattr(g, kind)} for g in (graph, table))
+        if qnames != names:
+            raise QuantError(f"the quantized graph '{table.name}' has {kind} {sorted(qnames)}, the float "
+                             f"model {sorted(names)}", hint="give the float model the quantized graph was made from")
     return table
 
 
