@@ -404,3 +404,13 @@ def test_validate_quantize_refuses_the_int8_graph_of_another_model(onnx_model, c
     assert main(["validate", str(onnx_model), "--quantize", str(q)]) == 2
     error, _ = _one_error(capsys.readouterr().err)
     assert "has outputs ['other_out'], the float model" in error
+
+
+def test_weights_given_without_weights_option_get_the_corrected_command(capsys):
+    """'opbridge validate deploy.prototxt net.caffemodel' (no --weights) was 'unrecognized
+    arguments' with only the --help pointer."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["convert", "deploy.prototxt", "net.caffemodel", "-o", "x.obir"])
+    assert exit_.value.code == 2
+    _, hint = _one_error(capsys.readouterr().err)
+    assert hint == "hint: give the weights with --weights: opbridge convert deploy.prototxt -o x.obir --weights net.caffemodel"

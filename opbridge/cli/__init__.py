@@ -86,14 +86,25 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # usage errors: as every other error, exit 2
         guess = self._close_match(message)
         typo = self._typo_of_option() if guess is None else None
+        weights = self._weights_without_option(message)
         sys.stderr.write(f"error: {self.prog}: {message}\n")
-        if typo:
+        if weights:
+            rest = " ".join(w for w in self._words if w != weights)
+            sys.stderr.write(f"hint: give the weights with --weights: {self.prog} {rest} --weights {weights}\n")
+        elif typo:
             sys.stderr.write(f"hint: {typo[0]!r} is not an option: did you mean {typo[1]!r}? "
                              f"'{self.prog} --help' lists the arguments and options\n")
         else:
             sys.stderr.write(f"hint: {f'did you mean {guess!r}? ' if guess else ''}"
                              f"'{self.prog} --help' lists the arguments and options\n")
         sys.exit(EXIT_USAGE)
+
+    def _weights_without_option(self, message: str) -> str | None:
+        """A Caffe weights file given as a second positional argument (MODEL NET.caffemodel),
+        when this command takes --weights."""
+        if not message.startswith("unrecognized arguments: ") or "--weights" not in self._option_string_actions:
+            return None
+        return next((w for w in message.split()[2:] if w.lower().endswith(".caffemodel")), None)
 
     def _typo_of_option(self) -> tuple[str, str] | None:
         """The first word of the command line that looks like an option this parser does not
