@@ -414,3 +414,15 @@ def test_weights_given_without_weights_option_get_the_corrected_command(capsys):
     assert exit_.value.code == 2
     _, hint = _one_error(capsys.readouterr().err)
     assert hint == "hint: give the weights with --weights: opbridge convert deploy.prototxt -o x.obir --weights net.caffemodel"
+
+
+def test_serve_whose_app_fails_at_startup_is_an_internal_error(tmp_path, monkeypatch, capsys):
+    """uvicorn.run exits 3 when the app's startup fails; serving on our own socket keeps that
+    (not 'stopped' and exit 0)."""
+    uvicorn = pytest.importorskip("uvicorn", reason="the 'serve' extra (uvicorn) is not installed")
+    pytest.importorskip("starlette", reason="the 'serve' extra (starlette) is not installed")
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets=None: None)  # never started
+    assert main(["serve", "--data", str(tmp_path / "jobs"), "--port", "0"]) == 3
+    captured = capsys.readouterr()
+    assert "stopped" not in captured.out
+    assert captured.err.startswith("internal error: the service did not start")

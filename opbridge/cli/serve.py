@@ -6,6 +6,7 @@ import argparse
 import errno
 import logging
 import socket
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -63,12 +64,17 @@ def run(args: argparse.Namespace) -> int:
     print(f"serving http://{shown}:{port}/ (jobs in {config.data}); press Ctrl-C to stop", flush=True)
     server = uvicorn.Server(uvicorn.Config(create_app(config), log_level="warning"))
     logging.getLogger("uvicorn.error").addFilter(_not_an_interrupt)
+    interrupted = False
     try:
         server.run(sockets=[sock])
     except KeyboardInterrupt:  # Ctrl-C is how a server is stopped: not an interrupted command
-        pass
+        interrupted = True
     finally:
         sock.close()
+    if not server.started and not interrupted:  # the app's startup failed (uvicorn logged why): a bug of ours, as uvicorn.run has it
+        sys.stderr.write("internal error: the service did not start (the log above says why)\n"
+                         "hint: rerun with --debug for the traceback, and please report it\n")
+        return 3
     print("stopped", flush=True)
     return 0
 
