@@ -426,3 +426,17 @@ def test_serve_whose_app_fails_at_startup_is_an_internal_error(tmp_path, monkeyp
     captured = capsys.readouterr()
     assert "stopped" not in captured.out
     assert captured.err.startswith("internal error: the service did not start")
+
+
+# -- demo on a given model --------------------------------------------------------------------------
+def test_demo_of_a_given_model_ends_with_what_to_run_next(onnx_model, tmp_path, capsys):
+    """The bundled demo ends with commands to try on its files; a given model's run ended with
+    the folder name alone."""
+    out = tmp_path / "demo"
+    assert main(["demo", str(onnx_model), "--out-dir", str(out)]) == 0
+    text = capsys.readouterr().out
+    tail = text[text.index("next, on these files:"):].splitlines()
+    assert tail[1:4] == [f"  opbridge show {out / 'model.obir'}",
+                         f"  opbridge profile {out / 'model.obprog'} --trace trace.json",
+                         f"  opbridge validate {onnx_model} --html report.html"]
+    assert (out / "model.obir").is_file() and (out / "model.obprog").is_file()

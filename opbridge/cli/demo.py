@@ -165,6 +165,25 @@ def _prepare_weights(m: DemoModel, out: Path, seed: int, input_shapes: dict[str,
         path.unlink(missing_ok=True)
 
 
+def _print_next(console: Any, out: Path, given: list[DemoModel] | None) -> None:
+    """The commands to try next on the files written: the bundled models', or (``given``: the
+    given models that compiled) the first given model's."""
+    if given is None:
+        if (out / "small_cnn.obprog").is_file():
+            console.print(f"next, on these files:\n  opbridge show {out / 'small_cnn.obir'}\n"
+                          f"  opbridge profile {out / 'small_cnn.obprog'} --trace trace.json\n"
+                          f"  opbridge validate {out / 'fire_net.prototxt'} --weights "
+                          f"{out / 'fire_net.caffemodel'} --html report.html", highlight=False, soft_wrap=True)
+        return
+    m = next((m for m in given if m.path is not None), None)
+    if m is None:
+        return
+    weights = f" --weights {m.weights}" if m.weights is not None else ""
+    console.print(f"next, on these files:\n  opbridge show {out / f'{m.name}.obir'}\n"
+                  f"  opbridge profile {out / f'{m.name}.obprog'} --trace trace.json\n"
+                  f"  opbridge validate {m.path}{weights} --html report.html", highlight=False, soft_wrap=True)
+
+
 def run_one(m: DemoModel, args: argparse.Namespace, out: Path, console: Any, res: DemoResult) -> None:
     """Every stage for one model; prints as it goes and records the outcome in ``res``."""
     import numpy as np
@@ -293,11 +312,8 @@ def run(args: argparse.Namespace) -> int:
     console.rule()
     console.print(t)
     console.print(f"files in {out}/", highlight=False)
-    if not args.models and (out / "small_cnn.obprog").is_file():
-        console.print(f"next, on these files:\n  opbridge show {out / 'small_cnn.obir'}\n"
-                      f"  opbridge profile {out / 'small_cnn.obprog'} --trace trace.json\n"
-                      f"  opbridge validate {out / 'fire_net.prototxt'} --weights "
-                      f"{out / 'fire_net.caffemodel'} --html report.html", highlight=False, soft_wrap=True)
+    _print_next(console, out, [m for m, r in zip(models, results) if r.stages.get("compile") == "ok"]
+                if args.models else None)
     if any(r.error for r in results):
         return EXIT_USAGE
     ran = [r for r in results if r.passed is not None]
