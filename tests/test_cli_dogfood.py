@@ -440,3 +440,21 @@ def test_demo_of_a_given_model_ends_with_what_to_run_next(onnx_model, tmp_path, 
                          f"  opbridge profile {out / 'model.obprog'} --trace trace.json",
                          f"  opbridge validate {onnx_model} --html report.html"]
     assert (out / "model.obir").is_file() and (out / "model.obprog").is_file()
+
+
+# -- the post-training quantization chain says what comes next ------------------------------------
+def test_calibrate_and_quantize_name_the_next_command(onnx_model, tmp_path, capsys):
+    g = ob.convert(str(onnx_model))
+    (inp,) = g.inputs
+    np.save(tmp_path / "s.npy", np.random.default_rng(0).random(tuple(int(d) for d in inp.shape), dtype=np.float32))
+    table, q = tmp_path / "t.json", tmp_path / "q.obir"
+    assert main(["calibrate", str(onnx_model), "--data", str(tmp_path / "s.npy"), "-o", str(table)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"next: opbridge quantize {onnx_model} --table {table} -o model.int8.obir")
+    assert main(["quantize", str(onnx_model), "--table", str(table), "-o", str(q)]) == 0
+    nxt = capsys.readouterr().out.splitlines()[-1]
+    assert nxt.startswith(f"next: opbridge validate {onnx_model} --quantize {q} --input {inp.name}=SAMPLE.npy ")
+    assert nxt.endswith(f"opbridge compile {q} -o {tmp_path / 'q.obprog'}")
+    assert main(["quantize", str(onnx_model), "--dtype", "f16", "-o", str(tmp_path / "h.obir")]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"next: opbridge compile {tmp_path / 'h.obir'} --target bm1684x -o {tmp_path / 'h.obprog'}")

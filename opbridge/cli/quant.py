@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from .common import (
@@ -105,7 +106,18 @@ def run_calibrate(args: argparse.Namespace) -> int:
     eq = ", equalized" if table.equalized else ""
     sys.stdout.write(f"wrote {args.output}: {len(table.tensors)} tensors, {table.samples} samples, "
                      f"method {table.method}{eq}; {time.perf_counter() - t0:.2f} s\n")
+    stem = Path(args.model).name.split(".")[0] or "model"
+    sys.stdout.write(f"next: opbridge quantize {args.model}{_model_words(args)} --table {args.output} "
+                     f"-o {stem}.int8.obir\n")
     return 0
+
+
+def _model_words(args: argparse.Namespace) -> str:
+    """The options that made MODEL's graph, to repeat in the next command on the same model."""
+    words = [f" --weights {args.weights}"] if getattr(args, "weights", None) else []
+    words += [f" --input-shape {name}={','.join(map(str, dims))}" for name, dims in args.input_shape or []]
+    words += [f" --plugin {p}" for p in args.plugin or []]
+    return "".join(words)
 
 
 def add_quantize_parser(sub: Any) -> None:
@@ -170,4 +182,11 @@ def run_quantize(args: argparse.Namespace) -> int:
     elif kept:
         sys.stdout.write(f"kept in float ({len(kept)}): {', '.join(kept[:20])}"
                          f"{' ...' if len(kept) > 20 else ''}\n")
+    prog = Path(args.output).with_name(Path(args.output).name[: -len(".obir")] + ".obprog")
+    if args.dtype == "int8":
+        feeds = "".join(f" --input {v.name}=SAMPLE.npy" for v in graph.inputs)
+        sys.stdout.write(f"next: opbridge validate {args.model}{_model_words(args)} --quantize {args.output}"
+                         f"{feeds} (int8 against float, on a sample); opbridge compile {args.output} -o {prog}\n")
+    else:  # bm1684 computes in f32 and 8-bit integers only
+        sys.stdout.write(f"next: opbridge compile {args.output} --target bm1684x -o {prog}\n")
     return 0
