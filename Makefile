@@ -1,12 +1,12 @@
 # The two quick-start commands: `make demo` and `make test`. Each installs what it needs
-# into .venv first (once; again when pyproject.toml changes).
+# into .venv first (once; again when pyproject.toml or this Makefile changes).
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint install bench
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e ".[test]"
