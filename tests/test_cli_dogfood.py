@@ -57,6 +57,16 @@ def test_typo_of_a_required_option_gets_did_you_mean(onnx_model, capsys, typo):
     assert f"'{typo.partition('=')[0]}' is not an option: did you mean '--output'?" in hint
 
 
+def test_an_abbreviated_option_is_not_called_a_typo(onnx_model, tmp_path, capsys):
+    """argparse takes '--out' for '--output': when another error (the model missing) is
+    reported, its hint must not call '--out' 'not an option'."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["convert", "--out", str(tmp_path / "x.obir")])
+    assert exit_.value.code == 2
+    error, hint = _one_error(capsys.readouterr().err)
+    assert "model" in error and "not an option" not in hint
+
+
 def test_missing_required_option_without_typo_has_no_guess(onnx_model, capsys):
     with pytest.raises(SystemExit):
         main(["convert", str(onnx_model)])
@@ -333,7 +343,9 @@ def test_quantization_refusals_have_a_hint(onnx_model, calibrated, tmp_path, cap
                            "auto", "--target-cos", "5", "-o", str(tmp_path / "q.obir")],
             }.get(case, ["calibrate", str(onnx_model), "--data", str(data), "-o", str(tmp_path / "t.json")])
     assert main(argv) == 2
-    _one_error(capsys.readouterr().err)
+    error, _ = _one_error(capsys.readouterr().err)
+    words = {"percentile": "150", "target-cos": "5", "bad-image": "b.jpg", "npz-without-the-input": "b.npz"}
+    assert words[case] in error, error
 
 
 @pytest.mark.parametrize("argv, words", [
@@ -458,3 +470,44 @@ def test_calibrate_and_quantize_name_the_next_command(onnx_model, tmp_path, caps
     assert main(["quantize", str(onnx_model), "--dtype", "f16", "-o", str(tmp_path / "h.obir")]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == (
         f"next: opbridge compile {tmp_path / 'h.obir'} --target bm1684x -o {tmp_path / 'h.obprog'}")
+
+
+def test_validate_quantize_takes_a_qdq_graph_quantized_by_onnxruntime(onnx_model, tmp_path, capsys):
+    """A graph quantized elsewhere carries no quant.dtype: its QuantizeLinear/DequantizeLinear
+    nodes make it an int8 graph, which --quantize compares with the float model."""
+    quantization = pytest.importorskip("onnxruntime.quantization", reason="onnxruntime quantizes the model")
+    import onnx
+
+    name = onnx.load(str(onnx_model)).graph.input[0]
+    dims = [d.dim_value or 1 for d in name.type.tensor_type.shape.dim]
+    rng = np.random.default_rng(0)
+
+    class Reader(quantization.CalibrationDataReader):
+        def __init__(self) -> None:
+            self.feeds = iter([{name.name: rng.standard_normal(dims).astype(np.float32)} for _ in range(2)])
+
+        def get_next(self):  # noqa: ANN201 - onnxruntime's interface
+            return next(self.feeds, None)
+
+    qdq = tmp_path / "qdq.onnx"
+    quantization.quantize_static(str(onnx_model), str(qdq), Reader(), quant_format=quantization.QuantFormat.QDQ)
+    ob.save(ob.convert(str(qdq)), str(tmp_path / "qdq.obir"))
+    code = main(["validate", str(onnx_model), "--quantize", str(tmp_path / "qdq.obir"), "--no-simulator"])
+    err = capsys.readouterr().err
+    assert "not a quantized" not in err and code in (0, 1), err
+
+
+def test_next_command_repeats_input_values_and_quotes_paths():
+    """The next command of calibrate/quantize rebuilds the same graph: --input-value bindings
+    repeated as written, paths with spaces quoted for the shell."""
+    import argparse
+    import shlex
+
+    from opbridge.cli.quant import _model_words
+
+    args = argparse.Namespace(model="my models/m.onnx", weights=None, input_shape=[("x", (1, 3, 8, 8))],
+                              input_value=[("sr", 16000), ("flag", True), ("v", [1, 2.5]), ("t", "a b.npy")],
+                              plugin=[])
+    assert shlex.split(_model_words(args)) == [
+        "my models/m.onnx", "--input-shape", "x=1,3,8,8", "--input-value", "sr=16000",
+        "--input-value", "flag=true", "--input-value", "v=1,2.5", "--input-value", "t=a b.npy"]

@@ -116,7 +116,8 @@ class _Parser(argparse.ArgumentParser):
             if word == "--":
                 break
             name = word.partition("=")[0]
-            if name.startswith("-") and len(name) > 2 and name not in known:
+            # a prefix of a known option is argparse's abbreviation, not a typo
+            if name.startswith("-") and len(name) > 2 and not any(k.startswith(name) for k in known):
                 close = difflib.get_close_matches(name, known, n=1, cutoff=0.7)
                 if close:
                     return name, close[0]

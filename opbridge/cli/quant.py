@@ -107,17 +107,30 @@ def run_calibrate(args: argparse.Namespace) -> int:
     sys.stdout.write(f"wrote {args.output}: {len(table.tensors)} tensors, {table.samples} samples, "
                      f"method {table.method}{eq}; {time.perf_counter() - t0:.2f} s\n")
     stem = Path(args.model).name.split(".")[0] or "model"
-    sys.stdout.write(f"next: opbridge quantize {args.model}{_model_words(args)} --table {args.output} "
+    sys.stdout.write(f"next: opbridge quantize {_model_words(args)} --table {args.output} "
                      f"-o {stem}.int8.obir\n")
     return 0
 
 
 def _model_words(args: argparse.Namespace) -> str:
-    """The options that made MODEL's graph, to repeat in the next command on the same model."""
-    words = [f" --weights {args.weights}"] if getattr(args, "weights", None) else []
-    words += [f" --input-shape {name}={','.join(map(str, dims))}" for name, dims in args.input_shape or []]
-    words += [f" --plugin {p}" for p in args.plugin or []]
-    return "".join(words)
+    """MODEL and the options that made its graph, quoted for a shell, to repeat in the next
+    command on the same model."""
+    from shlex import quote
+
+    def shown(value: object) -> str:  # --input-value as it was written: a path, numbers, true/false
+        items = value if isinstance(value, list) else [value]
+        return value if isinstance(value, str) else ",".join(str(v).lower() if isinstance(v, bool) else str(v)
+                                                              for v in items)
+
+    words = [quote(str(args.model))]
+    words += ["--weights", quote(args.weights)] if getattr(args, "weights", None) else []
+    for name, dims in args.input_shape or []:
+        words += ["--input-shape", quote(f"{name}={','.join(map(str, dims))}")]
+    for name, value in getattr(args, "input_value", None) or []:
+        words += ["--input-value", quote(f"{name}={shown(value)}")]
+    for plugin in args.plugin or []:
+        words += ["--plugin", quote(plugin)]
+    return " ".join(words)
 
 
 def add_quantize_parser(sub: Any) -> None:
@@ -185,7 +198,7 @@ def run_quantize(args: argparse.Namespace) -> int:
     prog = Path(args.output).with_name(Path(args.output).name[: -len(".obir")] + ".obprog")
     if args.dtype == "int8":
         feeds = "".join(f" --input {v.name}=SAMPLE.npy" for v in graph.inputs)
-        sys.stdout.write(f"next: opbridge validate {args.model}{_model_words(args)} --quantize {args.output}"
+        sys.stdout.write(f"next: opbridge validate {_model_words(args)} --quantize {args.output}"
                          f"{feeds} (int8 against float, on a sample); opbridge compile {args.output} -o {prog}\n")
     else:  # bm1684 computes in f32 and 8-bit integers only
         sys.stdout.write(f"next: opbridge compile {args.output} --target bm1684x -o {prog}\n")

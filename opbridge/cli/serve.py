@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import errno
-import logging
-import socket
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .common import non_negative_int, positive_int
+
+if TYPE_CHECKING:  # imported where used: every opbridge command builds this parser
+    import logging
+    import socket
 
 
 def add_parser(sub: Any) -> None:
@@ -63,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
     shown = f"[{host}]" if ":" in host else host
     print(f"serving http://{shown}:{port}/ (jobs in {config.data}); press Ctrl-C to stop", flush=True)
     server = uvicorn.Server(uvicorn.Config(create_app(config), log_level="warning"))
+    import logging
+
     logging.getLogger("uvicorn.error").addFilter(_not_an_interrupt)
     interrupted = False
     try:
@@ -113,6 +116,9 @@ def _port(text: str) -> int:
 def _listen(host: str, port: int) -> socket.socket:
     """A socket bound to ``host``:``port`` for the server, or an error that says what to do
     (uvicorn would log the failure as a traceback and exit 3, an internal error)."""
+    import errno
+    import socket
+
     from ..errors import OpbridgeError
 
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)

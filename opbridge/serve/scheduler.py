@@ -130,17 +130,19 @@ class Scheduler:
         with self._wake:
             cancelled = job_id in self._cancelled
             stopping = self._stopping
-        if not cancelled:
-            self._record(job_id, jobdir, exitcode, timed_out, stopping)
-        # released only after the record is read: a DELETE that comes in meanwhile (the job just
-        # finished) is still the slot's to clean up, so nobody removes the directory under
-        # _record, and no directory is left behind
-        with self._wake:
-            self._procs.pop(job_id, None)
-            cancelled = job_id in self._cancelled
-            self._cancelled.discard(job_id)
-        if cancelled:
-            shutil.rmtree(jobdir, ignore_errors=True)
+        try:
+            if not cancelled:
+                self._record(job_id, jobdir, exitcode, timed_out, stopping)
+        finally:
+            # released only after the record is read: a DELETE that comes in meanwhile (the job
+            # just finished) is still the slot's to clean up, so nobody removes the directory
+            # under _record, and no directory is left behind (nor when _record fails)
+            with self._wake:
+                self._procs.pop(job_id, None)
+                cancelled = job_id in self._cancelled
+                self._cancelled.discard(job_id)
+            if cancelled:
+                shutil.rmtree(jobdir, ignore_errors=True)
 
     def _record(self, job_id: str, jobdir: Path, exitcode: int | None, timed_out: bool, stopping: bool) -> None:
         result_file = jobdir / RESULT

@@ -66,7 +66,10 @@ def quantized_graph(graph: Graph, table: Any) -> Graph:
     if not isinstance(table, Graph):
         return quantize(graph, table, dtype="int8")
     dtype = table.metadata.get("quant.dtype")
-    if dtype != "int8":  # an f16/bf16 graph's tensors are not dequantized: every one would fail on its dtype
+    # an f16/bf16 graph's tensors are not dequantized: every one would fail on its dtype. A graph
+    # quantized elsewhere (onnxruntime's QDQ, by hand) has no quant.dtype: its Q/DQ nodes tell.
+    qdq = any(n.op in ("QuantizeLinear", "DequantizeLinear") for n in table.nodes)
+    if dtype in ("f16", "bf16") or (dtype is None and not qdq):
         raise QuantError(f"{what} is {f'a {dtype}' if dtype else 'not a quantized'} graph; "
                          "--quantize (quantize=) compares an int8 graph with the float model",
                          hint="give the calibration table, or the .obir 'opbridge quantize --table' wrote; an "

@@ -1,11 +1,11 @@
 """Tiny, randomly initialised models of the Hugging Face ``transformers`` library and of ``timm``
 (no weights are downloaded: HF models come from small configs, timm's with ``pretrained=False``),
-each wrapped so that it takes tensors and returns one tensor, and the inputs to run it on."""
+and the inputs to run each on. HF models are wrapped to take tensors and return one tensor;
+timm's already do."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -14,21 +14,19 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 H, LAYERS, HEADS, FFN, VOCAB, SEQ = 32, 2, 4, 64, 99, 8
 
 
-def _wrap(model: Any, take: Callable[[Any], Any] | None = None,
-          keys: tuple[str, ...] = ("input_ids", "attention_mask")) -> Any:
+def _wrap(model: Any, keys: tuple[str, ...] = ("input_ids", "attention_mask")) -> Any:
     import torch
 
     class Wrapped(torch.nn.Module):
         """Tensors in (passed as ``keys``: HF models' positional order differs between them),
-        the model's first output (or ``take`` of its output) out."""
+        the model's first output out."""
 
         def __init__(self) -> None:
             super().__init__()
             self.model = model
 
         def forward(self, *xs: torch.Tensor) -> torch.Tensor:
-            out = self.model(**dict(zip(keys, xs))) if take is None else self.model(*xs)
-            return take(out) if take is not None else out[0]
+            return self.model(**dict(zip(keys, xs)))[0]
 
     return Wrapped().eval()
 
@@ -56,9 +54,10 @@ def import_zoo(name: str) -> Any:
     """``transformers`` or ``timm``, after torchvision (both import it; see import_torchvision)."""
     import importlib
 
-    from tests.torchscript._torchvision import import_torchvision
+    from tests.torchscript._torchvision import HAVE_TORCHVISION, import_torchvision
 
-    import_torchvision()
+    if HAVE_TORCHVISION:  # without it, the models that do not need it still import
+        import_torchvision()
     return importlib.import_module(name)
 
 
@@ -158,7 +157,7 @@ def _timm(name: str) -> tuple[Any, tuple[Any, ...]]:
     torch.manual_seed(0)
     size, kw = TIMM_MODELS[name]
     model = timm.create_model(name, pretrained=False, num_classes=10, **kw).eval()
-    return _wrap(model, take=lambda out: out), (_image(size),)
+    return model, (_image(size),)  # one tensor in, one out: no wrapper needed
 
 
 def build(name: str) -> tuple[Any, tuple[Any, ...]]:
@@ -173,28 +172,21 @@ def reference(model: Any, inputs: tuple[Any, ...]) -> Any:
         return model(*inputs).numpy()
 
 
-def feeds_for(graph: Any, inputs: tuple[Any, ...]) -> dict[str, Any]:
-    return {v.name: t.numpy() for v, t in zip(graph.inputs, inputs)}
-
-
-def check_torchscript(name: str, simulate: bool = False) -> float:
-    """Export ``name`` to TorchScript-json, convert, interpret (and, with ``simulate``, compile
-    for the bm1684 simulator and run); compare with torch. Returns the max relative error."""
+def check_torchscript(name: str, simulate: bool = False) -> None:
+    """Export ``name`` to TorchScript-json, convert, interpret and compare with torch (the
+    shared check of tests/torchscript); with ``simulate``, also compile for the bm1684
+    simulator, run and compare."""
     import numpy as np
 
     import opbridge as ob
-    from tests.torchscript.helpers import assert_close, export_and_convert
+    from tests.torchscript.helpers import assert_close, check
 
     model, inputs = build(name)
-    graph, ref = export_and_convert(model, inputs)
-    feeds = feeds_for(graph, inputs)
-    got = list(ob.interpret(graph, feeds).values())
-    assert len(got) == 1 == len(ref), f"{name}: {len(got)} outputs, torch gives {len(ref)}"
-    err = assert_close(np.asarray(got[0]), ref[0], what=f"{name} interpreter vs torch")
+    graph = check(model, *inputs)
     if simulate:
+        feeds = {v.name: t.numpy() for v, t in zip(graph.inputs, inputs)}
         sim = ob.compile(graph, "bm1684").run(feeds)[graph.outputs[0].name]
-        err = max(err, assert_close(np.asarray(sim), ref[0], what=f"{name} simulator vs torch"))
-    return err
+        assert_close(np.asarray(sim), reference(model, inputs), what=f"{name} simulator vs torch")
 
 
 def check_onnx(name: str, path: Any) -> float:
@@ -218,6 +210,5 @@ def check_onnx(name: str, path: Any) -> float:
     feeds = {n: t.numpy() for n, t in zip(in_names, inputs)}
     got = np.asarray(ob.interpret(ob.convert(str(path)), feeds)["y"])
     want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(["y"], feeds)[0]
-    path.unlink()
     err = assert_close(got, reference(model, inputs), what=f"{name} vs torch")
     return max(err, assert_close(got, want, what=f"{name} vs onnxruntime"))

@@ -8,15 +8,12 @@ ones (attention hybrids, Swin, MaxViT) are marked slow."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import HAVE_TORCH, requires_ort, requires_torch
 from tests.models._zoo import TIMM_MODELS, check_onnx, check_torchscript, importorskip_zoo
-
-os.environ["HF_HUB_OFFLINE"] = "1"
 
 pytestmark = requires_torch
 if HAVE_TORCH:

@@ -65,7 +65,7 @@ def _check(name: str, tmp_dir: str) -> None:
     got = ob.interpret(ob.convert(str(path)), feeds)
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     ort_out = sess.run(names, feeds)
-    assert list(got) == names
+    assert list(got) == names, f"{list(got)} != {names}"
     for what, r, o in zip(names, ref, ort_out):
         compare(name, got[what], o, f"{name} {what} vs onnxruntime")
         compare(name, got[what], r, f"{name} {what} vs torch")

@@ -84,7 +84,8 @@ def _run(name: str, tmp_dir: str) -> None:
         warnings.simplefilter("ignore")
         path = export_torchscript(model, (x,), Path(tmp_dir) / f"{name}.ts.json")
     kinds = {n["kind"] for n in json.loads(path.read_text())["nodes"]}
-    assert kinds - _mapped() == UNSUPPORTED.get(name, set()), "update UNSUPPORTED"
+    unmapped = kinds - _mapped()
+    assert unmapped == UNSUPPORTED.get(name, set()), f"update UNSUPPORTED: unmapped {sorted(unmapped)}"
     if UNSUPPORTED.get(name):
         return
     with torch.no_grad():

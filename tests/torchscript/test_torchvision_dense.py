@@ -58,7 +58,8 @@ def _check(name: str, tmp_dir: str) -> None:
         warnings.simplefilter("ignore")
         path = export_torchscript(model, inputs, Path(tmp_dir) / f"{name}.ts.json")
     kinds = {n["kind"] for n in json.loads(path.read_text())["nodes"]}
-    assert kinds - _mapped() == UNSUPPORTED.get(name, set()), "update UNSUPPORTED"
+    unmapped = kinds - _mapped()
+    assert unmapped == UNSUPPORTED.get(name, set()), f"update UNSUPPORTED: unmapped {sorted(unmapped)}"
     if UNSUPPORTED.get(name):
         return
     with torch.no_grad():
@@ -66,7 +67,7 @@ def _check(name: str, tmp_dir: str) -> None:
     graph = ob.convert(str(path))
     got = list(ob.interpret(graph, {v.name: t.numpy() for v, t in zip(graph.inputs, inputs)}).values())
     names = output_names(name)
-    assert len(got) == len(ref) == len(names)
+    assert len(got) == len(ref) == len(names), f"{len(got)} outputs, torch {len(ref)}, names {names}"
     for what, o, r in zip(names, got, ref):
         compare(name, o, r, f"{name} {what}")
 

@@ -378,9 +378,7 @@ def diff(node: OriginNode, g: MapContext) -> Any:
     dtype = functools.reduce(promote, [p.dtype for p in parts])
     y = g.op("Concat", [cast(g, p, dtype) for p in parts], axis=axis) if len(parts) > 1 else x
     for _ in range(n):
-        size = static_shape(g, y)[axis]
-        hi = g.op("Slice", [y], starts=[1], ends=[max(size, 1)], axes=[axis], steps=[1])
-        lo = g.op("Slice", [y], starts=[0], ends=[max(size - 1, 0)], axes=[axis], steps=[1])
+        hi, lo = _slice(g, y, axis, 1, None, 1), _slice(g, y, axis, None, -1, 1)
         y = g.op("Xor" if dtype == "bool" else "Sub", [hi, lo])
     return y
 
