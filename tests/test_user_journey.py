@@ -69,8 +69,20 @@ def test_a_caffemodel_as_the_model_says_to_give_the_prototxt(files, capsys):
 
 def test_a_prototxt_without_weights_says_how_to_make_some(files, capsys, tmp_path):
     error, hint = _fails(capsys, ["convert", str(files["prototxt"]), "-o", str(tmp_path / "n.obir")])
-    assert error.startswith("error: [caffe] layer 'conv1' (Convolution): the caffemodel has no blob")
-    assert "opbridge random-weights" in hint
+    assert error.startswith("error: [caffe] layer 'conv1' (Convolution): the layer needs blob 0")
+    assert error.endswith("and no caffemodel was given")
+    assert "--weights" in hint and "opbridge random-weights" in hint
+
+
+def test_a_caffemodel_without_the_layer_says_it_lacks_the_blob(files, capsys, tmp_path):
+    """A caffemodel was given but has nothing for this layer (renamed in the prototxt)."""
+    weights = tmp_path / "n.caffemodel"
+    assert main(["random-weights", str(files["prototxt"]), "-o", str(weights)]) == 0
+    renamed = tmp_path / "renamed.prototxt"
+    renamed.write_text(files["prototxt"].read_text().replace('"conv1"', '"conv1b"'))
+    capsys.readouterr()
+    error, _ = _fails(capsys, ["convert", str(renamed), "--weights", str(weights), "-o", str(tmp_path / "n.obir")])
+    assert "the caffemodel has no blob 0" in error and "(it has none)" in error
 
 
 def test_a_typo_in_an_input_shape_name_suggests_the_input(files, capsys, tmp_path):

@@ -130,7 +130,7 @@ class MapContext:
             return self._provided[i][0]
         provider = current_provider()
         if provider is None or exp is None or i < 0:
-            raise missing_weight(self.node, i, exp, where)
+            raise missing_weight(self.node, i, exp, where, "weights" in self._conv.origin.metadata)
         arr = np.asarray(provider(make_request(self.node, i, exp, kind, fan_in)))
         if arr.shape != exp:
             raise MappingError(f"the weight provider gave weight {i} shape {tuple(arr.shape)}, "

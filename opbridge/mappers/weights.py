@@ -114,15 +114,18 @@ def fit_weight(node: OriginNode, i: int, arr: np.ndarray, shape: tuple[int, ...]
 
 
 def missing_weight(node: OriginNode, i: int, shape: tuple[int, ...] | None,
-                   context: dict[str, Any]) -> OpbridgeError:
-    """The error for weight ``i`` that ``node``'s mapping reads and the model lacks."""
+                   context: dict[str, Any], weights_given: bool = True) -> OpbridgeError:
+    """The error for weight ``i`` that ``node``'s mapping reads and the model lacks
+    (``weights_given``: whether a weights file, a caffemodel, came with the model)."""
     have = f"it has {len(node.weights)}" if node.weights else "it has none"
     of = f" of shape {shape}" if shape is not None else ""
     if node.framework == Framework.CAFFE:
+        what = (f"the caffemodel has no blob {i}{of} for this layer ({have})" if weights_given else
+                f"the layer needs blob {i}{of} and no caffemodel was given")
         return MappingError(
-            f"the caffemodel has no blob {i}{of} for this layer ({have})",
-            hint="pass the layer's caffemodel (weights=...), or write random ones with 'opbridge "
-            "random-weights deploy.prototxt -o net.caffemodel'", **context,
+            what,
+            hint="give the net's trained caffemodel (--weights NET.caffemodel; weights= in Python), or "
+            "write random ones with 'opbridge random-weights deploy.prototxt -o net.caffemodel'", **context,
         )
     return MappingError(f"the model has no weight {i}{of} for this node ({have})",
                         hint="check the model's weights file matches its definition", **context)
