@@ -511,3 +511,14 @@ def test_next_command_repeats_input_values_and_quotes_paths():
     assert shlex.split(_model_words(args)) == [
         "my models/m.onnx", "--input-shape", "x=1,3,8,8", "--input-value", "sr=16000",
         "--input-value", "flag=true", "--input-value", "v=1,2.5", "--input-value", "t=a b.npy"]
+
+
+def test_validate_an_obir_the_target_cannot_compile_is_a_user_error(onnx_model, tmp_path, capsys):
+    """A bf16 .obir validated on bm1684 (no bf16) printed an empty table and FAIL: with no
+    origin model the simulator is the only comparison, so its refusal is the error, with its hint."""
+    path = tmp_path / "b.obir"
+    ob.save(ob.quantize(ob.convert(str(onnx_model)), None, dtype="bf16"), str(path))
+    assert main(["validate", str(path)]) == 2
+    error, hint = _one_error(capsys.readouterr().err)
+    assert "computes in bf16" in error and "bm1684x" in hint
+    assert main(["validate", str(path), "--target", "bm1684x"]) in (0, 1)
