@@ -238,9 +238,9 @@ _SHORT = {"interpreter": "interp", "simulator": "sim"}
 #: The report's modes, in words.
 MODES = {
     "layer-groups": "layer-groups (the compiled program; inside a layer group only the tensors "
-                    "stored to DDR are compared)",
+                    "stored to DDR are compared: --per-layer compares every layer)",
     "per-layer": "per-layer (a debugging compile that stores every layer's output to DDR; every "
-                 "layer compared)",
+                 "layer compared; its timing is not the real program's)",
     "no-simulator": "no simulator (the interpreter and the origin framework only)",
 }
 

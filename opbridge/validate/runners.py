@@ -266,14 +266,9 @@ def run_simulator(program: Any, feeds: Mapping[str, np.ndarray], *, per_layer: b
     (``per_layer``: the program is the per-layer variant, which stores every layer's output)."""
     params = inspect.signature(program.run).parameters
     if "keep_intermediates" in params:
+        # what is compared (layer groups or every layer) is the report's mode, not a note
         tensors = program.run(dict(feeds), keep_intermediates=True)
-        note = ("simulator: per-layer mode, a debugging compile that stores every layer's output "
-                "to DDR, so every layer is compared (its timing is not the real program's)"
-                if per_layer else
-                "simulator: layer-group mode, intermediate tensors compared where they pass "
-                "through DDR (inside a layer group they stay in local memory; --per-layer "
-                "compares every layer)")
-        return RunOutput("simulator", dict(tensors), extra={"program": program}, notes=[note])
+        return RunOutput("simulator", dict(tensors), extra={"program": program})
     tensors = program.run(dict(feeds))
     return RunOutput("simulator", dict(tensors), outputs_only=True,
                      notes=["simulator: compared on graph outputs only (it does not expose "

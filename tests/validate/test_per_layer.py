@@ -111,7 +111,7 @@ def test_report_says_which_mode_ran(norm_op: None, tmp_path: Path) -> None:
     from rich.console import Console
 
     for per_layer, mode, words in ((False, "layer-groups", "inside a layer group only"),
-                                   (True, "per-layer", "stores every layer's output")):
+                                   (True, "per-layer", "a debugging compile that stores every layer")):
         r = ob.validate(_graph(), inputs=_inputs(), target=TARGET, per_layer=per_layer)
         r.write_json(tmp_path / "r.json")
         assert json.loads((tmp_path / "r.json").read_text())["mode"] == mode
