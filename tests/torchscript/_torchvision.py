@@ -39,3 +39,23 @@ def import_torchvision() -> Any:
         _declared.append(lib)  # the schemas live as long as the library object
         import torchvision
     return torchvision
+
+
+def export_checked(model: Any, inputs: tuple[Any, ...], path: Any, unsupported: set[str]) -> bool:
+    """Export ``model`` on ``inputs`` to the TorchScript-json ``path`` and check that the node
+    kinds opbridge has no mapping for are exactly ``unsupported`` (the test's list, checked both
+    ways); True when every kind maps, so the model can be converted and compared."""
+    import json
+    import warnings
+
+    from opbridge.export.torchscript import export_torchscript
+    from opbridge.mappers import DEFAULT_MAPPINGS
+    from opbridge.parsers.origin import Framework
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        export_torchscript(model, inputs, path)
+    kinds = {n["kind"] for n in json.loads(path.read_text())["nodes"]}
+    unmapped = kinds - {e.key_text for e in DEFAULT_MAPPINGS.entries(Framework.TORCHSCRIPT)}
+    assert unmapped == unsupported, f"update UNSUPPORTED: unmapped {sorted(unmapped)}"
+    return not unsupported

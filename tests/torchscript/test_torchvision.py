@@ -6,18 +6,14 @@ A sample of small models (and Swin-T / Swin-V2-T) runs by default; the rest are 
 
 from __future__ import annotations
 
-import json
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from opbridge.mappers import DEFAULT_MAPPINGS
-from opbridge.parsers.origin import Framework
 from tests.conftest import _full_run, requires_torch, run_isolated
 
-from ._torchvision import HAVE_TORCHVISION, SKIP_REASON, import_torchvision
+from ._torchvision import HAVE_TORCHVISION, SKIP_REASON, export_checked, import_torchvision
 from .helpers import RTOL, assert_close
 
 pytestmark = [requires_torch, pytest.mark.skipif(not HAVE_TORCHVISION, reason=SKIP_REASON)]
@@ -58,10 +54,6 @@ def _params() -> list[object]:
     return out
 
 
-def _mapped() -> set[str]:
-    return {e.key_text for e in DEFAULT_MAPPINGS.entries(Framework.TORCHSCRIPT)}
-
-
 def _run(name: str, tmp_dir: str) -> None:
     """Export ``name`` with random weights, check its kinds against UNSUPPORTED, and when all are
     mapped convert, interpret and compare with torch. Run in a process of its own (run_isolated):
@@ -69,7 +61,6 @@ def _run(name: str, tmp_dir: str) -> None:
     import torch
 
     import opbridge as ob
-    from opbridge.export.torchscript import export_torchscript
 
     tv = import_torchvision()
     torch.manual_seed(0)
@@ -80,13 +71,8 @@ def _run(name: str, tmp_dir: str) -> None:
                 p.normal_(0.0, 0.02)
     size = 299 if name == "inception_v3" else 224  # Inception's stem needs 75+; 299 is its own
     x = torch.randn(1, 3, size, size)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        path = export_torchscript(model, (x,), Path(tmp_dir) / f"{name}.ts.json")
-    kinds = {n["kind"] for n in json.loads(path.read_text())["nodes"]}
-    unmapped = kinds - _mapped()
-    assert unmapped == UNSUPPORTED.get(name, set()), f"update UNSUPPORTED: unmapped {sorted(unmapped)}"
-    if UNSUPPORTED.get(name):
+    path = Path(tmp_dir) / f"{name}.ts.json"
+    if not export_checked(model, (x,), path, UNSUPPORTED.get(name, set())):
         return
     with torch.no_grad():
         ref = model(x)

@@ -7,17 +7,13 @@ One small model per family runs by default; the rest are marked slow."""
 
 from __future__ import annotations
 
-import json
-import warnings
 from pathlib import Path
 
 import pytest
 
-from opbridge.mappers import DEFAULT_MAPPINGS
-from opbridge.parsers.origin import Framework
 from tests.conftest import requires_torch, run_isolated
 
-from ._torchvision import HAVE_TORCHVISION, SKIP_REASON
+from ._torchvision import HAVE_TORCHVISION, SKIP_REASON, export_checked
 from ._torchvision_dense import MODELS, all_models, build, compare, output_names
 
 pytestmark = [requires_torch, pytest.mark.skipif(not HAVE_TORCHVISION, reason=SKIP_REASON)]
@@ -36,10 +32,6 @@ def _params() -> list[object]:
             for name in MODELS]
 
 
-def _mapped() -> set[str]:
-    return {e.key_text for e in DEFAULT_MAPPINGS.entries(Framework.TORCHSCRIPT)}
-
-
 @pytest.mark.parametrize("name", _params())
 def test_dense_model_matches_torch(name: str, tmp_path: Path) -> None:
     # in a process of its own: torch would keep the model's weights in the test process
@@ -51,16 +43,10 @@ def _check(name: str, tmp_dir: str) -> None:
     import torch
 
     import opbridge as ob
-    from opbridge.export.torchscript import export_torchscript
 
     model, inputs = build(name)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        path = export_torchscript(model, inputs, Path(tmp_dir) / f"{name}.ts.json")
-    kinds = {n["kind"] for n in json.loads(path.read_text())["nodes"]}
-    unmapped = kinds - _mapped()
-    assert unmapped == UNSUPPORTED.get(name, set()), f"update UNSUPPORTED: unmapped {sorted(unmapped)}"
-    if UNSUPPORTED.get(name):
+    path = Path(tmp_dir) / f"{name}.ts.json"
+    if not export_checked(model, inputs, path, UNSUPPORTED.get(name, set())):
         return
     with torch.no_grad():
         ref = [t.numpy() for t in model(*inputs)]
