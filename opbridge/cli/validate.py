@@ -131,7 +131,9 @@ def run(args: argparse.Namespace) -> int:
     for name, desc in report.inputs.items():
         console.print(f"input {name}: {desc}", highlight=False)
     report.print(console, max_rows=args.max_rows)
-    random = [name for name, desc in report.inputs.items() if " random (seed " in desc]
+    from ..validate.inputs import RANDOM_INPUT
+
+    random = [name for name, desc in report.inputs.items() if f" {RANDOM_INPUT} (seed " in desc]
     values = report.first_divergence is not None and report.first_divergence.status == "different"
     if args.quantize and random and values:
         console.print(f"note: input(s) {', '.join(random)} were random values, not data like the "

@@ -39,6 +39,10 @@ class ImageSpec:
     pixel_format: str = "bgr"
 
 
+#: How a random input is described in ``where`` (and the report's inputs), read by the CLI.
+RANDOM_INPUT = "random"
+
+
 def _describe(v: Value) -> str:
     return f"{v.dtype}{format_shape(v.shape)}"
 
@@ -184,7 +188,7 @@ def random_inputs(graph: Graph, seed: int = 0, skip: Mapping[str, Any] = ()) -> 
         else:
             arr = rng.integers(0, 8, shape).astype(dt)
         feeds[v.name] = arr
-        where[v.name] = f"{_describe(v)} random (seed {seed})"
+        where[v.name] = f"{_describe(v)} {RANDOM_INPUT} (seed {seed})"
     return feeds, where
 
 
