@@ -18,8 +18,11 @@ Each quantized tensor is a ``QuantizeLinear`` -> ``DequantizeLinear`` pair; the 
 tensor keeps the float tensor's name (the float value before it is renamed ``NAME/prequant``),
 so validation compares the int8 graph with the float one layer by layer. An output whose only
 reader is a ``Relu`` or ``Clip`` is quantized at that activation's scale, and so is the
-activation's output (the chip fuses the two; the Relu then runs on the integers). Other ops
-stay float, reading dequantized values: the target has no int8 kernel for them. Then the
+activation's output (the chip fuses the two; the Relu then runs on the integers). An int8
+op's input made from another quantized tensor by ops that only select or move values
+(:data:`PASS_THROUGH`: MaxPool, Transpose, Reshape ...) takes that tensor's scale, so those ops
+run on the 8-bit values (onnxruntime's QDQ propagation; TPU-MLIR runs them in int8 too). Other
+ops stay float, reading dequantized values: the target has no int8 kernel for them. Then the
 ``fold_qdq`` pass, when the IR has it, turns DequantizeLinear -> op -> QuantizeLinear into
 integer ops (ConvInteger / MatMulInteger + Requantize).
 """
@@ -40,6 +43,9 @@ from .table import MIN_THRESHOLD, CalibrationTable, QuantError, TensorRange
 INT8_OPS = ("Conv", "MatMul", "Gemm")
 #: Single-reader activations the chip fuses into the int8 op before requantizing.
 FUSED_ACTIVATIONS = ("Relu", "Clip")
+#: Ops that only select or move their input's values: an 8-bit input stays 8-bit through them,
+#: at its own scale (see :func:`quant_points`).
+PASS_THROUGH = ("MaxPool", "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze")
 
 
 def quantizable(node: Node) -> bool:
@@ -87,7 +93,30 @@ def quant_points(graph: Graph, nodes: Collection[str]) -> dict[str, str]:
             points.setdefault(act, act)
         else:
             points.setdefault(out, out)
+    _pass_through(graph, nodes, points)
     return points
+
+
+def _pass_through(graph: Graph, nodes: Collection[str], points: dict[str, str]) -> None:
+    """An int8 node's input made from another quantization point by :data:`PASS_THROUGH` ops
+    alone (a MaxPool, transposes, reshapes) takes that point's table entry, and so does every
+    tensor between them: the ops then run on the 8-bit tensor (``fold_qdq`` turns DQ -> op -> Q
+    with one scale into the op on the integers), where a threshold of the int8 node's own would
+    round the pooled values a second time. A chain through a graph output is left float."""
+    outputs = {v.name for v in graph.outputs}
+    for n in graph.nodes:
+        x = n.inputs[0] if n.name in nodes and n.inputs else None
+        chain: list[str] = []
+        while x is not None and x.producer is not None and x.name not in outputs:
+            p = x.producer
+            src = p.inputs[0] if p.op in PASS_THROUGH and len(p.outputs) == 1 and p.inputs else None
+            if src is None or src.is_constant:
+                break
+            chain.append(x.name)
+            if src.name in points:
+                points.update(dict.fromkeys(chain, points[src.name]))
+                break
+            x = src
 
 
 def check_table(graph: Graph, table: CalibrationTable, names: Collection[str]) -> None:

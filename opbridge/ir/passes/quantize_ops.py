@@ -7,9 +7,10 @@
   Requantize`` with the fixed-point multiplier and shift of ``a_scale * w_scale / y_scale``.
 - ``DequantizeLinear(i32 accumulator) -> QuantizeLinear`` (onnxruntime's requantization, as the
   QLinearConv / QLinearMatMul / QGemm mappings emit it) becomes Requantize.
-- ``DequantizeLinear -> Relu / MaxPool / Reshape / Flatten / Concat -> QuantizeLinear`` with the
-  same scale and zero point on both sides becomes the op on the integers (Relu as
-  ``Max(q, zero_point)``): exact, since these ops commute with a monotonic affine map.
+- ``DequantizeLinear -> Relu / MaxPool / Reshape / Flatten / Concat / Transpose / Squeeze /
+  Unsqueeze -> QuantizeLinear`` with the same scale and zero point on both sides becomes the op
+  on the integers (Relu as ``Max(q, zero_point)``): exact, since these ops commute with a
+  monotonic affine map.
 
 - ``DequantizeLinear(a), DequantizeLinear(b) -> Add (-> Relu) -> QuantizeLinear`` on 8-bit
   per-tensor values of one shape (a residual Add) becomes QAdd: each input rescaled to a common
@@ -39,7 +40,7 @@ from .base import PassResult
 from .dce import EliminateDeadCode
 
 _INT8 = ("i8", "u8")
-_EXACT = ("Relu", "MaxPool", "Reshape", "Flatten", "Concat")
+_EXACT = ("Relu", "MaxPool", "Reshape", "Flatten", "Concat", "Transpose", "Squeeze", "Unsqueeze")
 #: Element-wise ops whose DQ -> op -> Q chain on 8-bit values is a 256-entry table.
 _TABLE = ("Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus",
           "Gelu", "Swish", "Mish", "Erf", "Exp", "Abs", "Neg", "Sqrt", "Reciprocal")
@@ -277,7 +278,7 @@ def _np(dtype: str) -> Any:
 
 
 def _exact(e: _Edit, qn: _Q) -> bool:
-    """Rewrite DQ -> Relu/MaxPool/Reshape/Flatten/Concat -> Q with one scale and zero point."""
+    """Rewrite DQ -> one of :data:`_EXACT` -> Q with one scale and zero point."""
     p = qn.node.inputs[0].producer if qn.node.inputs[0] is not None else None
     if p is None or p.op not in _EXACT or len(p.outputs) != 1 or len(p.outputs[0].users) != 1:
         return False
