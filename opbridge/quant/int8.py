@@ -102,7 +102,8 @@ def _pass_through(graph: Graph, nodes: Collection[str], points: dict[str, str]) 
     alone (a MaxPool, transposes, reshapes) takes that point's table entry, and so does every
     tensor between them: the ops then run on the 8-bit tensor (``fold_qdq`` turns DQ -> op -> Q
     with one scale into the op on the integers), where a threshold of the int8 node's own would
-    round the pooled values a second time. A chain through a graph output is left float."""
+    round the pooled values a second time. A chain through a graph output is left as it was (the
+    int8 node's input keeps its own threshold)."""
     outputs = {v.name for v in graph.outputs}
     for n in graph.nodes:
         x = n.inputs[0] if n.name in nodes and n.inputs else None
