@@ -18,7 +18,7 @@ from opbridge.quant import CalibrationTable, QuantError
 from opbridge.quant.calibrate import prepared
 from opbridge.quant.int8 import channel_points, quant_points, quantizable, to_int8
 from tests.conftest import requires_ort
-from tests.quant.helpers import cnn_model, cos, ort_all_tensors, ort_outputs
+from tests.quant.helpers import cnn_model, cos, ort_all_tensors, ort_outputs, scheme_weights
 
 C = 8
 #: Output-channel gains of the first Conv: after BatchNorm folding a MobileNet block's channels
@@ -96,17 +96,10 @@ def _qdq_block(model: onnx.ModelProto, calib: list[dict[str, np.ndarray]]) -> by
         ins = [f"{i}_d" if i in PER_TENSOR | PER_CHANNEL else i for i in node.input]
         if node.name in CONVS:
             wn, bn = CONVS[node.name]
-            w = inits[wn]
-            ws = (np.abs(w).reshape(w.shape[0], -1).max(axis=1) / 127).astype(np.float32)
-            wq = np.clip(np.round(w / ws.reshape(-1, 1, 1, 1)), -127, 127).astype(np.int8)
-            sx = np.broadcast_to(scale(node.input[0]), ws.shape)
-            bs = (sx * ws).astype(np.float32)
-            bq = np.round(inits[bn] / bs).astype(np.int32)
-            new.extend([numpy_helper.from_array(wq, f"{wn}_q"), numpy_helper.from_array(ws, f"{wn}_s"),
-                        numpy_helper.from_array(bq, f"{bn}_q"), numpy_helper.from_array(bs, f"{bn}_s")])
-            nodes.extend([helper.make_node("DequantizeLinear", [f"{wn}_q", f"{wn}_s"], [f"{wn}_d"], axis=0),
-                          helper.make_node("DequantizeLinear", [f"{bn}_q", f"{bn}_s"], [f"{bn}_d"], axis=0)])
-            ins[1:3] = [f"{wn}_d", f"{bn}_d"]
+            w_inits, w_nodes, ins[1:3] = scheme_weights(inits[wn], inits[bn], scale(node.input[0]), wn, bn,
+                                                        sep="_", dq="d")
+            new.extend(w_inits)
+            nodes.extend(w_nodes)
         nodes.append(helper.make_node(node.op_type, ins, list(node.output), name=node.name,
                                       **{a.name: helper.get_attribute_value(a) for a in node.attribute}))
         qdq(node.output[0])

@@ -17,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 import opbridge as ob
 from opbridge.quant.int8 import PASS_THROUGH, quant_points
 from tests.conftest import requires_ort
-from tests.quant.helpers import cos, ort_outputs
+from tests.quant.helpers import cos, ort_outputs, scheme_weights
 
 RNG = np.random.default_rng(3)
 W1 = RNG.standard_normal((8, 4, 3, 3)).astype(np.float32) * 0.3
@@ -87,15 +87,10 @@ def _reference(model: onnx.ModelProto, table, moved: list[str], w2: np.ndarray) 
                 helper.make_node("DequantizeLinear", [f"{name}__q", f"{name}__s", f"{name}__z"], [out])]
 
     def weights(w: np.ndarray, b: np.ndarray, x_entry: str, tag: str) -> list[str]:
-        ws = (np.abs(w).reshape(w.shape[0], -1).max(axis=1) / 127).astype(np.float32)
-        wq = np.clip(np.round(w / ws.reshape(-1, 1, 1, 1)), -127, 127).astype(np.int8)
-        bs = (params(x_entry)[0] * ws).astype(np.float32)
-        bq = np.round(b / bs).astype(np.int32)
-        inits.extend([numpy_helper.from_array(wq, f"{tag}w__q"), numpy_helper.from_array(ws, f"{tag}w__s"),
-                      numpy_helper.from_array(bq, f"{tag}b__q"), numpy_helper.from_array(bs, f"{tag}b__s")])
-        nodes.extend([helper.make_node("DequantizeLinear", [f"{tag}w__q", f"{tag}w__s"], [f"{tag}w__dq"], axis=0),
-                      helper.make_node("DequantizeLinear", [f"{tag}b__q", f"{tag}b__s"], [f"{tag}b__dq"], axis=0)])
-        return [f"{tag}w__dq", f"{tag}b__dq"]
+        w_inits, w_nodes, outs = scheme_weights(w, b, params(x_entry)[0], f"{tag}w", f"{tag}b")
+        inits.extend(w_inits)
+        nodes.extend(w_nodes)
+        return outs
 
     nodes: list[onnx.NodeProto] = qdq("x", "x", "x__dq")
     rename = {"x": "x__dq"}

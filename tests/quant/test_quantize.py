@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 import opbridge as ob
 from opbridge.quant import CalibrationTable, QuantError, TensorRange
 from tests.conftest import requires_ort
-from tests.quant.helpers import cnn_model, cos, feeds, ort_outputs
+from tests.quant.helpers import cnn_model, cos, feeds, ort_outputs, scheme_weights
 
 #: The activations the scheme quantizes in the small CNN, read off its structure: the inputs
 #: and outputs of conv1, conv2a, conv2b and fc; conv2a's output, read only by a Relu, at the
@@ -67,16 +67,10 @@ def _qdq_reference(model: onnx.ModelProto, table: CalibrationTable, asymmetric: 
         ins = [rename.get(i, i) for i in node.input]
         if node.name in CNN_WEIGHTS:
             w_name, b_name, axis = CNN_WEIGHTS[node.name]
-            w = inits[w_name]
-            ws = (np.abs(w).reshape(w.shape[0], -1).max(axis=1) / 127).astype(np.float32)
-            wq = np.clip(np.round(w / ws.reshape(-1, *([1] * (w.ndim - 1)))), -127, 127).astype(np.int8)
-            bs = (act_scale(node.input[0]) * ws).astype(np.float32)
-            bq = np.round(inits[b_name] / bs).astype(np.int32)
-            new_inits += [numpy_helper.from_array(wq, f"{w_name}__q"), numpy_helper.from_array(ws, f"{w_name}__s"),
-                          numpy_helper.from_array(bq, f"{b_name}__q"), numpy_helper.from_array(bs, f"{b_name}__s")]
-            nodes += [helper.make_node("DequantizeLinear", [f"{w_name}__q", f"{w_name}__s"], [f"{w_name}__dq"], axis=axis),
-                      helper.make_node("DequantizeLinear", [f"{b_name}__q", f"{b_name}__s"], [f"{b_name}__dq"], axis=0)]
-            ins[1:3] = [f"{w_name}__dq", f"{b_name}__dq"]
+            w_inits, w_nodes, ins[1:3] = scheme_weights(inits[w_name], inits[b_name], act_scale(node.input[0]),
+                                                        w_name, b_name, axis=axis)
+            new_inits += w_inits
+            nodes += w_nodes
         nodes.append(helper.make_node(node.op_type, ins, list(node.output), name=node.name,
                                       **{a.name: helper.get_attribute_value(a) for a in node.attribute}))
         nodes += [n for o in node.output if o in rename and o != "image" for n in qdq(o)]
